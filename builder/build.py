@@ -1,0 +1,138 @@
+"""`kbuild build`: manifests → plans → one ninja graph → staged variant folders.
+
+Each step is a named function; the plan and the ninja text are pure, the rest does the I/O.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ninja_file
+from .errors import BuildError
+from .gitid import source_id
+from .manifest import Manifest, load_manifest
+from .ninja_run import run_ninja
+from .plan import BuildPlan, PlanInputs, plan_build
+from .report import Reporter, VariantResult
+from .stage import TEMPLATES, Provenance, stage_variant
+from .toolchain import CudaInfo, TorchInfo, find_cuda, probe_torch
+from .workspace import kernel_dirs
+
+WORK_DIR = ".kbuild"
+BUILD_DIR = "build"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Resolved once by the CLI; nothing below reads the environment."""
+
+    folder: Path
+    variants: tuple[str, ...] = ()
+    jobs: int | None = None
+    python: str = ""
+    cuda_home: str | None = None
+    cache_dir: Path = Path.home() / ".cache" / "kbuild"
+    cxx: str = "c++"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    torch: TorchInfo
+    cuda: CudaInfo | None
+
+
+def find_toolchain(options: BuildOptions) -> Toolchain:
+    torch = probe_torch(options.python, options.cache_dir / "probes")
+    cuda = find_cuda(options.cuda_home) if torch.cuda else None
+    return Toolchain(torch, cuda)
+
+
+def plan_kernels(options: BuildOptions, toolchain: Toolchain) -> list[BuildPlan]:
+    """Load every selected manifest and plan its variants for this toolchain."""
+    plans = []
+    for folder in kernel_dirs(options.folder):
+        manifest = load_manifest(folder)
+        work = folder / WORK_DIR
+        inputs = PlanInputs(manifest, toolchain.torch, toolchain.cuda, source_id(folder).short,
+                            work, work / "include")
+        plans.append(plan_build(inputs, options.variants))
+    return plans
+
+
+def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
+    toolchain = find_toolchain(options)
+    plans = plan_kernels(options, toolchain)
+    results = [VariantResult(p.manifest.name, s.backend, "skipped", reason=s.reason)
+               for p in plans for s in p.skipped]
+    for p in plans:
+        for s in p.skipped:
+            reporter.info(f"{p.manifest.name}: skipping {s.backend}: {s.reason}")
+    compiled = [(p.manifest, v) for p in plans for v in p.variants if v.compiled]
+    started = time.monotonic()
+    outcome = None
+    if compiled:
+        ninja_path = _write_graph(options, plans, toolchain)
+        outcome = run_ninja(ninja_path, [str(v.library) for _, v in compiled], options.jobs, reporter)
+        if outcome.compiles_run == 0 and outcome.returncode == 0:
+            reporter.info("nothing to compile: every object is up to date")
+    elapsed = time.monotonic() - started
+    for p in plans:
+        provenance = Provenance(source_id(p.manifest.root), _kbuild_source())
+        for v in p.variants:
+            results.append(_finish_variant(p.manifest, v, provenance, outcome, elapsed))
+    return results
+
+
+def _write_graph(options: BuildOptions, plans: list[BuildPlan], toolchain: Toolchain) -> Path:
+    work = options.folder / WORK_DIR
+    work.mkdir(parents=True, exist_ok=True)
+    for p in plans:
+        include = p.manifest.root / WORK_DIR / "include"
+        include.mkdir(parents=True, exist_ok=True)
+        _copy_if_changed(TEMPLATES / "registration.h", include / "registration.h")
+    text = ninja_file.render([v for p in plans for v in p.variants], options.cxx,
+                             toolchain.cuda.nvcc if toolchain.cuda else None)
+    path = work / "build.ninja"
+    if not path.is_file() or path.read_text() != text:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def _copy_if_changed(src: Path, dest: Path) -> None:
+    # Keep the mtime when unchanged so ninja does not recompile everything that includes it.
+    if not dest.is_file() or dest.read_bytes() != src.read_bytes():
+        shutil.copyfile(src, dest)
+
+
+def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, elapsed: float) -> VariantResult:
+    build_dir = manifest.root / BUILD_DIR
+    if v.compiled:
+        failed = {out: text for out, text in (outcome.failed_outputs if outcome else {}).items()
+                  if Path(out).is_relative_to(v.library.parent)}
+        if failed or not v.library.is_file():
+            log = v.library.parent / "build.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("".join(f"FAILED: {out}\n{text}\n" for out, text in failed.items())
+                           or (outcome.log if outcome else ""))
+            first = next(iter(failed), "link")
+            return VariantResult(manifest.name, v.name, "failed", elapsed, log=log,
+                                 reason=f"compiling {Path(first).name} failed; see the log")
+    try:
+        path, changed = stage_variant(v, manifest, build_dir, provenance)
+    except OSError as e:
+        raise BuildError(f"{manifest.name}: cannot write {build_dir / v.name}: {e}") from None
+    return VariantResult(manifest.name, v.name, "built" if changed else "unchanged",
+                         elapsed if v.compiled else 0.0, path=path)
+
+
+def _kbuild_source():
+    # Provenance of kbuild itself when it runs from a git checkout.
+    root = Path(__file__).resolve().parent.parent
+    if (root / ".git").exists():
+        return source_id(root)
+    return None

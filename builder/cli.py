@@ -1,0 +1,147 @@
+"""The `kbuild` command line: parse → one library call → render. Errors are one line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from . import __version__
+from .build import BuildOptions, build, find_toolchain, plan_kernels
+from .errors import KbuildError
+from .manifest import load_manifest
+from .report import Reporter
+from .testing import test_kernels
+from .workspace import kernel_dirs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    reporter = Reporter(verbose=getattr(args, "verbose", False), plain=_plain())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            code = args.handler(args, reporter)
+        except KbuildError as e:
+            _show_warnings(caught, reporter)
+            if args.debug:
+                raise
+            reporter.error(str(e), e.hint)
+            return e.exit_code
+        except KeyboardInterrupt:
+            reporter.error("interrupted; build/ keeps its previous variants")
+            return 130
+    _show_warnings(caught, reporter)
+    return code
+
+
+def _plain() -> bool | None:
+    # CI logs want plain lines, not a live progress bar.
+    return True if os.environ.get("CI") else None
+
+
+def _show_warnings(caught, reporter: Reporter) -> None:
+    for w in caught:
+        reporter.warn(str(w.message))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kbuild", description="Build, test and load ABI-tagged torch kernels.")
+    parser.add_argument("--version", action="version", version=f"kbuild {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("check", help="validate build.toml (a kernel or a workspace)")
+    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.set_defaults(handler=_check)
+
+    p = sub.add_parser("build", help="build the variants this environment can build")
+    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show compiler output")
+    p.set_defaults(handler=_build)
+
+    p = sub.add_parser("variants", help="list the variants `kbuild build` would produce here")
+    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_variants)
+
+    p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
+    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("--variant", action="append", default=[], metavar="V")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    p.set_defaults(handler=_test)
+    return parser
+
+
+def _options(args) -> BuildOptions:
+    return BuildOptions(
+        folder=_folder(args.dir).resolve(), variants=tuple(args.variant), jobs=getattr(args, "jobs", None),
+        python=sys.executable, cuda_home=os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"),
+        cache_dir=Path(os.environ.get("KBUILD_CACHE", Path.home() / ".cache" / "kbuild")),
+        cxx=os.environ.get("CXX", "c++"),
+    )
+
+
+def _folder(path: Path) -> Path:
+    if not path.is_dir():
+        raise KbuildError(f"{path}: not a folder", hint="pass a kernel project folder (with build.toml)")
+    return path
+
+
+def _check(args, reporter: Reporter) -> int:
+    for folder in kernel_dirs(_folder(args.dir)):
+        m = load_manifest(folder)
+        kinds = "torch-noarch" if m.noarch else f"{len(m.kernels)} kernel section(s)"
+        reporter.result(f"{m.path}: ok ({m.name}, backends {', '.join(m.backends)}, {kinds})")
+    return 0
+
+
+def _build(args, reporter: Reporter) -> int:
+    if args.jobs is not None and args.jobs < 1:
+        raise KbuildError(f"-j/--jobs: expected a positive number, got {args.jobs}")
+    results = build(_options(args), reporter)
+    reporter.summary(results, "kbuild build")
+    built = [r for r in results if r.status in ("built", "unchanged")]
+    if not built and not any(r.status == "failed" for r in results):
+        reporter.error("nothing was built: no backend of this kernel can be built in this environment")
+        return 1
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def _variants(args, reporter: Reporter) -> int:
+    args.variant, args.jobs = [], None
+    options = _options(args)
+    toolchain = find_toolchain(options)
+    rows = []
+    for plan in plan_kernels(options, toolchain):
+        for v in plan.variants:
+            rows.append({"kernel": plan.manifest.name, "variant": v.name, "ops": v.ops_name,
+                         "archs": list(v.archs), "python": toolchain.torch.python,
+                         "torch": toolchain.torch.torch_version,
+                         "nvcc": toolchain.cuda.nvcc if toolchain.cuda and v.variant.backend == "cuda" else None})
+        for s in plan.skipped:
+            rows.append({"kernel": plan.manifest.name, "variant": None, "backend": s.backend, "skipped": s.reason})
+    if args.json:
+        reporter.result(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            line = r["variant"] or f"({r['backend']} skipped: {r['skipped']})"
+            extra = f"  archs {' '.join(r['archs'])}" if r.get("archs") else ""
+            reporter.result(f"{r['kernel']}: {line}{extra}")
+    return 0
+
+
+def _test(args, reporter: Reporter) -> int:
+    results = test_kernels(_folder(args.dir), tuple(args.variant), sys.executable, tuple(args.pytest_args), reporter)
+    reporter.summary(results, "kbuild test")
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

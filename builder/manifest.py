@@ -1,0 +1,369 @@
+"""The kernel `build.toml` schema (kernel-builder edition 5; edition 4 upgraded in memory).
+
+The one owner of the manifest format. Unknown keys, unknown values and missing required keys
+are errors; every error is one line: `file:line: [table] key: what was expected`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbuild.variants import BACKENDS
+
+from .cuda_arch import Capability, parse_capability
+from .errors import ManifestError
+from .toml_lines import key_lines
+
+NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+EDITIONS = (4, 5)
+# Dependencies kernel-builder projects name in `depends`; only torch is provided so far.
+KNOWN_DEPENDS = (
+    "torch", "cutlass_2_10", "cutlass_3_5", "cutlass_3_6", "cutlass_3_8", "cutlass_3_9", "cutlass_4_0",
+    "cutlass_sycl", "metal-cpp",
+)
+
+# kind per key: "str", "int", "strs" (list of strings), "table", "stable-abi" (str or table).
+_GENERAL = {"name": "str", "version": "int", "edition": "int", "license": "str", "backends": "strs",
+            "upstream": "str", "source": "str", "python-depends": "strs", "kernel-depends": "strs",
+            "hub": "table", "cuda": "table", "universal": "bool"}
+_HUB = {"repo-id": "str", "branch": "str"}
+_GENERAL_CUDA = {"minver": "str", "maxver": "str", "python-depends": "strs"}
+_TORCH = {"src": "strs", "include": "strs", "pyext": "strs", "minver": "str", "maxver": "str",
+          "cxx-flags": "strs", "stable-abi": "stable-abi"}
+_NOARCH = {"pyext": "strs", "cuda-capabilities": "strs", "rocm-archs": "strs"}
+_KERNEL_COMMON = {"backend": "str", "depends": "strs", "src": "strs", "include": "strs", "cxx-flags": "strs"}
+_KERNEL_BY_BACKEND = {
+    "cuda": {"cuda-capabilities": "strs", "cuda-flags": "strs", "cuda-minver": "str"},
+    "rocm": {"rocm-archs": "strs", "hip-flags": "strs"},
+    "xpu": {"sycl-flags": "strs"},
+}
+_TOP = ("general", "torch", "torch-noarch", "tvm-ffi", "kernel")
+
+
+@dataclass(frozen=True)
+class KernelSection:
+    name: str
+    backend: str
+    depends: tuple[str, ...]
+    src: tuple[str, ...]
+    include: tuple[str, ...] = ()
+    cxx_flags: tuple[str, ...] = ()
+    cuda_capabilities: tuple[Capability, ...] | None = None
+    cuda_flags: tuple[str, ...] = ()
+    cuda_minver: str | None = None
+    rocm_archs: tuple[str, ...] = ()
+    hip_flags: tuple[str, ...] = ()
+    sycl_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TorchSection:
+    src: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+    pyext: tuple[str, ...] = ("py", "pyi")
+    minver: str | None = None
+    maxver: str | None = None
+    cxx_flags: tuple[str, ...] = ()
+    stable_abi: dict[str, str] | None = None  # backend ("*" for all) -> minimum torch
+
+
+@dataclass(frozen=True)
+class NoarchSection:
+    pyext: tuple[str, ...] = ("py", "pyi")
+    cuda_capabilities: tuple[Capability, ...] | None = None
+    rocm_archs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    edition: int
+    name: str
+    backends: tuple[str, ...]
+    version: int | None = None
+    license: str | None = None
+    upstream: str | None = None
+    source: str | None = None
+    python_depends: tuple[str, ...] = ()
+    kernel_depends: tuple[str, ...] = ()
+    hub_repo_id: str | None = None
+    hub_branch: str | None = None
+    cuda_minver: str | None = None
+    cuda_maxver: str | None = None
+    torch: TorchSection | None = None
+    noarch: NoarchSection | None = None
+    kernels: tuple[KernelSection, ...] = ()
+    lines: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def python_name(self) -> str:
+        return self.name.replace("-", "_")
+
+    def kernels_for(self, backend: str) -> tuple[KernelSection, ...]:
+        return tuple(k for k in self.kernels if k.backend == backend)
+
+    def where(self, *keys: str) -> str:
+        """`file:line: [table] key` for an error about `keys` (best line known)."""
+        return _Where(self.path, self.lines).at(keys)
+
+
+class _Where:
+    def __init__(self, path: Path, lines: dict):
+        self.path, self.lines = path, lines
+
+    def at(self, keys: tuple[str, ...]) -> str:
+        line = None
+        for n in range(len(keys), 0, -1):
+            if (line := self.lines.get(tuple(keys[:n]))) is not None:
+                break
+        table, key = _split_table(keys)
+        loc = f"{_display(self.path)}:{line}" if line else _display(self.path)
+        return f"{loc}: [{table}] {key}".rstrip() if table else f"{loc}: {key}"
+
+    def error(self, keys: tuple[str, ...], message: str) -> ManifestError:
+        return ManifestError(f"{self.at(keys)}: {message}")
+
+
+def _split_table(keys: tuple[str, ...]) -> tuple[str, str]:
+    if not keys:
+        return "", ""
+    if keys[0] == "kernel" and len(keys) >= 2:
+        return f"kernel.{keys[1]}", ".".join(keys[2:])
+    if keys[0] == "general" and len(keys) >= 2 and keys[1] in ("hub", "cuda"):
+        return f"general.{keys[1]}", ".".join(keys[2:])
+    return keys[0], ".".join(keys[1:])
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Read and validate a kernel's build.toml (a folder or the file itself)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "build.toml"
+    if not path.is_file():
+        raise ManifestError(f"{_display(path)}: no build.toml here", hint="run kbuild in a kernel project folder")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        line = re.search(r"line (\d+)", str(e))
+        loc = f"{_display(path)}:{line.group(1)}" if line else _display(path)
+        reason = re.sub(r" \(at line.*", "", str(e))
+        raise ManifestError(f"{loc}: invalid TOML: {reason}") from None
+    return _Parser(path, data, key_lines(text)).manifest()
+
+
+class _Parser:
+    def __init__(self, path: Path, data: dict, lines: dict):
+        self.path, self.data, self.lines = path, data, lines
+        self.w = _Where(path, lines)
+
+    def manifest(self) -> Manifest:
+        if "workspace" in self.data:
+            raise self.w.error(("workspace",), "this is a workspace manifest, not a kernel's build.toml")
+        self._no_unknown((), self.data, _TOP)
+        if "tvm-ffi" in self.data:
+            raise self.w.error(("tvm-ffi",), "tvm-ffi kernels are not supported by kbuild yet (use [torch] or [torch-noarch])")
+        general = self._table(("general",), self.data.get("general"), _GENERAL, required=True)
+        edition = self._edition(general)
+        for key in ("name", "backends") + (("version", "license") if edition == 4 else ()):
+            self._require(("general",), general, key)
+        name = general["name"]
+        if not NAME_RE.match(name):
+            raise self.w.error(("general", "name"), f'"{name}" is not a valid kernel name (lowercase letters, digits and -, starting with a letter)')
+        backends = self._backends(general["backends"])
+        torch, noarch = self._framework(edition, general)
+        hub = self._table(("general", "hub"), general.get("hub"), _HUB)
+        cuda = self._table(("general", "cuda"), general.get("cuda"), _GENERAL_CUDA)
+        for key in ("minver", "maxver"):
+            if key in cuda:
+                self._version(("general", "cuda", key), cuda[key])
+        kernels = self._kernels(backends)
+        if noarch is not None and kernels:
+            raise self.w.error(("kernel", kernels[0].name), "[torch-noarch] kernels have no compiled [kernel.*] sections")
+        if torch is not None and not torch.src and kernels:
+            raise self.w.error(("torch", "src"), "missing: [torch] needs the binding sources (e.g. torch-ext/torch_binding.cpp)")
+        return Manifest(
+            path=self.path, edition=5, name=name, backends=backends, version=general.get("version"),
+            license=general.get("license"), upstream=general.get("upstream"), source=general.get("source"),
+            python_depends=tuple(general.get("python-depends", ())),
+            kernel_depends=tuple(general.get("kernel-depends", ())),
+            hub_repo_id=hub.get("repo-id"), hub_branch=hub.get("branch"),
+            cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
+            torch=torch, noarch=noarch, kernels=kernels, lines=self.lines,
+        )
+
+    # -- sections -----------------------------------------------------------------------------
+
+    def _edition(self, general: dict) -> int:
+        if "edition" not in general:
+            warnings.warn(f"{_display(self.path)}: edition 4 manifest (no [general] edition); "
+                          "read as edition 5 — add `edition = 5` to silence this", stacklevel=2)
+            return 4
+        if general["edition"] not in EDITIONS:
+            raise self.w.error(("general", "edition"), f"unsupported edition {general['edition']} (supported: 4, 5)")
+        if general.get("universal") is not None:
+            raise self.w.error(("general", "universal"), "edition 5 has no `universal`; use a [torch-noarch] table")
+        return general["edition"]
+
+    def _backends(self, values: list[str]) -> tuple[str, ...]:
+        if not values:
+            raise self.w.error(("general", "backends"), f"expected at least one of {', '.join(BACKENDS)}")
+        for b in values:
+            if b not in BACKENDS:
+                raise self.w.error(("general", "backends"), f'unknown backend "{b}" (known: {", ".join(BACKENDS)})')
+        return tuple(dict.fromkeys(values))
+
+    def _framework(self, edition: int, general: dict) -> tuple[TorchSection | None, NoarchSection | None]:
+        has_torch, has_noarch = "torch" in self.data, "torch-noarch" in self.data
+        if edition == 4 and general.get("universal"):
+            has_noarch = True  # edition 4 spelled a Python-only kernel as `universal = true`
+        if has_torch and has_noarch:
+            raise self.w.error(("torch-noarch",), "a kernel has exactly one of [torch] and [torch-noarch]")
+        if not (has_torch or has_noarch):
+            raise self.w.error(("general",), "missing framework table: add [torch] (compiled) or [torch-noarch] (Python/Triton)")
+        if has_noarch:
+            t = self._table(("torch-noarch",), self.data.get("torch-noarch", {}), _NOARCH)
+            caps = self._capabilities(("torch-noarch", "cuda-capabilities"), t.get("cuda-capabilities"))
+            return None, NoarchSection(tuple(t.get("pyext", ("py", "pyi"))), caps, tuple(t.get("rocm-archs", ())))
+        t = self._table(("torch",), self.data["torch"], _TORCH)
+        for key in ("minver", "maxver"):
+            if key in t:
+                self._version(("torch", key), t[key])
+        return TorchSection(
+            src=self._paths(("torch", "src"), t.get("src", [])), include=tuple(t.get("include", ())),
+            pyext=tuple(t.get("pyext", ("py", "pyi"))), minver=t.get("minver"), maxver=t.get("maxver"),
+            cxx_flags=tuple(t.get("cxx-flags", ())), stable_abi=self._stable_abi(t.get("stable-abi")),
+        ), None
+
+    def _stable_abi(self, value) -> dict[str, str] | None:
+        if value is None:
+            return None
+        table = {"*": value} if isinstance(value, str) else value
+        for backend, version in table.items():
+            keys = ("torch", "stable-abi") if backend == "*" else ("torch", "stable-abi", backend)
+            if backend != "*" and backend not in BACKENDS:
+                raise self.w.error(keys, f'unknown backend "{backend}" (known: {", ".join(BACKENDS)})')
+            if not isinstance(version, str):
+                raise self.w.error(keys, f"expected a torch version string like \"2.10\", got {version!r}")
+            self._version(keys, version)
+        return dict(table)
+
+    def _kernels(self, backends: tuple[str, ...]) -> tuple[KernelSection, ...]:
+        kernels = self.data.get("kernel", {})
+        if not isinstance(kernels, dict):
+            raise self.w.error(("kernel",), "expected tables [kernel.<name>]")
+        return tuple(self._kernel(name, body, backends) for name, body in kernels.items())
+
+    def _kernel(self, name: str, body, backends: tuple[str, ...]) -> KernelSection:
+        keys = ("kernel", name)
+        if not isinstance(body, dict):
+            raise self.w.error(keys, "expected a table")
+        backend = body.get("backend")
+        if backend is None:
+            raise self.w.error(keys + ("backend",), f"missing required key (one of {', '.join(BACKENDS)})")
+        if backend not in BACKENDS:
+            raise self.w.error(keys + ("backend",), f'unknown backend "{backend}" (known: {", ".join(BACKENDS)})')
+        if backend not in backends:
+            raise self.w.error(keys + ("backend",), f'"{backend}" is not in [general] backends ({", ".join(backends)})')
+        spec = {**_KERNEL_COMMON, **_KERNEL_BY_BACKEND.get(backend, {})}
+        t = self._table(keys, body, spec, backend_note=backend)
+        for key in ("depends", "src"):
+            self._require(keys, t, key)
+        for dep in t["depends"]:
+            if dep not in KNOWN_DEPENDS:
+                raise self.w.error(keys + ("depends",), f'unknown dependency "{dep}" (known: {", ".join(KNOWN_DEPENDS)})')
+        if "cuda-minver" in t:
+            self._version(keys + ("cuda-minver",), t["cuda-minver"])
+        return KernelSection(
+            name=name, backend=backend, depends=tuple(t["depends"]), src=self._paths(keys + ("src",), t["src"]),
+            include=tuple(t.get("include", ())), cxx_flags=tuple(t.get("cxx-flags", ())),
+            cuda_capabilities=self._capabilities(keys + ("cuda-capabilities",), t.get("cuda-capabilities")),
+            cuda_flags=tuple(t.get("cuda-flags", ())), cuda_minver=t.get("cuda-minver"),
+            rocm_archs=tuple(t.get("rocm-archs", ())), hip_flags=tuple(t.get("hip-flags", ())),
+            sycl_flags=tuple(t.get("sycl-flags", ())),
+        )
+
+    # -- value checks -------------------------------------------------------------------------
+
+    def _table(self, keys, value, spec: dict, required: bool = False, backend_note: str | None = None) -> dict:
+        if value is None:
+            if required:
+                raise self.w.error(keys, "missing required table")
+            return {}
+        if not isinstance(value, dict):
+            raise self.w.error(keys, "expected a table")
+        allowed = tuple(spec)
+        for key, v in value.items():
+            if key not in spec:
+                other = [b for b, s in _KERNEL_BY_BACKEND.items() if key in s]
+                if backend_note and other:
+                    raise self.w.error(keys + (key,), f'only valid for backend {other[0]}, this kernel is "{backend_note}"')
+                raise self.w.error(keys + (key,), f"unknown key (expected one of: {', '.join(allowed)})")
+            self._type(keys + (key,), v, spec[key])
+        return value
+
+    def _no_unknown(self, keys, table: dict, allowed) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.w.error(keys + (key,), f"unknown table (expected one of: {', '.join(allowed)})")
+
+    def _require(self, keys, table: dict, key: str) -> None:
+        if key not in table:
+            raise self.w.error(keys + (key,), "missing required key")
+
+    def _type(self, keys, value, kind: str) -> None:
+        ok = {
+            "str": isinstance(value, str),
+            "int": isinstance(value, int) and not isinstance(value, bool),
+            "bool": isinstance(value, bool),
+            "strs": isinstance(value, list) and all(isinstance(v, str) for v in value),
+            "table": isinstance(value, dict),
+            "stable-abi": isinstance(value, (str, dict)),
+        }[kind]
+        if not ok:
+            expected = {"str": "a string", "int": "an integer", "bool": "true or false",
+                        "strs": "a list of strings", "table": "a table",
+                        "stable-abi": 'a torch version ("2.10") or a table backend -> version'}[kind]
+            raise self.w.error(keys, f"expected {expected}, got {value!r}")
+
+    def _version(self, keys, value: str) -> None:
+        if not VERSION_RE.match(value):
+            raise self.w.error(keys, f'expected a version like "2.10" or "12.8", got "{value}"')
+
+    def _capabilities(self, keys, values) -> tuple[Capability, ...] | None:
+        if values is None:
+            return None
+        if not values:
+            raise self.w.error(keys, "empty list: name at least one capability or leave the key out for the defaults")
+        caps = []
+        for v in values:
+            try:
+                caps.append(parse_capability(v))
+            except ValueError as e:
+                raise self.w.error(keys, str(e)) from None
+        return tuple(dict.fromkeys(caps))
+
+    def _paths(self, keys, values: list[str]) -> tuple[str, ...]:
+        for v in values:
+            p = Path(v)
+            if p.is_absolute() or ".." in p.parts:
+                raise self.w.error(keys, f'"{v}" must be a path inside the kernel folder')
+            if not (self.path.parent / p).is_file():
+                raise self.w.error(keys, f'file not found: "{v}"')
+        return tuple(values)

@@ -1,0 +1,255 @@
+"""Plan: turn a manifest and a toolchain into the compile and link steps of each variant.
+
+A pure function of its inputs (no disk, no processes), so plans are tested by value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from kbuild.variants import COMPILED, NOARCH, Variant, host_cpu, host_os
+
+from .cuda_arch import Capability, default_capabilities, select
+from .errors import ManifestError
+from .manifest import KernelSection, Manifest
+from .toolchain import CudaInfo, TorchInfo
+
+COMPILED_BACKENDS = ("cpu", "cuda")
+SOURCE_SUFFIXES = {".cpp": "cxx", ".cc": "cxx", ".cxx": "cxx", ".c": "cxx", ".cu": "nvcc"}
+# torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
+# kernel-builder projects are written without.
+_DROPPED_NVCC_FLAGS = {
+    "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+}
+_HOST_FLAGS = ("-O3", "-fPIC", "-fno-gnu-unique")
+LIMITED_API = "-DPy_LIMITED_API=0x03090000"
+
+
+@dataclass(frozen=True)
+class CompileUnit:
+    source: Path
+    output: Path
+    tool: str  # "cxx" or "nvcc"
+    flags: tuple[str, ...]
+    implicit: tuple[Path, ...] = ()  # headers listed in src: rebuild when they change
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    variant: Variant
+    ops_name: str
+    python_src: Path
+    pyext: tuple[str, ...]
+    units: tuple[CompileUnit, ...] = ()
+    library: Path | None = None  # the linked .so inside the work folder
+    link_flags: tuple[str, ...] = ()
+    archs: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+    @property
+    def compiled(self) -> bool:
+        return self.library is not None
+
+
+@dataclass(frozen=True)
+class Skip:
+    backend: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    manifest: Manifest
+    variants: tuple[VariantPlan, ...]
+    skipped: tuple[Skip, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    manifest: Manifest
+    torch: TorchInfo
+    cuda: CudaInfo | None
+    source_id: str  # SourceId.short
+    work_dir: Path  # where objects and the generated include folder go
+    generated_include: Path  # holds registration.h
+
+
+def ops_name(manifest: Manifest, backend: str, source_id: str) -> str:
+    return f"_{manifest.python_name}_{backend}_{source_id}"
+
+
+def plan_build(inputs: PlanInputs, only: tuple[str, ...] = ()) -> BuildPlan:
+    """Every variant this toolchain can build for the manifest (or only those named)."""
+    m = inputs.manifest
+    variants, skipped = [], []
+    for backend in m.backends:
+        if m.noarch is not None:
+            variants.append(_noarch_plan(inputs, backend))
+            continue
+        reason = _cannot_build(inputs, backend)
+        if reason:
+            skipped.append(Skip(backend, reason))
+            continue
+        variants.append(_compiled_plan(inputs, backend))
+    if only:
+        names = {v.name for v in variants}
+        for name in only:
+            if name not in names:
+                why = {s.backend: s.reason for s in skipped}
+                skipped.append(Skip(name, f"not buildable here (buildable: {', '.join(sorted(names)) or 'none'})"
+                                    + (f"; {'; '.join(f'{b}: {r}' for b, r in why.items())}" if why else "")))
+        variants = [v for v in variants if v.name in only]
+    return BuildPlan(m, tuple(variants), tuple(skipped))
+
+
+def _cannot_build(inputs: PlanInputs, backend: str) -> str | None:
+    m, torch = inputs.manifest, inputs.torch
+    if backend not in COMPILED_BACKENDS:
+        return f"{backend} kernels cannot be compiled on this machine (kbuild compiles cpu and cuda)"
+    if m.torch and m.torch.stable_abi:
+        return "stable-ABI builds are not supported yet"
+    if not _torch_in_range(torch.torch, m.torch.minver, m.torch.maxver):
+        return f"torch {torch.torch_version} is outside [torch] minver/maxver"
+    if backend == "cuda":
+        if torch.cuda is None:
+            return f"torch {torch.torch_version} is a CPU build (install a CUDA build of torch)"
+        if inputs.cuda is None:
+            return "no nvcc found (set CUDA_HOME)"
+        if inputs.cuda.version != torch.cuda_version:
+            have = ".".join(map(str, inputs.cuda.version))
+            return f"nvcc is CUDA {have} but torch was built with CUDA {torch.cuda}"
+        if not _torch_in_range(torch.cuda_version, m.cuda_minver, m.cuda_maxver):
+            return f"CUDA {torch.cuda} is outside [general.cuda] minver/maxver"
+    return None
+
+
+def _torch_in_range(version: tuple[int, int], lo: str | None, hi: str | None) -> bool:
+    def two(v: str) -> tuple[int, int]:
+        major, minor = v.split(".")[:2]
+        return int(major), int(minor)
+
+    return (lo is None or version >= two(lo)) and (hi is None or version <= two(hi))
+
+
+def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
+    m = inputs.manifest
+    return VariantPlan(
+        variant=Variant(NOARCH, backend), ops_name=ops_name(m, backend, inputs.source_id),
+        python_src=m.root / "torch-ext" / m.python_name, pyext=m.noarch.pyext,
+    )
+
+
+def _compiled_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
+    m, torch = inputs.manifest, inputs.torch
+    variant = Variant(COMPILED, backend, torch.torch, torch.cuda_version if backend == "cuda" else None,
+                      host_cpu(), host_os(), torch.cxx11)
+    name = ops_name(m, backend, inputs.source_id)
+    obj_dir = inputs.work_dir / variant.name
+    section_caps = {s.name: _capabilities(inputs, s) for s in m.kernels_for(backend)} if backend == "cuda" else {}
+    caps = sorted({c for cs in section_caps.values() for c in cs})
+    if backend == "cuda" and not caps:
+        caps = _capabilities(inputs, None)
+    units = []
+    binding_flags = _binding_flags(inputs, backend, name)
+    headers = tuple(m.root / s for s in m.torch.src if Path(s).suffix not in SOURCE_SUFFIXES)
+    for src in m.torch.src:
+        tool = SOURCE_SUFFIXES.get(Path(src).suffix)
+        if tool == "cxx":
+            units.append(_unit(m, obj_dir, src, tool, binding_flags, headers))
+        elif tool == "nvcc":
+            device = [f for f in binding_flags if f not in _HOST_FLAGS and not f.startswith("-std")]
+            units.append(_unit(m, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
+    for section in m.kernels_for(backend):
+        units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name))
+    return VariantPlan(
+        variant=variant, ops_name=name, python_src=m.root / "torch-ext" / m.python_name,
+        pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
+        link_flags=_link_flags(inputs, backend), archs=tuple(str(c) for c in caps),
+    )
+
+
+def _unit(m: Manifest, obj_dir: Path, src: str, tool: str, flags, implicit) -> CompileUnit:
+    out = obj_dir / "obj" / PurePosixPath(src).with_suffix(PurePosixPath(src).suffix + ".o")
+    return CompileUnit(m.root / src, out, tool, tuple(flags), tuple(implicit))
+
+
+def _capabilities(inputs: PlanInputs, section: KernelSection | None) -> list[Capability]:
+    requested = (section and section.cuda_capabilities) or default_capabilities(inputs.cuda.version)
+    ok, _ = select(list(requested), inputs.cuda.archs)
+    if not ok:
+        have = ".".join(map(str, inputs.cuda.version))
+        where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
+        raise ManifestError(f"{where}: none of {', '.join(map(str, requested))} is supported by nvcc {have} "
+                                f"(it supports {', '.join(sorted(inputs.cuda.archs, key=int))})")
+    return sorted(ok)
+
+
+def _std(torch: TorchInfo) -> str:
+    return "-std=c++20" if torch.torch >= (2, 12) else "-std=c++17"
+
+
+def _torch_includes(inputs: PlanInputs, backend: str) -> list[str]:
+    dirs = list(inputs.torch.include_paths)
+    if backend == "cuda":
+        # The toolkit's headers first; the wheel's nvidia/cuXX/include only fills in the
+        # cuBLAS/cuSPARSE headers that ATen/cuda includes and a bare nvcc install lacks.
+        dirs += [str(Path(inputs.cuda.home) / "include")] + list(inputs.torch.nvidia_include)
+    return [f"-I{d}" for d in dirs]
+
+
+def _abi_define(torch: TorchInfo) -> str:
+    return f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}"
+
+
+def _binding_flags(inputs: PlanInputs, backend: str, name: str) -> list[str]:
+    m = inputs.manifest
+    return [
+        *_HOST_FLAGS, _std(inputs.torch), f"-D{backend.upper()}_KERNEL",
+        f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, _abi_define(inputs.torch),
+        f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include],
+        *_torch_includes(inputs, backend), f"-I{inputs.torch.python_include}", *m.torch.cxx_flags,
+    ]
+
+
+def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, caps, name: str) -> list[CompileUnit]:
+    m = inputs.manifest
+    uses_torch = "torch" in section.depends
+    common = [f"-I{m.root / d}" for d in section.include]
+    if uses_torch:
+        common += [f"-DTORCH_EXTENSION_NAME={name}", _abi_define(inputs.torch),
+                   *_torch_includes(inputs, section.backend), f"-I{inputs.torch.python_include}"]
+    elif section.backend == "cuda":
+        common += [f"-I{Path(inputs.cuda.home) / 'include'}"]
+    headers = tuple(m.root / s for s in section.src if Path(s).suffix not in SOURCE_SUFFIXES)
+    units = []
+    for src in section.src:
+        tool = SOURCE_SUFFIXES.get(Path(src).suffix)
+        if tool == "nvcc":
+            flags = _nvcc_flags(inputs, caps, section) + common
+        elif tool == "cxx":
+            flags = [*_HOST_FLAGS, _std(inputs.torch), *common, *section.cxx_flags]
+        else:
+            continue
+        units.append(_unit(m, obj_dir, src, tool, flags, headers))
+    return units
+
+
+def _nvcc_flags(inputs: PlanInputs, caps, section: KernelSection | None) -> list[str]:
+    common = [f for f in inputs.torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS]
+    fp8 = ["-DENABLE_FP8"] if inputs.cuda.version >= (11, 8) else []
+    host = [x for f in _HOST_FLAGS for x in ("-Xcompiler", f)]
+    gencode = [g for c in caps for g in c.gencode_flags()]
+    extra = list(section.cuda_flags) if section else []
+    return [*common, *fp8, _std(inputs.torch), *host, *gencode, *extra]
+
+
+def _link_flags(inputs: PlanInputs, backend: str) -> tuple[str, ...]:
+    libs = [f"-L{d}" for d in inputs.torch.library_paths] + ["-lc10", "-ltorch", "-ltorch_cpu"]
+    if backend == "cuda":
+        libs += ["-lc10_cuda", "-ltorch_cuda", f"-L{Path(inputs.cuda.home) / 'lib64'}", "-lcudart"]
+    return ("-shared", *libs)

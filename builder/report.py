@@ -1,0 +1,101 @@
+"""The one object that owns the terminal: progress while ninja runs, then a summary table.
+
+On a terminal a live rich progress bar; in CI or when piped, plain lines.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    kernel: str
+    variant: str
+    status: str  # built | unchanged | failed | skipped | passed
+    seconds: float = 0.0
+    path: Path | None = None
+    log: Path | None = None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status not in ("failed",)
+
+
+class Reporter:
+    def __init__(self, verbose: bool = False, plain: bool | None = None, stream=None):
+        self.console = Console(file=stream or sys.stderr, highlight=False, soft_wrap=True)
+        self.err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+        self.out = Console(file=stream or sys.stdout, highlight=False, soft_wrap=True)
+        self.verbose = verbose
+        self.plain = (not self.console.is_terminal) if plain is None else plain
+        self._progress: Progress | None = None
+        self._task = None
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def info(self, message: str) -> None:
+        self.console.print(message, markup=False)
+
+    def warn(self, message: str) -> None:
+        self.err.print(f"kbuild: warning: {message}", markup=False)
+
+    def error(self, message: str, hint: str | None = None) -> None:
+        self.err.print(f"kbuild: error: {message}", markup=False)
+        if hint:
+            self.err.print(f"  hint: {hint}", markup=False)
+
+    def result(self, text: str) -> None:
+        """Machine-readable or primary output: stdout."""
+        self.out.print(text, markup=False)
+
+    # -- compile progress ---------------------------------------------------------------------
+
+    def start_jobs(self, total: int, title: str) -> None:
+        if self.plain:
+            self.info(f"{title}: {total} step(s)")
+            return
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=self.console, transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task(title, total=total)
+
+    def job_done(self, done: int, total: int, description: str) -> None:
+        if self.plain:
+            self.info(f"[{done}/{total}] {description}")
+        elif self._progress is not None:
+            self._progress.update(self._task, completed=done, total=total, description=description[:60])
+
+    def compiler_output(self, line: str) -> None:
+        if self.verbose:
+            self.console.print(line, markup=False)
+
+    def stop_jobs(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    # -- summary ------------------------------------------------------------------------------
+
+    def summary(self, results: list[VariantResult], title: str = "kbuild") -> None:
+        if self.plain:
+            for r in results:
+                where = r.path or r.log or ""
+                extra = f" — {r.reason}" if r.reason else ""
+                self.info(f"{r.status:9} {r.kernel}/{r.variant} {r.seconds:.1f}s {where}{extra}")
+            return
+        table = Table(title=title, show_lines=False)
+        for col in ("kernel", "variant", "status", "time", "output / log"):
+            table.add_column(col)
+        style = {"failed": "red", "skipped": "yellow", "built": "green", "passed": "green"}
+        for r in results:
+            out = str(r.path or r.log or "") + (f"\n{r.reason}" if r.reason else "")
+            table.add_row(r.kernel, r.variant, f"[{style.get(r.status, '')}]{r.status}[/]", f"{r.seconds:.1f}s", out)
+        self.console.print(table)

@@ -1,0 +1,99 @@
+"""Assemble a built variant folder (DESIGN.md §5) and swap it into build/ atomically.
+
+The new folder is written beside the old one and renamed into place only when complete, so an
+interrupted build leaves the previous good variant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbuild.digest import digest_tree
+
+from . import __version__
+from .gitid import SourceId
+from .plan import VariantPlan
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    kernel: SourceId
+    kbuild: SourceId | None
+
+
+def stage_variant(plan: VariantPlan, manifest, build_dir: Path, provenance: Provenance) -> tuple[Path, bool]:
+    """Write build/<variant>/; returns (path, changed). Unchanged content keeps the old folder."""
+    final = build_dir / plan.name
+    tmp = build_dir / f".{plan.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        _copy_python(plan, tmp)
+        _write_ops(plan, tmp)
+        if plan.compiled:
+            shutil.copy2(plan.library, tmp / f"{plan.ops_name}.abi3.so")
+        metadata = _metadata(plan, manifest, provenance, digest_tree(tmp))
+        (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+        if _same(final, metadata):
+            shutil.rmtree(tmp)
+            return final, False
+        _swap(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final, True
+
+
+def _copy_python(plan: VariantPlan, dest: Path) -> None:
+    suffixes = {f".{e}" for e in plan.pyext}
+    for src in sorted(plan.python_src.rglob("*")):
+        rel = src.relative_to(plan.python_src)
+        if src.is_file() and src.suffix in suffixes and "__pycache__" not in rel.parts:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def _write_ops(plan: VariantPlan, dest: Path) -> None:
+    template = "_ops.py.in" if plan.compiled else "_ops_noarch.py.in"
+    text = (TEMPLATES / template).read_text()
+    (dest / "_ops.py").write_text(text.format(ops_name=plan.ops_name, backend=plan.variant.backend))
+
+
+def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[str, str]) -> dict:
+    kb = provenance.kbuild
+    return {
+        "name": manifest.name,
+        "id": plan.ops_name,
+        "version": manifest.version,
+        "license": manifest.license,
+        "python-depends": list(manifest.python_depends),
+        "backend": {"type": plan.variant.backend, "archs": list(plan.archs)},
+        "digest": {"algorithm": "sha256", "files": files},
+        "provenance": {
+            "kbuild": {"version": __version__, "commit": kb.commit if kb else None, "dirty": kb.dirty if kb else None},
+            "kernel": {"commit": provenance.kernel.commit, "tree": provenance.kernel.tree,
+                       "dirty": provenance.kernel.dirty},
+        },
+    }
+
+
+def _same(final: Path, metadata: dict) -> bool:
+    try:
+        old = json.loads((final / "metadata.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return old == metadata and digest_tree(final) == metadata["digest"]["files"]
+
+
+def _swap(tmp: Path, final: Path) -> None:
+    old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,46 @@
+"""Line numbers for TOML keys, so manifest errors can say `build.toml:14`.
+
+tomllib gives values but no positions; this scan maps each table header and `key =` line to
+its key path. It only needs to be right for the files tomllib already accepted.
+"""
+
+from __future__ import annotations
+
+import re
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*((?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+)(?:\s*\.\s*(?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+))*)\s*=")
+_STRING = re.compile(r"\"(?:\\.|[^\"\\])*\"|'[^']*'")
+
+
+def _split_dotted(key: str) -> tuple[str, ...]:
+    parts = re.findall(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_\-]+)", key)
+    return tuple(a or b or c for a, b, c in parts)
+
+
+def key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Map ('kernel', 'x', 'src') -> 1-based line of its definition (tables map to their header)."""
+    lines: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    depth = 0  # open brackets of a multi-line array value
+    in_multiline_string = False
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if in_multiline_string:
+            if raw.count('"""') % 2 == 1 or raw.count("'''") % 2 == 1:
+                in_multiline_string = False
+            continue
+        code = _STRING.sub('""', raw).split("#", 1)[0]
+        if depth == 0:
+            if m := _HEADER.match(raw):
+                table = _split_dotted(m.group(1))
+                lines.setdefault(table, number)
+                continue
+            if m := _KEY.match(raw):
+                lines.setdefault(table + _split_dotted(m.group(1)), number)
+                value = raw[m.end():]
+                if value.count('"""') % 2 == 1 or value.count("'''") % 2 == 1:
+                    in_multiline_string = True
+                    continue
+                code = _STRING.sub('""', value).split("#", 1)[0]
+        depth = max(0, depth + code.count("[") - code.count("]"))
+    return lines

@@ -1,0 +1,37 @@
+"""Which kernel projects a folder names: a kernel's own build.toml, or a workspace's members."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from .errors import ManifestError
+
+_WORKSPACE_KEYS = {"members", "exclude"}
+
+
+def kernel_dirs(folder: Path) -> list[Path]:
+    """The kernel folders to act on: `folder` itself, or the members of its [workspace]."""
+    manifest = folder / "build.toml"
+    if not manifest.is_file():
+        raise ManifestError(f"{folder}: no build.toml here", hint="pass a kernel project folder or the repo root")
+    try:
+        data = tomllib.loads(manifest.read_text())
+    except tomllib.TOMLDecodeError:
+        return [folder]  # the kernel manifest loader reports the syntax error with its line
+    if "workspace" not in data:
+        return [folder]
+    ws = data["workspace"]
+    for key in ws:
+        if key not in _WORKSPACE_KEYS:
+            raise ManifestError(f"{manifest}: [workspace] {key}: unknown key (expected one of: members, exclude)")
+    excluded = {p.resolve() for pattern in ws.get("exclude", []) for p in folder.glob(pattern)}
+    dirs = []
+    for pattern in ws.get("members", []):
+        matched = sorted(p for p in folder.glob(pattern) if (p / "build.toml").is_file())
+        if not matched:
+            raise ManifestError(f"{manifest}: [workspace] members: \"{pattern}\" matches no kernel folder")
+        dirs += [p for p in matched if p.resolve() not in excluded and p not in dirs]
+    if not dirs:
+        raise ManifestError(f"{manifest}: [workspace] members: no kernels listed")
+    return dirs

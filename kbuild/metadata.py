@@ -1,0 +1,139 @@
+"""A built variant's metadata.json (DESIGN.md §5), read and checked into a frozen record.
+
+kbuild builds always carry `id` and `digest`; builds by kernel-builder may lack them (and older
+ones lack the file), so those fields are optional unless `provenance` says kbuild made the build.
+Unknown keys are kept out of the record but are not errors: the Hub side may add fields.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .digest import ALGORITHM
+from .variants import BACKENDS
+
+FILENAME = "metadata.json"
+_OURS = " (provenance says kbuild built this variant, and kbuild always records it)"
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    type: str
+    archs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VariantMetadata:
+    path: Path | None  # the metadata.json read, None when the variant has none
+    name: str | None = None
+    id: str | None = None
+    version: int | None = None
+    license: str | None = None
+    python_depends: tuple[str, ...] = ()
+    backend: BackendInfo | None = None
+    digest: dict[str, str] | None = field(default=None, compare=False)
+    provenance: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def python_name(self) -> str | None:
+        return self.name.replace("-", "_") if self.name else None
+
+    @classmethod
+    def from_file(cls, path: Path) -> VariantMetadata:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        return cls.from_dict(data, path)
+
+    @classmethod
+    def for_variant(cls, variant_dir: Path) -> VariantMetadata:
+        """The variant's metadata; an empty record for old kernel-builder builds without one."""
+        path = Path(variant_dir) / FILENAME
+        return cls.from_file(path) if path.is_file() else cls(path=None)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: Path | None = None) -> VariantMetadata:
+        check = _Checker(path)
+        if not isinstance(data, dict):
+            check.fail("top level", "a JSON object")
+        provenance = check.opt(data, "provenance", dict)
+        # Only our own builds promise an id and a digest; kernel-builder's older ones do not.
+        ours = bool(provenance and "kbuild" in provenance)
+        op_id = check.opt(data, "id", str, required=ours, why=_OURS)
+        if op_id is not None and not op_id.isidentifier():
+            check.fail("id", "a Python identifier (it names the module and the op namespace)", op_id)
+        return cls(
+            path=path,
+            name=check.opt(data, "name", str),
+            id=op_id,
+            version=check.opt(data, "version", int),
+            license=check.opt(data, "license", str),
+            python_depends=check.str_list(data, "python-depends"),
+            backend=_backend(check, data),
+            digest=_digest(check, data, required=ours),
+            provenance=provenance,
+        )
+
+
+def _backend(check: _Checker, data: dict) -> BackendInfo | None:
+    raw = check.opt(data, "backend", dict)
+    if raw is None:
+        return None
+    kind = check.opt(raw, "type", str, required=True, where="backend.type")
+    if kind not in BACKENDS:
+        check.fail("backend.type", f"one of {', '.join(BACKENDS)}", kind)
+    return BackendInfo(kind, check.str_list(raw, "archs", where="backend.archs"))
+
+
+def _digest(check: _Checker, data: dict, required: bool) -> dict[str, str] | None:
+    raw = check.opt(data, "digest", dict, required=required, why=_OURS)
+    if raw is None:
+        return None
+    algorithm = check.opt(raw, "algorithm", str, required=True, where="digest.algorithm")
+    if algorithm != ALGORITHM:
+        check.fail("digest.algorithm", f'"{ALGORITHM}"', algorithm)
+    files = check.opt(raw, "files", dict, required=True, where="digest.files")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        check.fail("digest.files", "an object mapping paths to base64 digests")
+    return dict(files)
+
+
+class _Checker:
+    """Type checks whose errors name the file and the field."""
+
+    def __init__(self, path: Path | None):
+        self.source = str(path) if path else "metadata.json"
+
+    def fail(self, where: str, expected: str, got: Any = ...) -> None:
+        found = "" if got is ... else f", got {json.dumps(got)}"
+        raise ValueError(f"{self.source}: `{where}` must be {expected}{found}")
+
+    def opt(
+        self, data: dict, key: str, kind: type, *, required: bool = False, where: str | None = None, why: str = ""
+    ) -> Any:
+        where = where or key
+        if key not in data or data[key] is None:
+            if required:
+                raise ValueError(f"{self.source}: `{where}` is missing{why}")
+            return None
+        value = data[key]
+        # bool is an int subclass; a version of `true` is a mistake, not 1.
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            self.fail(where, _TYPE_WORDS[kind], value)
+        return value
+
+    def str_list(self, data: dict, key: str, where: str | None = None) -> tuple[str, ...]:
+        value = self.opt(data, key, list, where=where)
+        if value is None:
+            return ()
+        if not all(isinstance(v, str) for v in value):
+            self.fail(where or key, "a list of strings", value)
+        return tuple(value)
+
+
+_TYPE_WORDS = {str: "a string", int: "an integer", dict: "an object", list: "a list"}

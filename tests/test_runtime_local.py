@@ -1,0 +1,334 @@
+"""The local loader on hand-made Python-only variants: choice, digests, errors, import names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kbuild
+from kbuild import IntegrityError, VariantMetadata, digest_tree, verify_tree
+from kbuild.local import find_variant, get_local_kernel, load_variant
+from kbuild.variants import SystemInfo
+
+CUDA130 = SystemInfo((2, 14), "cuda", (13, 0), "x86_64", "linux")
+CPU = SystemInfo((2, 14), "cpu", None, "x86_64", "linux")
+
+KBUILD_PROVENANCE = {"kbuild": {"version": "0.1.0", "commit": "0" * 40, "dirty": False},
+                     "kernel": {"commit": "1" * 40, "dirty": False}}
+
+# __init__ imports its sibling relatively, so a wrong package setup fails loudly.
+INIT = "from ._ops import NAMESPACE\nfrom . import _ops\nVARIANT = {variant!r}\n"
+OPS = "NAMESPACE = __name__.rpartition('.')[0]\n"
+
+
+def make_variant(build: Path, variant: str, *, id: str | None = "_demo_cuda_abc1234", name: str = "demo",
+                 compat: bool = False, digest: bool = True, provenance: dict | None = KBUILD_PROVENANCE,
+                 metadata: bool = True) -> Path:
+    """A variant folder as the builder lays it out, for a Python-only kernel."""
+    root = build / variant
+    package = root / name.replace("-", "_") if compat else root
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(INIT.format(variant=variant))
+    (package / "_ops.py").write_text(OPS)
+    if metadata:
+        meta = {"name": name, "version": 1, "license": "Apache-2.0", "python-depends": [],
+                "backend": {"type": "cuda", "archs": []}}
+        if id is not None:
+            meta["id"] = id
+        if digest:
+            meta["digest"] = {"algorithm": "sha256", "files": digest_tree(root)}
+        if provenance is not None:
+            meta["provenance"] = provenance
+        (root / "metadata.json").write_text(json.dumps(meta, indent=2))
+    return root
+
+
+@pytest.fixture(autouse=True)
+def clean_modules():
+    """Each test's imported kernels leave sys.modules with it."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+NAMES = [
+    "torch213-cxx11-cu130-x86_64-linux",
+    "torch214-cxx11-cu130-x86_64-linux",
+    "torch214-cxx11-cpu-x86_64-linux",
+    "torch-cuda",
+    "torch-universal",
+]
+
+
+@pytest.fixture
+def project(tmp_path):
+    for n in NAMES:
+        make_variant(tmp_path / "build", n)
+    return tmp_path
+
+
+# --- choosing ---------------------------------------------------------------------------------
+
+
+def test_chooses_the_exact_compiled_build(project):
+    chosen = project / "build" / "torch214-cxx11-cu130-x86_64-linux"
+    assert find_variant(project, CUDA130) == chosen
+    assert find_variant(project / "build", CUDA130) == chosen  # the build folder itself
+
+
+def test_stable_abi_beats_compiled(project):
+    make_variant(project / "build", "torch-stable-abi210-cu130-x86_64-linux")
+    assert find_variant(project, CUDA130).name == "torch-stable-abi210-cu130-x86_64-linux"
+
+
+def test_cpu_backend_picks_the_cpu_build(project):
+    assert find_variant(project, CPU).name == "torch214-cxx11-cpu-x86_64-linux"
+
+
+def test_falls_back_to_noarch_then_universal(tmp_path):
+    make_variant(tmp_path / "build", "torch-universal")
+    make_variant(tmp_path / "build", "torch-cuda")
+    assert find_variant(tmp_path, CUDA130).name == "torch-cuda"
+    assert find_variant(tmp_path, CPU).name == "torch-universal"
+
+
+def test_a_variant_folder_given_directly(project):
+    variant = project / "build" / "torch-cuda"
+    assert find_variant(variant, CUDA130) == variant
+    with pytest.raises(FileNotFoundError, match="built for cuda, this system uses cpu"):
+        find_variant(variant, CPU)
+
+
+def test_no_fit_lists_every_variant_with_its_reason(tmp_path):
+    build = tmp_path / "build"
+    for n in ["torch213-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu126-x86_64-linux",
+              "torch214-cxx11-cu130-aarch64-linux", "torch-rocm"]:
+        make_variant(build, n)
+    (build / "notes").mkdir()
+    with pytest.raises(FileNotFoundError) as err:
+        find_variant(tmp_path, CUDA130)
+    message = str(err.value)
+    assert str(build) in message
+    assert CUDA130.describe() in message
+    lines = message.splitlines()[1:]
+    assert lines == [
+        "  notes: rejected (not a variant name)",
+        "  torch-rocm: rejected (built for rocm, this system uses cuda)",
+        "  torch213-cxx11-cu130-x86_64-linux: rejected (built for torch 2.13, this is torch 2.14)",
+        "  torch214-cxx11-cu126-x86_64-linux: rejected (built for CUDA 12.6, this torch uses CUDA 13.0)",
+        "  torch214-cxx11-cu130-aarch64-linux: rejected (built for aarch64-linux, this is x86_64-linux)",
+    ]
+
+
+def test_missing_or_empty_folders(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        find_variant(tmp_path / "nowhere", CUDA130)
+    (tmp_path / "build").mkdir()
+    with pytest.raises(FileNotFoundError, match="no kernel variants in"):
+        find_variant(tmp_path, CUDA130)
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def test_loads_under_its_id_with_working_relative_imports(project):
+    module = load_variant(find_variant(project, CUDA130))
+    assert module.__name__ == "_demo_cuda_abc1234"
+    assert sys.modules["_demo_cuda_abc1234"] is module
+    assert module.VARIANT == "torch214-cxx11-cu130-x86_64-linux"
+    assert module.NAMESPACE == "_demo_cuda_abc1234"
+    assert sys.modules["_demo_cuda_abc1234._ops"] is module._ops
+
+
+def test_memoised_per_folder(project):
+    variant = find_variant(project, CUDA130)
+    first = load_variant(variant)
+    assert load_variant(variant) is first
+    # The same id from another folder would register its ops twice: refused.
+    with pytest.raises(ImportError, match="already loaded from"):
+        load_variant(project / "build" / "torch-cuda")
+
+
+def test_two_ids_load_side_by_side(tmp_path):
+    a = make_variant(tmp_path / "a" / "build", "torch-cuda", id="_demo_cuda_1111111")
+    b = make_variant(tmp_path / "b" / "build", "torch-cuda", id="_demo_cuda_2222222")
+    ma, mb = load_variant(a), load_variant(b)
+    assert ma is not mb
+    assert (ma.NAMESPACE, mb.NAMESPACE) == ("_demo_cuda_1111111", "_demo_cuda_2222222")
+    assert ma._ops is not mb._ops
+
+
+def test_compat_layout(tmp_path):
+    variant = make_variant(tmp_path / "build", "torch-cuda", name="my-kernel", compat=True)
+    module = load_variant(variant)
+    assert Path(module.__file__) == variant / "my_kernel" / "__init__.py"
+    assert module.NAMESPACE == "_demo_cuda_abc1234"
+
+
+def test_kernel_builder_build_without_id_or_digest(tmp_path):
+    kb = {"kernel-builder": {"version": "0.9", "commit": "2" * 40, "dirty": False}}
+    a = make_variant(tmp_path / "a", "torch-cuda", id=None, digest=False, provenance=kb, compat=True)
+    b = make_variant(tmp_path / "b", "torch-cuda", id=None, digest=False, provenance=None, compat=True)
+    ma, mb = load_variant(a), load_variant(b)
+    # Named after the package plus the folder, so two copies still load apart.
+    assert ma.__name__.startswith("_demo_") and mb.__name__.startswith("_demo_")
+    assert ma.__name__ != mb.__name__
+    assert load_variant(a) is ma
+
+
+def test_old_build_without_metadata(tmp_path):
+    variant = make_variant(tmp_path / "build", "torch-universal", name="old-kernel", compat=True, metadata=False)
+    module = load_variant(variant)
+    assert module.__name__.startswith("_old_kernel_")
+    assert module.VARIANT == "torch-universal"
+
+
+def test_hub_cache_layout_of_linked_files(tmp_path):
+    """The Hugging Face cache links every snapshot file to a blob elsewhere."""
+    built = make_variant(tmp_path / "built", "torch-cuda")
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshot" / "build" / "torch-cuda"
+    blobs.mkdir()
+    snapshot.mkdir(parents=True)
+    for f in built.iterdir():
+        (blobs / f.name).write_bytes(f.read_bytes())
+        (snapshot / f.name).symlink_to(blobs / f.name)
+    module = load_variant(find_variant(tmp_path / "snapshot", CUDA130))
+    assert module.NAMESPACE == "_demo_cuda_abc1234"
+    assert load_variant(snapshot) is module
+
+
+def test_variant_without_a_package(tmp_path):
+    variant = tmp_path / "build" / "torch-cuda"
+    variant.mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="neither __init__.py nor"):
+        load_variant(variant)
+
+
+def test_a_failed_import_leaves_nothing_behind(tmp_path):
+    variant = make_variant(tmp_path / "build", "torch-cuda", digest=False, provenance=None)
+    (variant / "_ops.py").write_text("raise RuntimeError('broken kernel')\n")
+    with pytest.raises(RuntimeError, match="broken kernel"):
+        load_variant(variant)
+    assert not any(m.startswith("_demo_cuda_abc1234") for m in sys.modules)
+
+
+# --- digests ----------------------------------------------------------------------------------
+
+
+def test_tampered_file_is_refused_before_import(project):
+    variant = find_variant(project, CUDA130)
+    (variant / "_ops.py").write_text(OPS + "import os  # injected\n")
+    with pytest.raises(IntegrityError, match=r"torch214-cxx11-cu130-x86_64-linux: _ops.py does not match"):
+        load_variant(variant)
+    assert "_demo_cuda_abc1234" not in sys.modules
+    assert load_variant(variant, verify=False).NAMESPACE == "_demo_cuda_abc1234"
+
+
+def test_added_and_missing_files_are_refused(tmp_path):
+    variant = make_variant(tmp_path / "build", "torch-cuda")
+    expected = VariantMetadata.for_variant(variant).digest
+    (variant / "extra.py").write_text("")
+    with pytest.raises(IntegrityError, match="extra.py is not listed"):
+        verify_tree(variant, expected)
+    (variant / "extra.py").unlink()
+    (variant / "_ops.py").unlink()
+    with pytest.raises(IntegrityError, match="_ops.py is listed in metadata.json's digest but missing"):
+        verify_tree(variant, expected)
+
+
+def test_digest_skips_metadata_and_bytecode(tmp_path):
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "pkg" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / "stray.pyc").write_bytes(b"\0")
+    (tmp_path / "metadata.json").write_text("{}")
+    (tmp_path / "pkg" / "metadata.json").write_text("{}")  # only the root one is excluded
+    (tmp_path / "a.py").write_bytes(b"")
+    digests = digest_tree(tmp_path)
+    assert list(digests) == ["a.py", "pkg/metadata.json"]
+    # sha256 of no bytes, standard base64 with padding.
+    assert digests["a.py"] == "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+    verify_tree(tmp_path, digests)
+
+
+def test_importing_leaves_the_digest_valid(project, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # in case PYTHONDONTWRITEBYTECODE is set
+    variant = find_variant(project, CUDA130)
+    load_variant(variant)
+    assert (variant / "__pycache__").is_dir()
+    verify_tree(variant, VariantMetadata.for_variant(variant).digest)
+
+
+# --- metadata.json ----------------------------------------------------------------------------
+
+
+def write_meta(tmp_path, text):
+    path = tmp_path / "metadata.json"
+    path.write_text(text if isinstance(text, str) else json.dumps(text))
+    return path
+
+
+def test_metadata_fields(tmp_path):
+    variant = make_variant(tmp_path, "torch-cuda", name="my-kernel")
+    meta = VariantMetadata.for_variant(variant)
+    assert (meta.name, meta.python_name, meta.id, meta.version) == ("my-kernel", "my_kernel", "_demo_cuda_abc1234", 1)
+    assert meta.backend == kbuild.metadata.BackendInfo("cuda", ())
+    assert meta.python_depends == ()
+    assert set(meta.digest) == {"__init__.py", "_ops.py"}
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", r"metadata.json: not valid JSON \(line 1"),
+        ([], "`top level` must be a JSON object"),
+        ({"provenance": KBUILD_PROVENANCE}, "`id` is missing"),
+        ({"id": "_x", "provenance": KBUILD_PROVENANCE}, "`digest` is missing"),
+        ({"id": "not-an-identifier"}, "`id` must be a Python identifier"),
+        ({"version": "1"}, '`version` must be an integer, got "1"'),
+        ({"version": True}, "`version` must be an integer"),
+        ({"python-depends": ["einops", 3]}, "`python-depends` must be a list of strings"),
+        ({"backend": {"type": "gpu"}}, "`backend.type` must be one of"),
+        ({"backend": {"archs": []}}, "`backend.type` is missing"),
+        ({"digest": {"algorithm": "md5", "files": {}}}, '`digest.algorithm` must be "sha256"'),
+        ({"digest": {"algorithm": "sha256", "files": {"a": 1}}}, "`digest.files` must be"),
+    ],
+)
+def test_malformed_metadata_names_file_and_field(tmp_path, content, message):
+    path = write_meta(tmp_path, content)
+    with pytest.raises(ValueError, match=message) as err:
+        VariantMetadata.from_file(path)
+    assert str(path) in str(err.value)
+
+
+def test_metadata_tolerates_kernel_builder_fields(tmp_path):
+    meta = VariantMetadata.from_file(write_meta(tmp_path, {"python-depends": [], "version": 1, "channel": "x"}))
+    assert (meta.id, meta.digest, meta.name) == (None, None, None)
+
+
+# --- the runtime stays light ------------------------------------------------------------------
+
+
+def test_import_kbuild_does_not_import_torch():
+    code = (
+        "import kbuild, sys; "
+        "heavy = [m for m in ('torch', 'setuptools', 'ninja', 'pybind11', 'builder') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    root = Path(kbuild.__file__).parent.parent
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+    assert kbuild.__version__ == "0.1.0"
+
+
+def test_get_local_kernel_with_the_running_torch(tmp_path):
+    system = pytest.importorskip("kbuild.variants").detect_system()
+    name = system.compiled_variant().name
+    make_variant(tmp_path / "build", name)
+    make_variant(tmp_path / "build", "torch-universal", id="_demo_universal_abc1234")
+    module = get_local_kernel(tmp_path)
+    assert module.VARIANT == name
+    assert get_local_kernel(tmp_path) is module

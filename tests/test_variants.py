@@ -1,0 +1,238 @@
+"""Variant names: round trips over real names, rejects, and the rules that pick one for a system."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kbuild import variants as v
+from kbuild.variants import SystemInfo, Variant, choose, format_trace, parse_variant, resolve, why_not
+
+REAL_NAMES = {
+    "torch214-cxx11-cu130-x86_64-linux": Variant(v.COMPILED, "cuda", (2, 14), (13, 0), "x86_64", "linux"),
+    "torch213-cxx11-cpu-x86_64-linux": Variant(v.COMPILED, "cpu", (2, 13), None, "x86_64", "linux"),
+    "torch29-cxx11-cu126-aarch64-linux": Variant(v.COMPILED, "cuda", (2, 9), (12, 6), "aarch64", "linux"),
+    "torch27-cxx98-cu118-x86_64-linux": Variant(v.COMPILED, "cuda", (2, 7), (11, 8), "x86_64", "linux", cxx11=False),
+    "torch-stable-abi210-cu130-x86_64-linux": Variant(v.STABLE_ABI, "cuda", (2, 10), (13, 0), "x86_64", "linux"),
+    "torch-stable-abi210-cpu-aarch64-darwin": Variant(v.STABLE_ABI, "cpu", (2, 10), None, "aarch64", "darwin"),
+    "torch213-metal-aarch64-darwin": Variant(v.COMPILED, "metal", (2, 13), None, "aarch64", "darwin"),
+    "torch214-cxx11-rocm63-x86_64-linux": Variant(v.COMPILED, "rocm", (2, 14), (6, 3), "x86_64", "linux"),
+    "torch214-cxx11-xpu20251-x86_64-linux": Variant(v.COMPILED, "xpu", (2, 14), (2025, 1), "x86_64", "linux"),
+    "torch-cuda": Variant(v.NOARCH, "cuda"),
+    "torch-cpu": Variant(v.NOARCH, "cpu"),
+    "torch-rocm": Variant(v.NOARCH, "rocm"),
+    "torch-xpu": Variant(v.NOARCH, "xpu"),
+    "torch-metal": Variant(v.NOARCH, "metal"),
+    "torch-universal": Variant(v.UNIVERSAL, ""),
+}
+
+CUDA130 = SystemInfo((2, 14), "cuda", (13, 0), "x86_64", "linux")
+
+
+@pytest.mark.parametrize("name", sorted(REAL_NAMES))
+def test_parse_gives_the_expected_variant(name):
+    assert parse_variant(name) == REAL_NAMES[name]
+
+
+@pytest.mark.parametrize("name", sorted(REAL_NAMES))
+def test_name_round_trips(name):
+    assert parse_variant(name).name == name
+    assert str(parse_variant(name)) == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "torch",
+        "torch-gpu",
+        "torch-universal2",
+        "Torch214-cxx11-cu130-x86_64-linux",
+        "torch214-cu130-x86_64-linux",  # Linux needs the ABI tag
+        "torch213-cxx11-metal-aarch64-darwin",  # macOS has none
+        "torch214-cxx11-cu130-riscv64-linux",
+        "torch214-cxx11-cu130-x86_64-windows",
+        "torch214-cxx11-npu130-x86_64-linux",
+        "torch214-cxx11-cu130-x86_64-linux-extra",
+        "torch-stable-abi210-cu130-x86_64",
+        "torch-stable-abi-cu130-x86_64-linux",
+    ],
+)
+def test_malformed_names_are_rejected(name):
+    with pytest.raises(ValueError):
+        parse_variant(name)
+
+
+def test_reject_message_shows_the_expected_forms():
+    with pytest.raises(ValueError, match="torch214-cxx11-cu130-x86_64-linux"):
+        parse_variant("cuda-kernel")
+
+
+@pytest.mark.parametrize(
+    "tag, parsed",
+    [("cu130", ("cuda", (13, 0))), ("cu126", ("cuda", (12, 6))), ("rocm63", ("rocm", (6, 3))),
+     ("xpu20251", ("xpu", (2025, 1))), ("cpu", ("cpu", None)), ("metal", ("metal", None))],
+)
+def test_compute_tags_round_trip(tag, parsed):
+    assert v.parse_compute(tag) == parsed
+    assert v.format_compute(*parsed) == tag
+
+
+def test_compiled_variant_of_a_system():
+    assert CUDA130.compiled_variant().name == "torch214-cxx11-cu130-x86_64-linux"
+    assert CUDA130.describe() == "torch 2.14, cu130, x86_64-linux"
+
+
+@pytest.mark.parametrize(
+    "name, runtime, fits",
+    [
+        ("torch214-cxx11-cu130-x86_64-linux", (13, 0), True),
+        ("torch214-cxx11-cu126-x86_64-linux", (12, 9), True),  # newer minor runtime
+        ("torch214-cxx11-cu129-x86_64-linux", (12, 9), True),
+        ("torch214-cxx11-cu129-x86_64-linux", (12, 6), False),  # runtime older than the build
+        ("torch214-cxx11-cu129-x86_64-linux", (13, 0), False),  # other major
+        ("torch214-cxx11-cu130-x86_64-linux", (12, 9), False),
+    ],
+)
+def test_cuda_same_major_and_runtime_minor_at_least_build_minor(name, runtime, fits):
+    system = SystemInfo((2, 14), "cuda", runtime, "x86_64", "linux")
+    assert (why_not(parse_variant(name), system) is None) is fits
+
+
+def test_cuda_reason_names_both_versions():
+    system = SystemInfo((2, 14), "cuda", (12, 6), "x86_64", "linux")
+    reason = why_not(parse_variant("torch214-cxx11-cu129-x86_64-linux"), system)
+    assert "CUDA 12.9" in reason and "CUDA 12.6" in reason
+
+
+@pytest.mark.parametrize("torch, fits", [((2, 9), False), ((2, 10), True), ((2, 14), True), ((3, 0), True)])
+def test_stable_abi_fits_torch_at_least_its_abi(torch, fits):
+    system = SystemInfo(torch, "cuda", (13, 0), "x86_64", "linux")
+    reason = why_not(parse_variant("torch-stable-abi210-cu130-x86_64-linux"), system)
+    assert (reason is None) is fits
+    if not fits:
+        assert "needs torch >= 2.10" in reason
+
+
+@pytest.mark.parametrize(
+    "name, reason_part",
+    [
+        ("torch213-cxx11-cu130-x86_64-linux", "torch 2.13"),
+        ("torch214-cxx98-cu130-x86_64-linux", "C++ ABI"),
+        ("torch214-cxx11-cu130-aarch64-linux", "aarch64-linux"),
+        ("torch214-cxx11-cpu-x86_64-linux", "built for cpu"),
+        ("torch-rocm", "built for rocm"),
+        ("torch213-metal-aarch64-darwin", "built for metal"),
+    ],
+)
+def test_compiled_variants_need_the_exact_system(name, reason_part):
+    assert reason_part in why_not(parse_variant(name), CUDA130)
+
+
+def test_rocm_and_xpu_need_the_exact_compute_version():
+    rocm = SystemInfo((2, 14), "rocm", (6, 3), "x86_64", "linux")
+    assert why_not(parse_variant("torch214-cxx11-rocm63-x86_64-linux"), rocm) is None
+    assert "rocm64" in why_not(parse_variant("torch214-cxx11-rocm64-x86_64-linux"), rocm)
+    xpu = SystemInfo((2, 14), "xpu", (2025, 1), "x86_64", "linux")
+    assert why_not(parse_variant("torch214-cxx11-xpu20251-x86_64-linux"), xpu) is None
+    assert why_not(parse_variant("torch214-cxx11-xpu20250-x86_64-linux"), xpu) is not None
+
+
+def test_metal_on_macos():
+    mac = SystemInfo((2, 13), "metal", None, "aarch64", "darwin")
+    assert choose(["torch213-metal-aarch64-darwin", "torch-universal"], mac).name == "torch213-metal-aarch64-darwin"
+
+
+def test_preference_stable_abi_then_compiled_then_backend_then_universal():
+    names = [
+        "torch-universal",
+        "torch-cuda",
+        "torch214-cxx11-cu130-x86_64-linux",
+        "torch-stable-abi210-cu130-x86_64-linux",
+    ]
+    trace = resolve(names, CUDA130)
+    assert [c.name for c in trace] == [
+        "torch-stable-abi210-cu130-x86_64-linux",
+        "torch214-cxx11-cu130-x86_64-linux",
+        "torch-cuda",
+        "torch-universal",
+    ]
+    assert all(c.accepted for c in trace)
+    # Each falls back to the next when the better ones are gone.
+    for i in range(len(names)):
+        remaining = [c.name for c in trace[i:]]
+        assert choose(remaining, CUDA130).name == trace[i].name
+
+
+def test_closest_cuda_and_newest_stable_abi_win_within_a_kind():
+    system = SystemInfo((2, 14), "cuda", (12, 9), "x86_64", "linux")
+    compiled = ["torch214-cxx11-cu126-x86_64-linux", "torch214-cxx11-cu129-x86_64-linux", "torch214-cxx11-cu128-x86_64-linux"]
+    assert choose(compiled, system).name == "torch214-cxx11-cu129-x86_64-linux"
+    stable = ["torch-stable-abi210-cu129-x86_64-linux", "torch-stable-abi212-cu129-x86_64-linux"]
+    assert choose(stable, system).name == "torch-stable-abi212-cu129-x86_64-linux"
+
+
+def test_cpu_backend_in_a_cuda_torch():
+    cpu = SystemInfo((2, 14), "cpu", None, "x86_64", "linux")
+    names = [
+        "torch214-cxx11-cu130-x86_64-linux",
+        "torch-cuda",
+        "torch214-cxx11-cpu-x86_64-linux",
+        "torch-cpu",
+        "torch-universal",
+    ]
+    trace = resolve(names, cpu)
+    assert [c.name for c in trace if c.accepted] == ["torch214-cxx11-cpu-x86_64-linux", "torch-cpu", "torch-universal"]
+    assert {c.name for c in trace if not c.accepted} == {"torch214-cxx11-cu130-x86_64-linux", "torch-cuda"}
+
+
+def test_resolve_keeps_unparseable_names_in_the_trace():
+    trace = resolve(["README.md", "torch-cuda"], CUDA130)
+    assert trace[0].name == "torch-cuda" and trace[0].accepted
+    assert trace[1].reason == "not a variant name" and trace[1].variant is None
+
+
+def test_choose_is_none_when_nothing_fits():
+    assert choose(["torch213-cxx11-cu130-x86_64-linux", "torch-cpu"], CUDA130) is None
+    assert choose([], CUDA130) is None
+
+
+def test_format_trace_one_line_per_candidate():
+    text = format_trace(resolve(["torch-cuda", "torch-rocm"], CUDA130))
+    assert text.splitlines() == [
+        "  torch-cuda: fits",
+        "  torch-rocm: rejected (built for rocm, this system uses cuda)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "version, expected",
+    [
+        (SimpleNamespace(cuda="12.9", hip=None, xpu=None), ("cuda", (12, 9))),
+        (SimpleNamespace(cuda=None, hip="6.3.42131-fa1d09cbd", xpu=None), ("rocm", (6, 3))),
+        # torch reports oneAPI as a date; Hugging Face's loader reads year + index 5.
+        (SimpleNamespace(cuda=None, hip=None, xpu="20250101"), ("xpu", (2025, 1))),
+    ],
+)
+def test_native_backend_versions(version, expected):
+    assert v._native_backend(SimpleNamespace(version=version)) == expected
+
+
+def test_detect_system_describes_the_running_torch():
+    torch = pytest.importorskip("torch")
+    system = v.detect_system()
+    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+    assert system.torch == (major, minor)
+    assert (system.cpu, system.os) == (v.host_cpu(), v.host_os())
+    if torch.version.cuda:
+        assert system.backend == "cuda"
+        assert system.compute_version == tuple(int(p) for p in torch.version.cuda.split(".")[:2])
+        assert system.compiled_variant().compute.startswith("cu")
+        cpu = v.detect_system("cpu")
+        assert (cpu.backend, cpu.compute_version) == ("cpu", None)
+    with pytest.raises(ValueError, match="unknown backend"):
+        v.detect_system("gpu")
+    other = "rocm" if system.backend != "rocm" else "cuda"
+    with pytest.raises(ValueError, match="not available"):
+        v.detect_system(other)
