@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .build import BuildOptions, build, find_toolchain, plan_kernels
-from .errors import KbuildError
+from .errors import KbuildError, UsageError
 from .manifest import load_manifest
 from .report import Reporter
 from .testing import test_kernels
@@ -64,25 +64,42 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
     p.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
     p.add_argument("-v", "--verbose", action="store_true", help="show compiler output")
+    _python_option(p)
     p.set_defaults(handler=_build)
 
     p = sub.add_parser("variants", help="list the variants `kbuild build` would produce here")
     p.add_argument("dir", nargs="?", default=".", type=Path)
     p.add_argument("--json", action="store_true")
+    _python_option(p)
     p.set_defaults(handler=_variants)
 
     p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
     p.add_argument("dir", nargs="?", default=".", type=Path)
     p.add_argument("--variant", action="append", default=[], metavar="V")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    _python_option(p)
     p.set_defaults(handler=_test)
     return parser
+
+
+def _python_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--python", default=None, metavar="PATH",
+                   help="interpreter whose torch to build/test against (default: the one running kbuild)")
+
+
+def _python(args) -> str:
+    if args.python is None:
+        return sys.executable
+    path = Path(args.python)
+    if not path.is_file():
+        raise UsageError(f"--python: no interpreter at {args.python}")
+    return str(path.absolute())
 
 
 def _options(args) -> BuildOptions:
     return BuildOptions(
         folder=_folder(args.dir).resolve(), variants=tuple(args.variant), jobs=getattr(args, "jobs", None),
-        python=sys.executable, cuda_home=os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"),
+        python=_python(args), cuda_home=os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"),
         cache_dir=Path(os.environ.get("KBUILD_CACHE", Path.home() / ".cache" / "kbuild")),
         cxx=os.environ.get("CXX", "c++"),
     )
@@ -90,7 +107,7 @@ def _options(args) -> BuildOptions:
 
 def _folder(path: Path) -> Path:
     if not path.is_dir():
-        raise KbuildError(f"{path}: not a folder", hint="pass a kernel project folder (with build.toml)")
+        raise UsageError(f"{path}: not a folder", hint="pass a kernel project folder (with build.toml)")
     return path
 
 
@@ -104,7 +121,7 @@ def _check(args, reporter: Reporter) -> int:
 
 def _build(args, reporter: Reporter) -> int:
     if args.jobs is not None and args.jobs < 1:
-        raise KbuildError(f"-j/--jobs: expected a positive number, got {args.jobs}")
+        raise UsageError(f"-j/--jobs: expected a positive number, got {args.jobs}")
     results = build(_options(args), reporter)
     reporter.summary(results, "kbuild build")
     built = [r for r in results if r.status in ("built", "unchanged")]
@@ -138,7 +155,8 @@ def _variants(args, reporter: Reporter) -> int:
 
 
 def _test(args, reporter: Reporter) -> int:
-    results = test_kernels(_folder(args.dir), tuple(args.variant), sys.executable, tuple(args.pytest_args), reporter)
+    results = test_kernels(_folder(args.dir).resolve(), tuple(args.variant), _python(args), tuple(args.pytest_args),
+                           reporter)
     reporter.summary(results, "kbuild test")
     return 1 if any(r.status == "failed" for r in results) else 0
 

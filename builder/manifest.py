@@ -277,6 +277,7 @@ class _Parser:
         backend = body.get("backend")
         if backend is None:
             raise self.w.error(keys + ("backend",), f"missing required key (one of {', '.join(BACKENDS)})")
+        self._type(keys + ("backend",), backend, "str")
         if backend not in BACKENDS:
             raise self.w.error(keys + ("backend",), f'unknown backend "{backend}" (known: {", ".join(BACKENDS)})')
         if backend not in backends:

@@ -66,7 +66,6 @@ def _write_ops(plan: VariantPlan, dest: Path) -> None:
 
 
 def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[str, str]) -> dict:
-    kb = provenance.kbuild
     return {
         "name": manifest.name,
         "id": plan.ops_name,
@@ -75,12 +74,19 @@ def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[s
         "python-depends": list(manifest.python_depends),
         "backend": {"type": plan.variant.backend, "archs": list(plan.archs)},
         "digest": {"algorithm": "sha256", "files": files},
-        "provenance": {
-            "kbuild": {"version": __version__, "commit": kb.commit if kb else None, "dirty": kb.dirty if kb else None},
-            "kernel": {"commit": provenance.kernel.commit, "tree": provenance.kernel.tree,
-                       "dirty": provenance.kernel.dirty},
-        },
+        "provenance": _provenance(provenance),
     }
+
+
+def _provenance(provenance: Provenance) -> dict:
+    # Hugging Face's loader requires a `kernel-builder` record and 40-hex commits (or no
+    # `kernel` record at all), so kbuild describes itself there, with `name` telling them apart.
+    builder = {"name": "kbuild", "version": __version__}
+    if provenance.kbuild and provenance.kbuild.commit:
+        builder.update(commit=provenance.kbuild.commit, dirty=provenance.kbuild.dirty)
+    kernel = provenance.kernel
+    record = {"commit": kernel.commit, "dirty": kernel.dirty, "tree": kernel.tree} if kernel.commit else None
+    return {"kernel-builder": builder, "kernel": record}
 
 
 def _same(final: Path, metadata: dict) -> bool:

@@ -100,7 +100,7 @@ def probe_torch(python: str, cache_dir: Path) -> TorchInfo:
 
 def _cache_key(python: str) -> str | None:
     # torch/version.py changes with every torch install, so its mtime keys the probe.
-    env = Path(python).resolve().parent.parent
+    env = Path(python).absolute().parent.parent  # a venv python is a symlink: keep the venv
     versions = sorted(env.glob("lib/python3*/site-packages/torch/version.py"))
     if not versions:
         return None

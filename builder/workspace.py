@@ -22,9 +22,17 @@ def kernel_dirs(folder: Path) -> list[Path]:
     if "workspace" not in data:
         return [folder]
     ws = data["workspace"]
-    for key in ws:
+    if not isinstance(ws, dict):
+        raise ManifestError(f"{manifest}: [workspace]: expected a table, got {ws!r}")
+    for key, value in ws.items():
         if key not in _WORKSPACE_KEYS:
             raise ManifestError(f"{manifest}: [workspace] {key}: unknown key (expected one of: members, exclude)")
+        # A bare string would be globbed one character at a time; an absolute or empty
+        # pattern makes Path.glob raise.
+        if not isinstance(value, list) or not all(isinstance(v, str) and v and not Path(v).is_absolute()
+                                                  for v in value):
+            raise ManifestError(f"{manifest}: [workspace] {key}: expected a list of glob patterns relative to "
+                                f"{folder}, got {value!r}")
     excluded = {p.resolve() for pattern in ws.get("exclude", []) for p in folder.glob(pattern)}
     dirs = []
     for pattern in ws.get("members", []):

@@ -17,7 +17,7 @@ from kbuild.variants import SystemInfo
 CUDA130 = SystemInfo((2, 14), "cuda", (13, 0), "x86_64", "linux")
 CPU = SystemInfo((2, 14), "cpu", None, "x86_64", "linux")
 
-KBUILD_PROVENANCE = {"kbuild": {"version": "0.1.0", "commit": "0" * 40, "dirty": False},
+KBUILD_PROVENANCE = {"kernel-builder": {"name": "kbuild", "version": "0.1.0", "commit": "0" * 40, "dirty": False},
                      "kernel": {"commit": "1" * 40, "dirty": False}}
 
 # __init__ imports its sibling relatively, so a wrong package setup fails loudly.
@@ -48,12 +48,15 @@ def make_variant(build: Path, variant: str, *, id: str | None = "_demo_cuda_abc1
 
 
 @pytest.fixture(autouse=True)
-def clean_modules():
-    """Each test's imported kernels leave sys.modules with it."""
+def clean_modules(tmp_path):
+    """Each test's imported kernels leave sys.modules with it (only those: removing a library
+    such as torch that a test imported first would break the next import of it)."""
     before = set(sys.modules)
     yield
     for name in set(sys.modules) - before:
-        del sys.modules[name]
+        origin = getattr(sys.modules[name], "__file__", None) or ""
+        if origin.startswith(str(tmp_path)):
+            del sys.modules[name]
 
 
 NAMES = [
