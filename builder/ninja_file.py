@@ -37,7 +37,7 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: str | None) -> str:
                     variables={"flags": _join(unit.flags), "variant": plan.name})
             objects.append(_p(unit.output))
         w.build(_p(plan.library), "link", objects, variables={"ldflags": _join(plan.link_flags)})
-        w.build(plan.name, "phony", _p(plan.library))
+        w.build(plan.ops_name, "phony", _p(plan.library))  # unique across a workspace
         w.newline()
     return out.getvalue()
 

@@ -27,9 +27,18 @@ class NinjaOutcome:
 
 
 def ninja_binary() -> str:
-    # The ninja from PyPI sits next to this interpreter; the PATH one is a fallback.
-    local = Path(sys.executable).parent / "ninja"
-    found = str(local) if local.is_file() else shutil.which("ninja")
+    # The ninja from PyPI (its BIN_DIR, or next to this interpreter); the PATH one is a fallback.
+    try:
+        import ninja
+
+        candidates = [Path(ninja.BIN_DIR) / "ninja"]
+    except (ImportError, AttributeError):
+        candidates = []
+    candidates.append(Path(sys.executable).parent / "ninja")
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    found = shutil.which("ninja")
     if not found:
         raise ToolchainError("ninja not found", hint="pip install ninja")
     return found

@@ -407,7 +407,7 @@ def test_ninja_render(tmp_path):
         edge += "".join(f" | {str(h).replace(' ', '$ ')}" for h in u.implicit)
         assert edge in builds, edge
     for v in plan.variants:
-        assert f"build {v.name}: phony {str(v.library).replace(' ', '$ ')}" in builds
+        assert f"build {v.ops_name}: phony {str(v.library).replace(' ', '$ ')}" in builds
     assert f"build {esc}/.kbuild/{CPU_214}/_fused_relu_cpu_abc1234.so: link" in " ".join(builds)
     # `$` in a flag reaches the command line literally: doubled for ninja, quoted for the shell.
     assert "'-Wl,-rpath,$$ORIGIN'" in text and not re.search(r"(?<!\$)\$ORIGIN", text)
@@ -418,8 +418,8 @@ def test_ninja_render_without_nvcc_has_no_nvcc_rule(kernel):
     plan = plan_build(inputs(kernel(), torch_info(cuda=None)))
     text = ninja_file.render(list(plan.variants), cxx="/usr/bin/g++", nvcc=None)
     assert "rule nvcc" not in text and "cxx = /usr/bin/g++" in text
-    assert [line for line in unwrap(text) if line.startswith("build ")][-1] == f"build {CPU_214}: phony " + str(
-        plan.variants[0].library)
+    assert [line for line in unwrap(text) if line.startswith("build ")][-1] == (
+        f"build {plan.variants[0].ops_name}: phony {plan.variants[0].library}")
 
 
 # -- workspaces -------------------------------------------------------------------------------

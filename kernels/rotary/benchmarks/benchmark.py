@@ -1,0 +1,147 @@
+"""Benchmark the rotary Triton kernel against a torch eager rotary (and torch.compile of it).
+
+    python benchmarks/benchmark.py [--variant build/torch-cuda] [--dtype bf16] [--compile]
+
+Imports `rotary` from the path, or from a built variant folder given with --variant. Without a
+CUDA device it says so and runs a tiny correctness check under the Triton interpreter instead.
+"""
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+import torch
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# (batch, seqlen, nheads, headdim, rotary_dim)
+SHAPES = [
+    (1, 4096, 32, 128, 128),
+    (4, 4096, 32, 128, 128),
+    (4, 4096, 8, 128, 64),
+    (16, 2048, 16, 64, 64),
+]
+
+
+def load_rotary(variant):
+    if variant is None:
+        import rotary
+
+        return rotary
+    init = os.path.join(variant, "__init__.py")
+    if not os.path.exists(init):
+        init = os.path.join(variant, "rotary", "__init__.py")
+    spec = importlib.util.spec_from_file_location(
+        "rotary", init, submodule_search_locations=[os.path.dirname(init)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rotary"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def rotary_eager(x, cos, sin, interleaved=False):
+    """The usual eager implementation, in x's dtype (Transformers' rotate_half style)."""
+    rotary_dim = 2 * cos.shape[-1]
+    cos, sin = cos[: x.shape[1], None, :].to(x.dtype), sin[: x.shape[1], None, :].to(x.dtype)
+    rot, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    if interleaved:
+        x0, x1 = rot[..., 0::2], rot[..., 1::2]
+        out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+    else:
+        cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+        x0, x1 = rot.chunk(2, dim=-1)
+        out = rot * cos + torch.cat((-x1, x0), dim=-1) * sin
+    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+
+
+def make_inputs(shape, dtype, device):
+    batch, seqlen, nheads, headdim, rotary_dim = shape
+    x = torch.randn(batch, seqlen, nheads, headdim, device=device, dtype=dtype)
+    angle = torch.rand(seqlen, rotary_dim // 2, device=device) * 6.2832
+    return x, angle.cos().to(dtype), angle.sin().to(dtype)
+
+
+def bench_ms(fn, graph):
+    """Median ms: in a CUDA graph (kernel time, no host overhead) or launched eagerly."""
+    import triton.testing
+
+    if graph:
+        try:
+            return triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median")
+        except Exception:  # noqa: BLE001 - a function that cannot be captured
+            return float("nan")
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def run_cuda(rotary, dtype, with_compile):
+    print(f"device: {torch.cuda.get_device_name()}  dtype: {dtype}  (medians)")
+    print("graph: timed inside a CUDA graph (GPU time); eager: launched from Python each call")
+    print("GB/s: (x read + out written + cos/sin read) / graph time")
+    header = (
+        f"{'shape (b,s,h,d,rd)':26} {'style':5} {'impl':13} {'graph ms':>9} {'GB/s':>7}"
+        f" {'eager ms':>9} {'fwd+bwd graph':>14} {'fwd+bwd eager':>14}"
+    )
+    print(header)
+    print("-" * len(header))
+    for shape in SHAPES:
+        x, cos, sin = make_inputs(shape, dtype, "cuda")
+        nbytes = 2 * x.numel() * x.element_size() + 2 * cos.numel() * cos.element_size()
+        copy = bench_ms(lambda: x.clone(), graph=True)
+        copy_gbs = 2 * x.numel() * x.element_size() / copy / 1e6
+        print(f"{str(shape):26} {'-':5} {'x.clone()':13} {copy:9.4f} {copy_gbs:7.0f}")
+        for interleaved in (False, True):
+            impls = [("triton", rotary.apply_rotary), ("torch eager", rotary_eager)]
+            if with_compile:
+                torch._dynamo.reset()  # each case compiles afresh (no recompile-limit hits)
+                impls.append(("torch.compile", torch.compile(rotary_eager, fullgraph=True, dynamic=False)))
+            expected = rotary_eager(x.float(), cos.float(), sin.float(), interleaved)
+            xg = x.detach().requires_grad_()
+            grad = torch.randn_like(x)
+            for name, fn in impls:
+                out = fn(x, cos, sin, interleaved)
+                torch.testing.assert_close(out.float(), expected, atol=5e-2, rtol=2e-2)
+                fwd = lambda: fn(x, cos, sin, interleaved)  # noqa: E731
+                fwd_bwd = lambda: torch.autograd.grad(fn(xg, cos, sin, interleaved), xg, grad)  # noqa: E731
+                graph_ms = bench_ms(fwd, graph=True)
+                style = "gptj" if interleaved else "neox"
+                print(
+                    f"{str(shape):26} {style:5} {name:13} {graph_ms:9.4f} {nbytes / graph_ms / 1e6:7.0f}"
+                    f" {bench_ms(fwd, graph=False):9.4f} {bench_ms(fwd_bwd, graph=True):14.4f}"
+                    f" {bench_ms(fwd_bwd, graph=False):14.4f}"
+                )
+
+
+def run_cpu_check(rotary):
+    print("no CUDA device: running a tiny correctness check under the Triton interpreter instead")
+    x, cos, sin = make_inputs((2, 5, 3, 40, 24), torch.float32, "cpu")
+    for interleaved in (False, True):
+        start = time.perf_counter()
+        out = rotary.apply_rotary(x, cos, sin, interleaved)
+        elapsed = time.perf_counter() - start
+        err = (out - rotary_eager(x, cos, sin, interleaved)).abs().max().item()
+        style = "gptj" if interleaved else "neox"
+        print(f"  {style}: max abs error vs eager {err:.2e}, {elapsed * 1e3:.1f} ms (interpreter)")
+        assert err < 1e-5, err
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", help="built variant folder to import rotary from")
+    parser.add_argument("--dtype", choices=DTYPES, default="bf16")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile(eager)")
+    args = parser.parse_args(argv)
+    has_cuda = torch.cuda.is_available()
+    if not has_cuda:
+        os.environ["TRITON_INTERPRET"] = "1"  # read when the Triton kernels are defined (import)
+    rotary = load_rotary(args.variant)
+    if has_cuda:
+        run_cuda(rotary, DTYPES[args.dtype], args.compile)
+    else:
+        run_cpu_check(rotary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
