@@ -6,6 +6,7 @@ folder), so tests written for kernel-builder (`import activation`) run unchanged
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -68,9 +69,23 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
         done = proc.run(cmd, cwd=manifest.root, env=env, timeout=3600, check=False, what="pytest")
     log.write_text(done.stdout)
     seconds = time.monotonic() - start
-    last = (done.stdout.strip().splitlines() or [""])[-1].strip("= ")
+    last = _outcome_line(done.stdout)
     if done.returncode in (0, _NO_TESTS_COLLECTED):
         # Exit 5: every test module skipped itself (e.g. no GPU for a CUDA variant).
         status = "skipped" if " passed" not in last else "passed"
         return VariantResult(manifest.name, variant_dir.name, status, seconds, log=log, reason=last)
     return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log, reason=last)
+
+
+def _outcome_line(output: str) -> str:
+    """pytest's closing summary, or what killed it (a crash leaves no summary)."""
+    lines = output.strip().splitlines()
+    for line in reversed(lines):
+        if re.search(r"\d+ (passed|failed|skipped|error)|no tests ran", line):
+            return line.strip("= ")
+    crash = next((line for line in lines if "Fatal Python error: " in line), None)
+    if crash:
+        where = next((line.strip() for line in lines if "/tests/" in line and ", line " in line), "")
+        reason = crash.split("Fatal Python error: ", 1)[1]
+        return f"pytest crashed: {reason}" + (f" at {where}" if where else "")
+    return lines[-1] if lines else "no output"

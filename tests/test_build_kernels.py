@@ -1,0 +1,201 @@
+"""Integration: build the first-party kernels with real ninja, g++ and nvcc, then test and load them.
+
+One workspace build (all of kernels/* in one ninja graph) is shared by the module; the tests
+then check the layout, incremental rebuilds, `kbuild test`, and loading through kbuild's and
+Hugging Face's loaders. Compiling needs no GPU; running CUDA ops does, so here they only import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builder.cli import main
+from kbuild import get_local_kernel
+from kbuild.digest import verify_tree
+from kbuild.variants import detect_system
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+torch = pytest.importorskip("torch")
+SYSTEM = detect_system()
+CPU = detect_system("cpu").compiled_variant().name
+CUDA = SYSTEM.compiled_variant().name if SYSTEM.backend == "cuda" else None
+IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
+
+
+def copy_kernel(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, ignore=IGNORE)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """A copy of the repo's workspace (build.toml + kernels/*), built once."""
+    root = tmp_path_factory.mktemp("ws")
+    shutil.copy(REPO / "build.toml", root / "build.toml")
+    copy_kernel(REPO / "kernels", root / "kernels")
+    assert main(["build", str(root), "-j", "2"]) == 0
+    return root
+
+
+def run_build(capsys, *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["build", *args])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def compile_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if re.match(r"\[\d+/\d+\] (CXX|NVCC) ", line)]
+
+
+@pytest.mark.parametrize("kernel", ["activation", "rmsnorm"])
+def test_compiled_kernels_get_hf_layout(workspace, kernel):
+    build = workspace / "kernels" / kernel / "build"
+    expected = {CPU} | ({CUDA} if CUDA else set())
+    assert {p.name for p in build.iterdir() if not p.name.startswith(".")} == expected
+    for name in expected:
+        variant = build / name
+        meta = json.loads((variant / "metadata.json").read_text())
+        backend = "cuda" if "-cu" in name else "cpu"
+        assert re.fullmatch(rf"_{kernel}_{backend}_[0-9a-f]{{7}}(_dirty)?", meta["id"])
+        assert (variant / f"{meta['id']}.abi3.so").is_file()
+        assert {"__init__.py", "_ops.py", "metadata.json"} <= {p.name for p in variant.iterdir()}
+        assert (variant / "layers.py").is_file() or (variant / "layers").is_dir()
+        assert f"from . import {meta['id']}" in (variant / "_ops.py").read_text()
+        assert meta["name"] == kernel and meta["version"] == 1 and meta["python-depends"] == []
+        assert meta["backend"]["type"] == backend
+        if backend == "cuda":
+            assert meta["backend"]["archs"][-1].endswith("+PTX") and "9.0" in meta["backend"]["archs"]
+        verify_tree(variant, meta["digest"]["files"])  # every file matches the digest
+
+
+def test_triton_kernel_is_a_noarch_variant(workspace):
+    build = workspace / "kernels" / "rotary" / "build"
+    assert [p.name for p in build.iterdir() if not p.name.startswith(".")] == ["torch-cuda"]
+    meta = json.loads((build / "torch-cuda" / "metadata.json").read_text())
+    assert not list((build / "torch-cuda").glob("*.so"))
+    verify_tree(build / "torch-cuda", meta["digest"]["files"])
+
+
+def test_noop_rebuild_runs_no_compiler(workspace, capsys):
+    meta = workspace / "kernels" / "activation" / "build" / CPU / "metadata.json"
+    before = meta.stat().st_mtime_ns
+    code, output = run_build(capsys, str(workspace))
+    assert code == 0
+    assert compile_lines(output) == []
+    assert "nothing to compile" in output
+    assert meta.stat().st_mtime_ns == before  # unchanged variants are not rewritten
+
+
+def test_touching_one_source_recompiles_only_it(workspace, capsys):
+    source = workspace / "kernels" / "rmsnorm" / "rmsnorm_cpu" / "rmsnorm_cpu.cpp"
+    os.utime(source)
+    code, output = run_build(capsys, str(workspace))
+    assert code == 0
+    lines = compile_lines(output)
+    assert len(lines) == 1 and "rmsnorm_cpu.cpp" in lines[0] and CPU in lines[0], output
+
+
+def test_kbuild_test_runs_each_kernels_tests(workspace, capsys):
+    capsys.readouterr()
+    assert main(["test", str(workspace)]) == 0
+    output = "\n".join(capsys.readouterr())
+    for kernel in ("activation", "rmsnorm"):
+        assert re.search(rf"passed\s+{kernel}/{CPU}", output), output
+    assert re.search(r"passed\s+rotary/torch-cuda", output), output
+
+
+def test_get_local_kernel_runs_the_cpu_build(workspace):
+    activation = get_local_kernel(workspace / "kernels" / "activation", backend="cpu")
+    assert "_activation_cpu_" in activation.__name__
+    x = torch.randn(8, 64, dtype=torch.float64).float()
+    torch.testing.assert_close(activation.silu_and_mul(x), torch.nn.functional.silu(x[:, :32]) * x[:, 32:])
+    assert "silu_and_mul" in activation.__all__
+    if CUDA:
+        # In a CUDA torch the default choice is the CUDA build (it imports without a GPU).
+        assert "_activation_cuda_" in get_local_kernel(workspace / "kernels" / "activation").__name__
+
+
+def test_two_builds_of_one_kernel_load_side_by_side(workspace, tmp_path):
+    other = copy_kernel(workspace / "kernels" / "activation", tmp_path / "activation")
+    cpp = other / "activation_cpu" / "activation_cpu.cpp"
+    cpp.write_text(cpp.read_text() + "\n// a change: another source tree, another build id\n")
+    assert main(["build", str(other), "--variant", CPU]) == 0
+    first = get_local_kernel(workspace / "kernels" / "activation", backend="cpu")
+    second = get_local_kernel(other, backend="cpu")
+    assert first.__name__ != second.__name__ and sys.modules[second.__name__] is second
+    x = torch.randn(4, 16)
+    torch.testing.assert_close(first.gelu_and_mul(x), second.gelu_and_mul(x))
+
+
+def test_huggingface_loader_loads_a_kbuild_build(workspace):
+    pytest.importorskip("kernels")
+    script = (
+        "import sys, torch, kernels\n"
+        "from pathlib import Path\n"
+        "k = kernels.get_local_kernel(Path(sys.argv[1]), backend='cpu')\n"
+        "x = torch.randn(16, 64)\n"
+        "ref = torch.nn.functional.silu(x[:, :32]) * x[:, 32:]\n"
+        "torch.testing.assert_close(k.silu_and_mul(x), ref)\n"
+        "print('loaded', k.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(workspace / "kernels" / "activation")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "loaded _activation_cpu_" in done.stdout
+
+
+def test_a_failed_variant_is_reported_and_the_previous_build_kept(workspace, tmp_path, capsys):
+    kernel = copy_kernel(workspace / "kernels" / "activation", tmp_path / "activation")
+    shutil.copytree(workspace / "kernels" / "activation" / "build", kernel / "build")
+    before = (kernel / "build" / CPU / "metadata.json").read_text()
+    cpp = kernel / "activation_cpu" / "activation_cpu.cpp"
+    cpp.write_text(cpp.read_text() + "\nthis is not C++;\n")
+    code, output = run_build(capsys, str(kernel), "--variant", CPU)
+    assert code == 1
+    assert re.search(rf"failed\s+activation/{CPU}.*build\.log", output), output
+    log = kernel / ".kbuild" / CPU / "build.log"
+    assert "activation_cpu.cpp" in log.read_text()
+    assert (kernel / "build" / CPU / "metadata.json").read_text() == before
+
+
+def test_kernel_builder_project_builds_unchanged(tmp_path, capsys):
+    project = copy_kernel(REPO / "tests" / "fixtures" / "relu-kb", tmp_path / "relu")
+    code, output = run_build(capsys, str(project), "-j", "2")
+    assert code == 0, output
+    assert "edition 4" in output  # read with a warning
+    names = {p.name for p in (project / "build").iterdir() if not p.name.startswith(".")}
+    assert names == {CPU} | ({CUDA} if CUDA else set())
+    relu = get_local_kernel(project, backend="cpu")
+    x = torch.randn(100)
+    torch.testing.assert_close(relu.relu(x), torch.relu(x))
+    assert main(["test", str(project), "--variant", CPU]) == 0
+
+
+def test_older_torch_environment_builds_its_own_variant(tmp_path, capsys):
+    """`--python` builds against another environment's torch: 2.13.0 (CPU build) here."""
+    venv = tmp_path / "torch213"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "pytest", "numpy"],
+                         capture_output=True, text=True, timeout=1800)
+    if pip.returncode != 0:
+        pytest.skip(f"torch 2.13.0 is not installable here: {pip.stdout[-300:]}{pip.stderr[-300:]}")
+    kernel = copy_kernel(REPO / "kernels" / "activation", tmp_path / "activation")
+    code, output = run_build(capsys, str(kernel), "--python", str(python))
+    assert code == 0, output
+    assert "skipping cuda: torch 2.13.0+cpu is a CPU build" in output
+    assert [p.name for p in (kernel / "build").iterdir() if not p.name.startswith(".")] == [
+        "torch213-cxx11-cpu-x86_64-linux"
+    ]
+    assert main(["test", str(kernel), "--python", str(python)]) == 0
