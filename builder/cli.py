@@ -12,7 +12,10 @@ from pathlib import Path
 from . import __version__
 from .build import BuildOptions, build, find_toolchain, plan_kernels
 from .errors import KbuildError, UsageError
+from .hub.address import parse_hub
+from .hub.open import open_hub
 from .manifest import load_manifest
+from .publish import PublishOptions, publish
 from .report import Reporter
 from .testing import test_kernels
 from .workspace import kernel_dirs
@@ -72,6 +75,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     _python_option(p)
     p.set_defaults(handler=_variants)
+
+    p = sub.add_parser("publish", help="push built variants to a version branch of a hub repo")
+    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("--repo-id", help="ORG/NAME (default: [general.hub] repo-id)")
+    p.add_argument("--branch", help="target branch (default: [general.hub] branch, else v<version>)")
+    p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
+    p.add_argument("--hub", default=None, help="a folder/file:// (local hub) or http(s):// URL "
+                   "(default: $KBUILD_HUB, else ~/.cache/kbuild/hub)")
+    p.add_argument("--allow-dirty", action="store_true", help="publish builds of uncommitted sources")
+    p.add_argument("--force", action="store_true", help="allow removing public names from the branch")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    p.set_defaults(handler=_publish)
 
     p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
     p.add_argument("dir", nargs="?", default=".", type=Path)
@@ -151,6 +167,34 @@ def _variants(args, reporter: Reporter) -> int:
             line = r["variant"] or f"({r['backend']} skipped: {r['skipped']})"
             extra = f"  archs {' '.join(r['archs'])}" if r.get("archs") else ""
             reporter.result(f"{r['kernel']}: {line}{extra}")
+    return 0
+
+
+def _publish(args, reporter: Reporter) -> int:
+    manifest = load_manifest(_folder(args.dir).resolve())
+    options = PublishOptions(folder=manifest.root, repo_id=args.repo_id, branch=args.branch,
+                             variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
+                             dry_run=args.dry_run)
+    hub = open_hub(parse_hub(args.hub or os.environ.get("KBUILD_HUB")), os.environ.get("HF_TOKEN"))
+    result = publish(manifest, options, hub, reporter)
+    if args.json:
+        reporter.result(json.dumps(result.summary(), indent=2))
+        return 0
+    plan = result.plan
+    target = f"{plan.repo_id}@{plan.branch}"
+    counts = f"{len(plan.added)} added, {len(plan.replaced)} replaced, {len(plan.deleted)} deleted, " \
+             f"{plan.unchanged} unchanged"
+    if args.dry_run:
+        reporter.result(f"dry run: {target} ({hub.describe()}), parent {plan.parent or '(new branch)'}: {counts}")
+        for kind, paths in (("add", plan.added), ("replace", plan.replaced), ("delete", plan.deleted)):
+            for path in paths:
+                reporter.result(f"  {kind:8} {path}")
+    elif plan.empty:
+        reporter.result(f"{target} already has these files ({counts}); nothing to publish")
+    else:
+        reporter.result(f"published {', '.join(plan.variants)} to {target}: {counts}")
+        reporter.result(f"commit {result.commit}")
+        reporter.result(result.url)
     return 0
 
 

@@ -3,11 +3,14 @@ failures into CommandError with the tail of the output."""
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import shlex
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import CommandError
 
@@ -49,6 +52,74 @@ def stream(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | Non
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except FileNotFoundError:
         raise CommandError(f"command not found: {cmd[0]}", 127, "") from None
+
+
+def run_bytes(
+    cmd: list[str],
+    *,
+    input: bytes | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = 600,
+    what: str | None = None,
+) -> bytes:
+    """Run `cmd` with binary stdin/stdout and return stdout; stderr goes to the error's tail."""
+    log.debug("$ %s%s", _env_prefix(env), shlex.join(cmd))
+    full_env = {**os.environ, **env} if env else None
+    feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+    try:
+        done = subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, **feed)
+    except FileNotFoundError:
+        raise CommandError(f"{what or cmd[0]}: command not found: {cmd[0]}", 127, "") from None
+    except subprocess.TimeoutExpired as e:
+        raise CommandError(f"{what or cmd[0]} timed out after {timeout:.0f}s: {shlex.join(cmd)}", 124,
+                           tail((e.stderr or b"").decode(errors="replace"))) from None
+    if done.returncode != 0:
+        raise CommandError(f"{what or cmd[0]} failed (exit {done.returncode}): {shlex.join(cmd)}",
+                           done.returncode, tail(done.stderr.decode(errors="replace")))
+    return done.stdout
+
+
+def open_bytes(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+               what: str | None = None) -> BinaryIO:
+    """Start `cmd` and return its stdout as a binary stream. Reading to the end raises CommandError
+    if the command failed (so a truncated stream never passes as complete); closing early kills it."""
+    log.debug("$ %s%s", _env_prefix(env), shlex.join(cmd))
+    full_env = {**os.environ, **env} if env else None
+    errors = tempfile.TemporaryFile()  # a file, not a pipe: a chatty stderr cannot block stdout
+    try:
+        child = subprocess.Popen(cmd, cwd=cwd, env=full_env, bufsize=0, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=errors)
+    except FileNotFoundError:
+        errors.close()
+        raise CommandError(f"{what or cmd[0]}: command not found: {cmd[0]}", 127, "") from None
+    return io.BufferedReader(_ProcessReader(child, errors, what or cmd[0], cmd), buffer_size=1 << 20)
+
+
+class _ProcessReader(io.RawIOBase):
+    def __init__(self, child: subprocess.Popen, errors: BinaryIO, what: str, cmd: list[str]):
+        self._child, self._errors, self._what, self._cmd = child, errors, what, cmd
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._child.stdout.readinto(buffer)
+        if not n and self._child.wait() != 0:
+            self._errors.seek(0)
+            raise CommandError(f"{self._what} failed (exit {self._child.returncode}): {shlex.join(self._cmd)}",
+                               self._child.returncode, tail(self._errors.read().decode(errors="replace")))
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            if self._child.poll() is None:
+                self._child.kill()
+            self._child.stdout.close()
+            self._child.wait()
+            self._errors.close()
+        super().close()
 
 
 def tail(text: str, lines: int = 30) -> str:

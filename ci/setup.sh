@@ -7,7 +7,11 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install --quiet "torch==${KBUILD_TORCH:-2.14.1}" -e ".[test]" 2>&1 \
-  | grep -v "^WARNING: Location" || true
+log=.venv/kbuild-install.log
+echo "installing torch ${KBUILD_TORCH:-2.14.1} and kbuild[test] into .venv (log: $log)"
+if ! .venv/bin/python -m pip install --upgrade pip "torch==${KBUILD_TORCH:-2.14.1}" -e ".[test]" >"$log" 2>&1; then
+  grep -v "^WARNING: Location" "$log" | tail -40
+  echo "ci/setup.sh: pip install failed (full log: $log)" >&2
+  exit 1
+fi
 .venv/bin/python -c "import torch, kbuild, builder; print('kbuild env ready: torch', torch.__version__)"

@@ -1,0 +1,52 @@
+"""Hub failures, each with the Hugging Face error code the HTTP server sends for it."""
+
+from __future__ import annotations
+
+from ..errors import KbuildError
+
+
+class HubError(KbuildError):
+    exit_code = 6
+    http_status = 400
+    error_code: str | None = None
+
+
+class InvalidRepoId(HubError):
+    error_code = "InvalidRepoId"
+
+
+class InvalidPath(HubError):
+    """A path that would escape the repository (.., absolute, backslash, NUL, …)."""
+
+
+class RepoNotFound(HubError):
+    http_status = 404
+    error_code = "RepoNotFound"
+
+
+class RevisionNotFound(HubError):
+    http_status = 404
+    error_code = "RevisionNotFound"
+
+
+class EntryNotFound(HubError):
+    http_status = 404
+    error_code = "EntryNotFound"
+
+
+class RepoExists(HubError):
+    http_status = 409
+
+
+class RefConflict(HubError):
+    """A branch moved between reading its head and updating it (compare-and-swap failed)."""
+
+    http_status = 409
+
+
+class TooLarge(HubError):
+    http_status = 413
+
+
+class DigestMismatch(HubError):
+    """Uploaded bytes do not match the sha256 the client announced."""

@@ -1,0 +1,92 @@
+"""Publishing to an HTTP hub (the Hugging Face Hub or `kbuild hub serve`), only through
+huggingface_hub's client."""
+
+from __future__ import annotations
+
+from .backend import REPO_TYPE, RemoteFile, Upload
+from .errors import HubError, RefConflict
+
+
+class HttpHub:
+    def __init__(self, endpoint: str, token: str | None):
+        from huggingface_hub import HfApi  # deferred: only publishing to HTTP needs it
+
+        self.endpoint = endpoint
+        self.api = HfApi(endpoint=endpoint, token=token)
+
+    def describe(self) -> str:
+        return f"hub {self.endpoint}"
+
+    def ensure_repo(self, repo_id: str) -> None:
+        with _errors(f"create {repo_id}"):
+            self.api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True)
+
+    def head(self, repo_id: str, branch: str) -> str | None:
+        with _errors(f"list the branches of {repo_id}"):
+            refs = self.api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
+        return next((b.target_commit for b in refs.branches if b.name == branch), None)
+
+    def files(self, repo_id: str, commit: str, prefix: str) -> dict[str, RemoteFile]:
+        from huggingface_hub.errors import EntryNotFoundError
+        from huggingface_hub.hf_api import RepoFile
+
+        try:
+            with _errors(f"list {repo_id}@{commit[:12]}/{prefix}", passthrough=(EntryNotFoundError,)):
+                entries = list(self.api.list_repo_tree(repo_id, prefix, recursive=True, revision=commit,
+                                                       repo_type=REPO_TYPE))
+        except EntryNotFoundError:
+            return {}
+        return {e.path: RemoteFile(e.path, e.blob_id, e.size) for e in entries if isinstance(e, RepoFile)}
+
+    def read(self, repo_id: str, commit: str, path: str) -> bytes:
+        from huggingface_hub import hf_hub_download
+
+        with _errors(f"download {repo_id}@{commit[:12]}/{path}"):
+            local = hf_hub_download(repo_id, path, revision=commit, repo_type=REPO_TYPE,
+                                    endpoint=self.endpoint, token=self.api.token)
+        with open(local, "rb") as f:
+            return f.read()
+
+    def commit(self, repo_id: str, branch: str, *, uploads: list[Upload], deletes: list[str], message: str,
+               parent: str | None) -> str:
+        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+        if parent is None:
+            with _errors(f"create branch {branch} of {repo_id}"):
+                self.api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE, exist_ok=True)
+            parent = self.head(repo_id, branch)
+        operations = [CommitOperationAdd(u.path, str(u.source)) for u in uploads]
+        operations += [CommitOperationDelete(path) for path in deletes]
+        with _errors(f"commit to {repo_id}@{branch}"):
+            info = self.api.create_commit(repo_id, operations, commit_message=message, revision=branch,
+                                          parent_commit=parent, repo_type=REPO_TYPE)
+        return info.oid
+
+    def url(self, repo_id: str, revision: str) -> str:
+        return f"{self.endpoint}/kernels/{repo_id}/tree/{revision}"
+
+
+class _errors:
+    """Turn huggingface_hub's HTTP errors into one-line hub errors (409 → RefConflict)."""
+
+    def __init__(self, what: str, passthrough: tuple = ()):
+        self.what, self.passthrough = what, passthrough
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        from huggingface_hub.errors import HfHubHTTPError
+
+        if error is None or isinstance(error, self.passthrough):
+            return False
+        if isinstance(error, HfHubHTTPError):
+            status = getattr(error.response, "status_code", None)
+            message = str(error).splitlines()[0]
+            if status == 409:
+                raise RefConflict(f"cannot {self.what}: {message}") from None
+            hint = "set HF_TOKEN or run `hf auth login`" if status in (401, 403) else None
+            raise HubError(f"cannot {self.what}: {message}", hint=hint) from None
+        if isinstance(error, OSError):
+            raise HubError(f"cannot {self.what}: {error}") from None
+        return False

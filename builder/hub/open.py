@@ -1,0 +1,15 @@
+"""Open the hub backend an address names."""
+
+from __future__ import annotations
+
+from .address import HubAddress
+
+
+def open_hub(address: HubAddress, token: str | None):
+    if address.local is not None:
+        from .local_backend import LocalHub
+
+        return LocalHub(address.local)
+    from .http_backend import HttpHub
+
+    return HttpHub(address.endpoint, token)

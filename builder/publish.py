@@ -1,0 +1,280 @@
+"""`kbuild publish`: put built variants on a version branch of a hub repo, and the card on main.
+
+Only the published variants' folders change (their stale files are deleted); every other variant
+on the branch stays, so CI jobs can publish slices in parallel. A version branch never breaks
+its users: a slice that would drop a public name is refused unless forced.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .card import render_card
+from .errors import KbuildError, UsageError
+from .hub.backend import HubBackend, RemoteFile, Upload, git_blob_oid
+from .hub.errors import HubError, RefConflict
+from .manifest import Manifest
+from .pyapi import public_names
+
+BRANCH_RE = re.compile(r"^v(\d+)$")
+ATTEMPTS = 5
+
+
+class PublishError(KbuildError):
+    exit_code = 7
+
+
+@dataclass(frozen=True)
+class PublishOptions:
+    folder: Path
+    repo_id: str | None = None
+    branch: str | None = None
+    variants: tuple[str, ...] = ()
+    allow_dirty: bool = False
+    force: bool = False
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class LocalVariant:
+    name: str
+    path: Path
+    metadata: dict
+
+    def files(self) -> dict[str, Path]:
+        """Repo path -> local file, bytecode skipped."""
+        return {f"build/{self.name}/{p.relative_to(self.path).as_posix()}": p for p in sorted(self.path.rglob("*"))
+                if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    repo_id: str
+    branch: str
+    parent: str | None
+    variants: tuple[str, ...]
+    added: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    unchanged: int = 0
+    uploads: tuple[Upload, ...] = field(default=(), repr=False)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.replaced or self.deleted)
+
+    def summary(self) -> dict:
+        return {"repo_id": self.repo_id, "branch": self.branch, "parent": self.parent,
+                "variants": list(self.variants), "added": list(self.added), "replaced": list(self.replaced),
+                "deleted": list(self.deleted), "unchanged": self.unchanged}
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    plan: PublishPlan
+    commit: str | None
+    url: str | None
+    card_commit: str | None = None
+
+    def summary(self) -> dict:
+        return {**self.plan.summary(), "commit": self.commit, "url": self.url, "card_commit": self.card_commit}
+
+
+# -- what to publish -----------------------------------------------------------------------------
+
+def local_variants(manifest: Manifest, only: tuple[str, ...]) -> list[LocalVariant]:
+    build = manifest.root / "build"
+    found = {p.name: p for p in sorted(build.iterdir())
+             if p.is_dir() and not p.name.startswith(".")} if build.is_dir() else {}
+    for name in only:
+        if name not in found:
+            raise UsageError(f"--variant {name}: not built in {build} (built: {', '.join(found) or 'none'})",
+                             hint=f"run kbuild build {manifest.root}")
+    chosen = [found[n] for n in (only or found)]
+    if not chosen:
+        raise UsageError(f"{build}: nothing built to publish", hint=f"run kbuild build {manifest.root}")
+    variants = []
+    for path in chosen:
+        meta_path = path / "metadata.json"
+        try:
+            metadata = json.loads(meta_path.read_text())
+        except (OSError, ValueError) as e:
+            raise PublishError(f"{meta_path}: unreadable metadata ({e})") from None
+        variants.append(LocalVariant(path.name, path, metadata))
+    return variants
+
+
+def check_publishable(variants: list[LocalVariant], allow_dirty: bool) -> int:
+    """One version for the whole slice, and clean provenance; returns that version."""
+    versions = {v.metadata.get("version") for v in variants}
+    if len(versions) != 1:
+        listing = ", ".join(f"{v.name}: {v.metadata.get('version')}" for v in variants)
+        raise PublishError(f"variants of mixed versions cannot be published together ({listing})",
+                           hint="rebuild them all from one source")
+    if not allow_dirty:
+        for v in variants:
+            kernel = (v.metadata.get("provenance") or {}).get("kernel")
+            if kernel is None or kernel.get("dirty"):
+                why = "was built outside a git checkout" if kernel is None else "was built from uncommitted changes"
+                raise PublishError(f"{v.name} {why}; its source cannot be identified",
+                                   hint="commit and rebuild, or pass --allow-dirty")
+    return versions.pop()
+
+
+def resolve_target(manifest: Manifest, options: PublishOptions, version) -> tuple[str, str]:
+    repo_id = options.repo_id or manifest.hub_repo_id
+    if not repo_id:
+        raise UsageError(f"{manifest.path}: no repo id: pass --repo-id ORG/NAME or set [general.hub] repo-id")
+    if options.branch:
+        branch = options.branch  # explicit: any branch name, on purpose
+        m = BRANCH_RE.match(branch)
+        if m and version is not None and int(m[1]) != version and not options.force:
+            raise PublishError(f"--branch {branch} does not match [general] version = {version}",
+                               hint=f"publish to v{version}, bump the version, or pass --force")
+        return repo_id, branch
+    branch = manifest.hub_branch or (f"v{version}" if version is not None else None)
+    if branch is None:
+        raise UsageError(f"{manifest.path}: no version: set [general] version or pass --branch vN")
+    if not BRANCH_RE.match(branch):
+        raise PublishError(f"{manifest.where('general', 'hub', 'branch')}: branch {branch!r} is not v<N>",
+                           hint="version branches are v1, v2, …; pass --branch to publish elsewhere on purpose")
+    return repo_id, branch
+
+
+# -- the plan (pure) -----------------------------------------------------------------------------
+
+def plan_publish(repo_id: str, branch: str, parent: str | None, variants: list[LocalVariant],
+                 extra: dict[str, Path], remote: dict[str, RemoteFile]) -> PublishPlan:
+    """Compare the local files of the slice (plus `extra`, e.g. benchmarks/) with the branch."""
+    local = {path: src for v in variants for path, src in v.files().items()}
+    local.update(extra)
+    added, replaced, uploads, unchanged = [], [], [], 0
+    for path, src in sorted(local.items()):
+        old = remote.get(path)
+        if old is None:
+            added.append(path)
+        elif old.oid != git_blob_oid(src):
+            replaced.append(path)
+        else:
+            unchanged += 1
+            continue
+        uploads.append(Upload(path, src))
+    owned = tuple(f"build/{v.name}/" for v in variants) + tuple({f"{p.split('/')[0]}/" for p in extra})
+    deleted = sorted(p for p in remote if p.startswith(owned) and p not in local)
+    return PublishPlan(repo_id, branch, parent, tuple(v.name for v in variants), tuple(added), tuple(replaced),
+                       tuple(deleted), unchanged, tuple(uploads))
+
+
+def breaking_changes(local: dict[str, set[str] | None], remote: dict[str, set[str] | None]) -> list[str]:
+    """Public names the slice would take away from the branch's users."""
+    problems = []
+    offered = set().union(*(names for names in remote.values() if names))
+    for variant, names in sorted(local.items()):
+        if names is None:
+            continue
+        lost = offered - names
+        if lost:
+            problems.append(f"{variant} lacks {', '.join(sorted(lost))}, which the branch already offers")
+    return problems
+
+
+# -- doing it ------------------------------------------------------------------------------------
+
+def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, reporter) -> PublishResult:
+    variants = local_variants(manifest, options.variants)
+    version = check_publishable(variants, options.allow_dirty)
+    repo_id, branch = resolve_target(manifest, options, version)
+    extra = _benchmarks(manifest)
+    if not options.dry_run:
+        hub.ensure_repo(repo_id)
+    for attempt in range(1, ATTEMPTS + 1):
+        plan = _plan(hub, repo_id, branch, variants, extra, options)
+        if options.dry_run or plan.empty:
+            return PublishResult(plan, plan.parent, hub.url(repo_id, branch) if plan.parent else None)
+        message = f"Publish {', '.join(plan.variants)} of {manifest.name} with kbuild"
+        try:
+            commit = hub.commit(repo_id, branch, uploads=list(plan.uploads), deletes=list(plan.deleted),
+                                message=message, parent=plan.parent)
+        except RefConflict:
+            reporter.info(f"{branch} moved while publishing (attempt {attempt}/{ATTEMPTS}); planning again")
+            continue
+        card = _publish_card(manifest, hub, repo_id, branch, variants)
+        return PublishResult(plan, commit, hub.url(repo_id, commit), card)
+    raise PublishError(f"{repo_id}@{branch} kept moving: gave up after {ATTEMPTS} attempts")
+
+
+def _plan(hub: HubBackend, repo_id, branch, variants, extra, options) -> PublishPlan:
+    parent = _head(hub, repo_id, branch, options.dry_run)
+    remote = {}
+    if parent:
+        remote = hub.files(repo_id, parent, "build")
+        remote.update(hub.files(repo_id, parent, "benchmarks"))
+    plan = plan_publish(repo_id, branch, parent, variants, extra, remote)
+    if parent and not options.force:
+        problems = breaking_changes(_local_names(variants), _remote_names(hub, repo_id, parent, remote))
+        if problems:
+            raise PublishError(f"{repo_id}@{branch}: this would break the branch's users: {'; '.join(problems)}",
+                               hint="publish the change to a new major branch, or pass --force")
+    return plan
+
+
+def _head(hub, repo_id, branch, dry_run) -> str | None:
+    try:
+        return hub.head(repo_id, branch)
+    except KbuildError:
+        if dry_run:  # a dry run against a repo that does not exist yet: everything is new
+            return None
+        raise
+
+
+def _local_names(variants: list[LocalVariant]) -> dict[str, set[str] | None]:
+    return {v.name: public_names(_init_file(v.path).read_text()) if _init_file(v.path) else None for v in variants}
+
+
+def _init_file(variant: Path) -> Path | None:
+    direct = variant / "__init__.py"
+    if direct.is_file():
+        return direct
+    return next(iter(sorted(variant.glob("*/__init__.py"))), None)
+
+
+def _remote_names(hub, repo_id, commit, remote: dict[str, RemoteFile]) -> dict[str, set[str] | None]:
+    names = {}
+    for path in remote:
+        parts = path.split("/")
+        if len(parts) == 3 and parts[0] == "build" and parts[2] == "__init__.py":
+            names[parts[1]] = public_names(hub.read(repo_id, commit, path).decode("utf-8", "replace"))
+    return names
+
+
+def _benchmarks(manifest: Manifest) -> dict[str, Path]:
+    folder = manifest.root / "benchmarks"
+    if not folder.is_dir():
+        return {}
+    return {f"benchmarks/{p.relative_to(folder).as_posix()}": p for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+def _publish_card(manifest, hub: HubBackend, repo_id, branch, variants) -> str | None:
+    """README.md on main; only committed when its text changed."""
+    text = render_card(manifest, repo_id, branch, variants).encode()
+    head = hub.head(repo_id, "main")
+    if head:
+        try:
+            if hub.read(repo_id, head, "README.md") == text:
+                return None
+        except HubError:
+            pass  # no card yet
+    card = manifest.root / ".kbuild" / "README.md"
+    card.parent.mkdir(parents=True, exist_ok=True)
+    card.write_bytes(text)
+    for _ in range(ATTEMPTS):
+        try:
+            return hub.commit(repo_id, "main", uploads=[Upload("README.md", card)], deletes=[],
+                              message=f"Card for {manifest.name} {branch}", parent=hub.head(repo_id, "main"))
+        except RefConflict:
+            continue
+    raise PublishError(f"{repo_id}@main kept moving while writing the card")

@@ -1,0 +1,211 @@
+"""`kbuild publish` into a real local git hub: slices, stale files, checks, dry runs, retries.
+
+The kernel is Python-only (two noarch variants), so each build takes a fraction of a second;
+the git hub and the CLI are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from builder.cli import main
+
+INIT = '"""A tiny kernel for publish tests."""\nfrom ._ops import ops\n\n{body}\n__all__ = {names!r}\n'
+MANIFEST = """[general]
+name = "tiny"
+version = {version}
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda"]
+{hub}
+[torch-noarch]
+"""
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def write_kernel(root: Path, names=("double",), version=1, hub='[general.hub]\nrepo-id = "org/tiny"\n'):
+    package = root / "torch-ext" / "tiny"
+    package.mkdir(parents=True, exist_ok=True)
+    body = "\n".join(f"def {n}(x):\n    return x * 2\n" for n in names)
+    (package / "__init__.py").write_text(INIT.format(body=body, names=list(names)))
+    (root / "build.toml").write_text(MANIFEST.format(version=version, hub=hub))
+    (root / "benchmarks").mkdir(exist_ok=True)
+    (root / "benchmarks" / "benchmark.py").write_text("print('bench')\n")
+
+
+@pytest.fixture
+def kernel(tmp_path) -> Path:
+    root = tmp_path / "tiny"
+    root.mkdir()
+    write_kernel(root)
+    (root / ".gitignore").write_text("build/\n.kbuild/\n")
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    return root
+
+
+def commit(root: Path) -> None:
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "change")
+
+
+@pytest.fixture
+def hub(tmp_path) -> Path:
+    return tmp_path / "hub"
+
+
+def build(root: Path) -> None:
+    assert main(["build", str(root)]) == 0
+
+
+def publish(root: Path, hub: Path, *args: str, capsys=None) -> tuple[int, str]:
+    if capsys:
+        capsys.readouterr()
+    code = main(["publish", str(root), "--hub", str(hub), *args])
+    out = capsys.readouterr() if capsys else None
+    return code, (out.out + out.err) if out else ""
+
+
+def bare(hub: Path) -> Path:
+    return hub / "kernels" / "org" / "tiny.git"
+
+
+def tree(hub: Path, rev: str) -> list[str]:
+    return git(bare(hub), "ls-tree", "-r", "--name-only", rev).split()
+
+
+def test_publish_puts_variants_on_the_version_branch_and_the_card_on_main(kernel, hub, capsys):
+    build(kernel)
+    code, output = publish(kernel, hub, capsys=capsys)
+    assert code == 0, output
+    sha = git(bare(hub), "rev-parse", "v1").strip()
+    assert f"commit {sha}" in output and f"@{sha}" in output
+    files = tree(hub, "v1")
+    for variant in ("torch-cpu", "torch-cuda"):
+        assert {f"build/{variant}/__init__.py", f"build/{variant}/_ops.py", f"build/{variant}/metadata.json"} <= set(files)
+    assert "benchmarks/benchmark.py" in files
+    card = git(bare(hub), "show", "main:README.md")
+    assert card.startswith("---\nlibrary_name: kernels\nlicense: Apache-2.0")
+    assert 'get_kernel("org/tiny@v1")' in card and "`double`" in card and "`torch-cuda`" in card
+    # One publish is one commit on the branch; `git clone` of the hub folder works.
+    assert git(bare(hub), "rev-list", "--count", "main..v1").strip() == "1"
+    clone = kernel.parent / "clone"
+    git(kernel.parent, "clone", "-q", "-b", "v1", str(bare(hub)), str(clone))
+    assert (clone / "build" / "torch-cpu" / "metadata.json").is_file()
+
+
+def test_republishing_the_same_build_changes_nothing(kernel, hub, capsys):
+    build(kernel)
+    assert publish(kernel, hub)[0] == 0
+    head = git(bare(hub), "rev-parse", "v1")
+    code, output = publish(kernel, hub, capsys=capsys)
+    assert code == 0 and "nothing to publish" in output
+    assert git(bare(hub), "rev-parse", "v1") == head
+
+
+def test_a_slice_replaces_only_its_variant_and_deletes_its_stale_files(kernel, hub):
+    (kernel / "torch-ext" / "tiny" / "extra.py").write_text("X = 1\n")
+    commit(kernel)
+    build(kernel)
+    assert publish(kernel, hub)[0] == 0
+    cpu_before = git(bare(hub), "rev-parse", "v1:build/torch-cpu")
+    (kernel / "torch-ext" / "tiny" / "extra.py").unlink()
+    commit(kernel)
+    build(kernel)
+    assert publish(kernel, hub, "--variant", "torch-cuda")[0] == 0
+    files = tree(hub, "v1")
+    assert "build/torch-cuda/extra.py" not in files  # stale file of the published slice deleted
+    assert "build/torch-cpu/extra.py" in files  # the other variant is untouched
+    assert git(bare(hub), "rev-parse", "v1:build/torch-cpu") == cpu_before
+
+
+def test_dirty_builds_are_refused_unless_allowed(kernel, hub, capsys):
+    (kernel / "torch-ext" / "tiny" / "__init__.py").write_text(
+        INIT.format(body="def double(x):\n    return x + x\n", names=["double"]))
+    build(kernel)
+    code, output = publish(kernel, hub, capsys=capsys)
+    assert code != 0 and "uncommitted changes" in output and "--allow-dirty" in output
+    assert not bare(hub).exists() or "v1" not in git(bare(hub), "branch")
+    assert publish(kernel, hub, "--allow-dirty")[0] == 0
+
+
+def test_removing_a_public_name_is_refused_unless_forced(kernel, hub, capsys):
+    write_kernel(kernel, names=("double", "triple"))
+    commit(kernel)
+    build(kernel)
+    assert publish(kernel, hub)[0] == 0
+    write_kernel(kernel, names=("double",))
+    commit(kernel)
+    build(kernel)
+    head = git(bare(hub), "rev-parse", "v1")
+    code, output = publish(kernel, hub, capsys=capsys)
+    assert code != 0 and "triple" in output and "new major" in output
+    assert git(bare(hub), "rev-parse", "v1") == head
+    assert publish(kernel, hub, "--force")[0] == 0
+
+
+def test_branch_rules(kernel, hub, capsys):
+    build(kernel)
+    code, output = publish(kernel, hub, "--branch", "v2", capsys=capsys)
+    assert code != 0 and "does not match [general] version = 1" in output
+    write_kernel(kernel, hub='[general.hub]\nrepo-id = "org/tiny"\nbranch = "stable"\n')
+    commit(kernel)
+    code, output = publish(kernel, hub, capsys=capsys)
+    assert code != 0 and "is not v<N>" in output and "build.toml:" in output
+    assert publish(kernel, hub, "--branch", "stable")[0] == 0  # explicit: on purpose
+    assert "build/torch-cpu/__init__.py" in tree(hub, "stable")
+
+
+def test_mixed_versions_are_refused(kernel, hub, capsys):
+    build(kernel)
+    meta = kernel / "build" / "torch-cpu" / "metadata.json"
+    data = json.loads(meta.read_text())
+    data["version"] = 2
+    meta.write_text(json.dumps(data))
+    code, output = publish(kernel, hub, capsys=capsys)
+    assert code != 0 and "mixed versions" in output and "torch-cpu: 2" in output
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(kernel, hub, capsys):
+    build(kernel)
+    code, output = publish(kernel, hub, "--dry-run", capsys=capsys)
+    assert code == 0
+    assert "dry run: org/tiny@v1" in output and "add      build/torch-cpu/__init__.py" in output
+    assert not bare(hub).exists()
+
+
+def test_json_summary(kernel, hub, capsys):
+    build(kernel)
+    code, output = publish(kernel, hub, "--json", capsys=capsys)
+    summary = json.loads(output[output.index("{"):])
+    assert code == 0 and summary["branch"] == "v1" and summary["repo_id"] == "org/tiny"
+    assert summary["commit"] == git(bare(hub), "rev-parse", "v1").strip()
+    assert "build/torch-cuda/_ops.py" in summary["added"]
+
+
+def test_concurrent_slices_both_land(kernel, hub):
+    build(kernel)
+    assert publish(kernel, hub, "--variant", "torch-cpu")[0] == 0  # the repo and branch exist
+    (kernel / "torch-ext" / "tiny" / "more.py").write_text("Y = 2\n")
+    commit(kernel)
+    build(kernel)
+    codes = []
+    threads = [threading.Thread(target=lambda v=v: codes.append(publish(kernel, hub, "--variant", v)[0]))
+               for v in ("torch-cpu", "torch-cuda")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes == [0, 0]
+    files = tree(hub, "v1")
+    assert "build/torch-cpu/more.py" in files and "build/torch-cuda/more.py" in files
