@@ -12,6 +12,7 @@ from pathlib import Path
 from . import __version__
 from .build import BuildOptions, build, find_toolchain, plan_kernels
 from .errors import KbuildError, UsageError
+from .hub import serve_cli
 from .hub.address import parse_hub
 from .hub.open import open_hub
 from .manifest import load_manifest
@@ -88,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     p.set_defaults(handler=_publish)
+
+    serve_cli.add_parser(sub)
 
     p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
     p.add_argument("dir", nargs="?", default=".", type=Path)

@@ -1,0 +1,59 @@
+"""`kbuild hub serve`: its arguments and its handler (parse → one library call). The CLI wires it
+in with `serve_cli.add_parser(sub)`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import UsageError
+from .address import DEFAULT_LOCAL_HUB
+
+DEFAULT_PORT = 8080
+DEFAULT_MAX_FILE_SIZE = 2 << 30
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register `hub` with its `serve` subcommand on the CLI's subparsers; returns `serve`'s parser."""
+    hub = subparsers.add_parser("hub", help="work with a local hub")
+    return add_serve_parser(hub.add_subparsers(dest="hub_command", required=True, metavar="HUB_COMMAND"))
+
+
+def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:
+    """Register `serve` under an existing `hub` command's subparsers."""
+    p = hub_subparsers.add_parser(
+        "serve", help="serve a local hub over the Hugging Face Hub HTTP API",
+        description="Serve a local git-backed hub so huggingface_hub (HF_ENDPOINT / HfApi(endpoint=…)) and "
+                    "Hugging Face's `kernels` loader can publish to it and load from it.")
+    p.add_argument("--root", type=Path, default=DEFAULT_LOCAL_HUB, metavar="DIR",
+                   help=f"the local hub folder (default: {DEFAULT_LOCAL_HUB})")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
+    p.add_argument("--token-file", type=Path, default=None, metavar="F",
+                   help="write tokens, one per line (default: <root>/.token, created with a random token)")
+    access = p.add_mutually_exclusive_group()
+    access.add_argument("--public-read", dest="public_read", action="store_true", default=True,
+                        help="anyone may read (default)")
+    access.add_argument("--private", dest="public_read", action="store_false", help="reads need a token too")
+    p.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES",
+                   help=f"largest file an upload may carry (default: {DEFAULT_MAX_FILE_SIZE})")
+    p.add_argument("--trusted-org", action="append", default=[], metavar="ORG",
+                   help="answer trustedKernelPublisher=true for this organisation (repeatable); "
+                        "others need the loader's trust_remote_code=True")
+    p.set_defaults(handler=run)
+    return p
+
+
+def run(args, reporter) -> int:
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port: expected 0-65535, got {args.port}")
+    if args.max_file_size < 1:
+        raise UsageError(f"--max-file-size: expected a positive number of bytes, got {args.max_file_size}")
+    if args.token_file is not None and not args.token_file.is_file():
+        raise UsageError(f"--token-file: no file at {args.token_file}", hint="write one token per line")
+    from .server import serve  # deferred: starlette and uvicorn load only for `hub serve`
+
+    serve(args.root.expanduser(), host=args.host, port=args.port, token_file=args.token_file,
+          public_read=args.public_read, max_file_size=args.max_file_size, trusted_orgs=tuple(args.trusted_org),
+          log=reporter.info)
+    return 0

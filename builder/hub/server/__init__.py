@@ -1,0 +1,64 @@
+"""`kbuild hub serve`: the local git-backed hub over the Hugging Face Hub HTTP API subset that
+huggingface_hub and Hugging Face's `kernels` loader use (DESIGN.md §6a), on starlette + uvicorn.
+
+It serves what the git repositories hold (GitStore), not a copy: a branch moved with `git push`
+into the hub folder is what the next request sees.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Callable
+
+from ..errors import HubError
+from .app import HubApp
+from .auth import Tokens, load_tokens
+from .context import Hub, ServerConfig
+
+__all__ = ["HubApp", "ServerConfig", "Tokens", "build_app", "listen", "load_tokens", "serve"]
+
+
+def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: None) -> HubApp:
+    from ..gitstore import GitStore
+
+    return HubApp(Hub(config, GitStore(config.root, max_file_size=config.max_file_size)), log)
+
+
+def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Path | None = None,
+          public_read: bool = True, max_file_size: int | None = None, trusted_orgs: tuple[str, ...] = (),
+          log: Callable[[str], None] | None = None) -> None:
+    """Serve `root` until interrupted. Without `token_file` the write token is `<root>/.token`
+    (created, mode 0600, when missing)."""
+    import uvicorn  # deferred: only the server needs it
+
+    log = log or _stderr
+    root = Path(root)
+    tokens = load_tokens(token_file, root)
+    config = ServerConfig(root=root, tokens=tokens, public_read=public_read, max_file_size=max_file_size,
+                          trusted_orgs=frozenset(trusted_orgs))
+    app = build_app(config, log)
+    sock = listen(host, port)
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
+    made = "created" if tokens.generated else "from"
+    log(f"kbuild hub serve: {root} on {url} "
+        f"(reads {'public' if public_read else 'need a token'}; write token {made} {tokens.source})")
+    log(f"  use it with HF_ENDPOINT={url} or HfApi(endpoint={url!r}, token=...)")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    with sock:
+        server.run(sockets=[sock])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so a busy port is a one-line error (uvicorn would exit)."""
+    try:
+        return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as e:
+        raise HubError(f"cannot listen on {host}:{port}: {e.strerror}",
+                       hint="pick another --port, or stop the server already using it") from None
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()

@@ -1,0 +1,152 @@
+"""The ASGI application: route, authorise, read the body, run the handler in a worker thread,
+render errors the way huggingface_hub reads them, and log one line per request."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from typing import Callable
+from urllib.parse import parse_qs
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..errors import HubError
+from . import commits, files, repos
+from .auth import bearer, check_access
+from .context import Call, Hub
+from .routing import Route, match, resolve_target, split_raw_path
+
+JSON_BODY_MAX = 16 << 20
+SPOOL_IN_MEMORY = 8 << 20
+
+
+
+def _repo(*rest: str) -> tuple[str, ...]:
+    return ("api", "{types}", "{ns}", "{name}", *rest)
+
+
+# (method, path pattern, handler, who may call it, how the body is read): DESIGN.md §6a.
+ROUTES = [
+    Route("GET", ("api", "whoami-v2"), repos.whoami, "user", body="none"),
+    Route("POST", ("api", "repos", "create"), repos.create_repo, "write"),
+    Route("POST", ("api", "validate-yaml"), repos.validate_yaml, "none"),
+    Route("GET", ("api", "organizations", "{org}", "overview"), repos.org_overview, "read", body="none"),
+    Route("GET", ("api", "{types}"), repos.list_repos, "read", body="none"),
+    Route("GET", _repo(), repos.repo_info, "read", body="none"),
+    Route("GET", _repo("revision", "{rev}"), repos.repo_info, "read", body="none"),
+    Route("GET", _repo("refs"), repos.refs, "read", body="none"),
+    Route("GET", _repo("tree", "{rev}", "*path"), repos.tree, "read", body="none"),
+    Route("POST", _repo("paths-info", "{rev}"), repos.paths_info, "read", body="form"),
+    Route("POST", _repo("branch", "{branch}"), repos.create_branch, "write"),
+    Route("DELETE", _repo("branch", "{branch}"), repos.delete_branch, "write", body="none"),
+    Route("POST", _repo("preupload", "{rev}"), commits.preupload, "write"),
+    Route("POST", _repo("commit", "{rev}"), commits.commit, "write", body="stream"),
+]
+# `…/resolve/{rev}/{path}` has its own matcher (models have no type prefix): routing.resolve_target.
+RESOLVE = Route("GET", (), files.resolve, "read", body="none")
+
+
+class NotFound(HubError):
+    http_status = 404
+
+
+class HubApp:
+    """`HubApp(hub, log)` is an ASGI app; `log` gets one line per request."""
+
+    def __init__(self, hub: Hub, log: Callable[[str], None]):
+        self.hub, self.log = hub, log
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        started, status = time.perf_counter(), [0]
+
+        async def send_logged(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        request = Request(scope, receive)
+        try:
+            response = await self._handle(request)
+        except HubError as e:
+            response = error_response(e, scope["method"])
+        except Exception as e:  # a bug: answer 500 with the reason rather than a bare reset
+            response = error_response(HubError(f"internal error: {type(e).__name__}: {e}"), scope["method"], 500)
+        try:
+            await response(scope, receive, send_logged)
+        finally:
+            path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+            query = scope.get("query_string", b"").decode("latin-1")
+            ms = (time.perf_counter() - started) * 1000
+            self.log(f"{scope['method']} {path}{'?' + query if query else ''} {status[0]} {ms:.1f}ms")
+
+    async def _handle(self, request: Request) -> Response:
+        segments = split_raw_path(request.scope.get("raw_path") or request.scope["path"].encode())
+        found = match(ROUTES, request.method, segments)
+        if found is not None:
+            route, params = found.route, found.params
+        elif request.method in ("GET", "HEAD") and (params := resolve_target(segments)) is not None:
+            route = RESOLVE
+        else:
+            raise NotFound(f"no such endpoint: {request.method} {request.url.path}")
+        token = bearer(request.headers.get("authorization"))
+        config = self.hub.config
+        check_access(config.tokens, route.access, token, public_read=config.public_read)
+        call = Call(method=request.method, params=params, query=request.query_params, base_url=_base_url(request))
+        if route is RESOLVE:
+            return await anyio.to_thread.run_sync(files.resolve, self.hub, call, request.headers.get("range"))
+        if route.body == "stream":
+            with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
+                async for chunk in request.stream():
+                    body.write(chunk)
+                body.seek(0)
+                return await anyio.to_thread.run_sync(route.handler, self.hub, _with_body(call, body))
+        if route.body != "none":
+            call = _with_body(call, await _read_body(request, route.body))
+        return await anyio.to_thread.run_sync(route.handler, self.hub, call)
+
+
+def _with_body(call: Call, body) -> Call:
+    return Call(call.method, call.params, call.query, call.base_url, body)
+
+
+async def _read_body(request: Request, kind: str):
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > JSON_BODY_MAX:
+            raise HubError(f"request body over {JSON_BODY_MAX} bytes")
+    if not raw.strip():
+        return {}
+    if kind == "form":
+        return parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise HubError("the request body is not valid JSON") from None
+
+
+def _base_url(request: Request) -> str:
+    host = request.headers.get("host") or f"{request.url.hostname}:{request.url.port}"
+    return f"{request.url.scheme}://{host}"
+
+
+def error_response(e: HubError, method: str, status: int | None = None) -> Response:
+    """Non-2xx with `X-Error-Code` / `X-Error-Message` (what huggingface_hub maps to its error
+    classes) and a JSON `{"error": …}` body."""
+    message = str(e) + (f" (hint: {e.hint})" if e.hint else "")
+    headers = {"X-Error-Message": _header_safe(message), **getattr(e, "headers", {})}
+    if e.error_code:
+        headers["X-Error-Code"] = e.error_code
+    status = status or e.http_status
+    if method == "HEAD":
+        return Response(status_code=status, headers=headers)
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _header_safe(text: str) -> str:
+    return " ".join(text.split()).encode("latin-1", "backslashreplace").decode("latin-1")[:2000]

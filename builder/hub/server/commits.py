@@ -1,0 +1,71 @@
+"""Uploads: `preupload` (every file goes up as a regular, base64 file) and the NDJSON `commit`.
+
+A commit lands on a branch in one compare-and-swap: with `parentCommit` the branch must still
+point there (409 otherwise); without it the commit goes on the branch's current head. Writes to
+one repository are serialised, so parallel CI jobs publishing different variants queue up.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from starlette.responses import JSONResponse
+
+from ..errors import HubError, RefConflict, RevisionNotFound, TooLarge
+from .context import Call, Hub, repo_url
+from .payload import parse_commit
+from .routing import branch_name, check_ref
+
+
+def preupload(hub: Hub, call: Call) -> JSONResponse:
+    repo_type, repo_id = hub.require_repo(call)
+    commit = hub.store.resolve(repo_type, repo_id, check_ref(call.params["rev"]))
+    files = call.body.get("files") if isinstance(call.body, dict) else None
+    if not isinstance(files, list):
+        raise HubError('expected {"files": [{"path", "size", "sample"}, …]}')
+    existing = {e.path: e.oid for e in hub.store.list_tree(repo_type, repo_id, commit, "", recursive=True)
+                if e.type == "file"}
+    out = []
+    for f in files:
+        path = hub.store.validate_path(f.get("path"))
+        _check_size(path, f.get("size"), hub.config.max_file_size)
+        # "oid" lets the client skip files that have not changed (it compares git blob ids).
+        out.append({"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": existing.get(path)})
+    return JSONResponse({"files": out, "commitOid": commit})
+
+
+def commit(hub: Hub, call: Call) -> JSONResponse:
+    repo_type, repo_id = hub.require_repo(call)
+    if call.flag("create_pr"):
+        raise HubError("pull requests are not supported by `kbuild hub serve`", hint="commit to a branch instead")
+    branch = branch_name(call.params["rev"])
+    with tempfile.TemporaryDirectory(prefix="kbuild-commit-") as tmp:
+        ops = parse_commit(call.body, hub.store.validate_path, hub.config.max_file_size, Path(tmp))
+        with hub.repo_lock(repo_type, repo_id):
+            head = _branch_head(hub, repo_type, repo_id, branch)
+            if ops.parent is not None and ops.parent != head:
+                raise RefConflict(f"{branch} of {repo_id} is at {head[:12]}, not at parentCommit {ops.parent[:12]}",
+                                  hint="another upload landed first: list the refs again and retry")
+            oid = hub.store.commit(repo_type, repo_id, branch, add=list(ops.add.values()), delete=ops.delete,
+                                   delete_dirs=ops.delete_dirs, message=ops.message, parent=head)
+    url = f"{repo_url(call.base_url, repo_type, repo_id)}/commit/{oid}"
+    return JSONResponse({"success": True, "commitUrl": url, "commitOid": oid, "pullRequestUrl": None})
+
+
+def _branch_head(hub: Hub, repo_type: str, repo_id: str, branch: str) -> str:
+    head = hub.store.branches(repo_type, repo_id).get(branch)
+    if head is not None:
+        return head
+    try:
+        hub.store.resolve(repo_type, repo_id, branch)
+    except RevisionNotFound:
+        raise RevisionNotFound(f"{repo_id} has no branch {branch}",
+                               hint="create it first (HfApi.create_branch)") from None
+    raise HubError(f"{branch} is not a branch of {repo_id}: commits go on a branch")
+
+
+def _check_size(path: str, size, max_size: int | None) -> None:
+    if max_size is not None and isinstance(size, int) and size > max_size:
+        raise TooLarge(f"{path} is {size} bytes; this hub accepts files up to {max_size} bytes",
+                       hint="raise it with `kbuild hub serve --max-file-size`")

@@ -1,0 +1,97 @@
+"""`HEAD`/`GET …/resolve/{rev}/{path}`: one file's bytes straight from the git store.
+
+huggingface_hub sends HEAD first and keys its cache on `X-Repo-Commit` and `ETag` (the git blob
+id, quoted), then GETs, resuming with `Range` after a broken connection.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import BinaryIO, Iterator
+
+from starlette.responses import Response, StreamingResponse
+
+from ..errors import EntryNotFound, HubError
+from .context import Call, Hub
+from .routing import check_ref
+
+CHUNK = 1 << 20
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+class RangeNotSatisfiable(HubError):
+    http_status = 416
+
+
+def resolve(hub: Hub, call: Call, range_header: str | None) -> Response:
+    repo_type, repo_id = hub.require_repo(call)
+    commit = hub.store.resolve(repo_type, repo_id, check_ref(call.params["rev"]))
+    path = hub.store.validate_path(call.params["path"])
+    try:
+        entry = hub.store.file_info(repo_type, repo_id, commit, path)
+        if entry.type != "file":
+            raise EntryNotFound(f"{path} is a folder at {commit[:12]}")
+    except EntryNotFound as e:
+        e.headers = {"X-Repo-Commit": commit}  # the client caches "no such file at this commit"
+        raise
+    headers = {"X-Repo-Commit": commit, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
+               "Content-Type": "application/octet-stream", "Cache-Control": "private, max-age=0"}
+    span = byte_range(range_header, entry.size)
+    if call.method == "HEAD":
+        return Response(status_code=200, headers={**headers, "Content-Length": str(entry.size)})
+    if span is None:
+        start, end, status = 0, entry.size, 200
+    else:
+        (start, end), status = span, 206
+        headers["Content-Range"] = f"bytes {start}-{end - 1}/{entry.size}"
+    headers["Content-Length"] = str(end - start)
+    stream = hub.store.open_file(repo_type, repo_id, commit, path)
+    return StreamingResponse(_chunks(stream, start, end), status_code=status, headers=headers)
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """`Range: bytes=a-b` → (start, end exclusive); None to send the whole file (no header, or
+    several ranges, which a server may answer in full). Unsatisfiable → 416."""
+    if not header or size == 0:
+        return None
+    m = _RANGE.match(header.strip())
+    if m is None:
+        return None
+    first, last = m.groups()
+    if first == "" and last == "":
+        return None
+    if first == "":  # the last N bytes
+        start, end = max(size - int(last), 0), size
+    else:
+        start = int(first)
+        end = min(int(last) + 1, size) if last else size
+    if start >= size or end <= start:
+        error = RangeNotSatisfiable(f"range {header!r} is outside the file ({size} bytes)")
+        error.headers = {"Content-Range": f"bytes */{size}"}
+        raise error
+    return start, end
+
+
+def _chunks(stream: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    with stream:
+        _skip(stream, start)
+        left = end - start
+        while left > 0:
+            data = stream.read(min(CHUNK, left))
+            if not data:
+                break
+            left -= len(data)
+            yield data
+
+
+def _skip(stream: BinaryIO, count: int) -> None:
+    if count == 0:
+        return
+    if stream.seekable():
+        stream.seek(count)
+        return
+    while count > 0:
+        data = stream.read(min(CHUNK, count))
+        if not data:
+            return
+        count -= len(data)

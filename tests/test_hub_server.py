@@ -1,0 +1,516 @@
+"""`kbuild hub serve` against the real clients: huggingface_hub's HfApi and Hugging Face's `kernels`
+loader talk to a real server on 127.0.0.1 (uvicorn in a thread) over a real git-backed hub."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import io
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+import uvicorn  # noqa: E402
+from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download, snapshot_download  # noqa: E402
+from huggingface_hub.errors import (  # noqa: E402
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.hf_api import RepoFile, RepoFolder  # noqa: E402
+
+from builder.cli import _parser  # noqa: E402
+from builder.hub import serve_cli  # noqa: E402
+from builder.hub.server import ServerConfig, Tokens, build_app, listen, load_tokens  # noqa: E402
+from builder.hub.server.auth import Forbidden, Unauthorized, check_access  # noqa: E402
+from builder.hub.errors import HubError, TooLarge  # noqa: E402
+from builder.hub.paths import validate_path  # noqa: E402
+from builder.hub.server.files import RangeNotSatisfiable, byte_range  # noqa: E402
+from builder.hub.server.payload import parse_commit  # noqa: E402
+from builder.hub.server.routing import resolve_target, split_raw_path  # noqa: E402
+
+TOKEN = "kb_test_write_token"
+BIG = 12 * 1024 * 1024
+
+
+class ServerThread:
+    """The real app under uvicorn on a free 127.0.0.1 port, in a daemon thread."""
+
+    def __init__(self, root: Path, *, public_read: bool = True, max_file_size: int | None = None,
+                 trusted: tuple[str, ...] = ()):
+        config = ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"), public_read=public_read,
+                              max_file_size=max_file_size, trusted_orgs=frozenset(trusted))
+        self.log: list[str] = []
+        sock = listen("127.0.0.1", 0)
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(build_app(config, self.log.append), log_level="warning",
+                                                    access_log=False, lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the hub server did not start"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def raw(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
+        """A request with the path sent byte for byte (no client-side normalisation of `..`)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            response = conn.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    server = ServerThread(tmp_path_factory.mktemp("hub"), max_file_size=64 << 20, trusted=("trusted-org",))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def private_hub(tmp_path_factory):
+    server = ServerThread(tmp_path_factory.mktemp("private-hub"), public_read=False, max_file_size=1 << 20)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def api(hub):
+    return HfApi(endpoint=hub.url, token=TOKEN)
+
+
+@pytest.fixture(scope="module")
+def published(api, tmp_path_factory):
+    """org/flow (kernel): branch v1 with two variants, a nested 12 MB file, benchmarks/."""
+    folder = tmp_path_factory.mktemp("upload")
+    files = {
+        "build/torch-cpu/__init__.py": b"def hello():\n    return 'cpu'\n",
+        "build/torch-cpu/metadata.json": b'{"name": "flow"}\n',
+        "build/torch-cpu/layers/deep/data.bin": os.urandom(BIG),
+        "build/torch-cuda/__init__.py": b"def hello():\n    return 'cuda'\n",
+        "benchmarks/bench.py": b"print('bench')\n",
+    }
+    for path, data in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(data)
+    api.create_repo("org/flow", repo_type="kernel")
+    api.create_branch("org/flow", branch="v1", repo_type="kernel")
+    info = api.upload_folder(repo_id="org/flow", folder_path=folder, repo_type="kernel", revision="v1",
+                             commit_message="publish v1")
+    return {"commit": info.oid, "files": files}
+
+
+# -- pure pieces ------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_raw_path_keeps_an_encoded_revision_in_one_segment():
+    assert split_raw_path(b"/api/kernels/org/x/tree/refs%2Fheads%2Fv1/build%2Ftorch-cpu") == [
+        "api", "kernels", "org", "x", "tree", "refs/heads/v1", "build/torch-cpu"]
+    assert resolve_target(["kernels", "org", "x", "resolve", "v1", "build", "a.py"]) == {
+        "repo_type": "kernel", "ns": "org", "name": "x", "rev": "v1", "path": "build/a.py"}
+    assert resolve_target(["org", "x", "resolve", "main", "a.py"])["repo_type"] == "model"
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_byte_ranges():
+    assert byte_range(None, 10) is None
+    assert byte_range("bytes=2-4", 10) == (2, 5)
+    assert byte_range("bytes=7-", 10) == (7, 10)
+    assert byte_range("bytes=-3", 10) == (7, 10)
+    assert byte_range("bytes=0-99", 10) == (0, 10)
+    assert byte_range("bytes=0-1,4-5", 10) is None  # several ranges: the whole file
+    with pytest.raises(RangeNotSatisfiable):
+        byte_range("bytes=10-", 10)
+
+
+def _ndjson(*items) -> io.BytesIO:
+    return io.BytesIO(b"".join(json.dumps(x).encode() + b"\n" for x in items))
+
+
+def _file(path: str, data: bytes) -> dict:
+    return {"key": "file", "value": {"content": base64.b64encode(data).decode(), "path": path, "encoding": "base64"}}
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_commit_payload_small_and_streamed_files(tmp_path):
+    big = os.urandom(3 << 20)  # a long line: decoded in chunks into a file
+    ops = parse_commit(_ndjson({"key": "header", "value": {"summary": "s", "parentCommit": "a" * 40}},
+                               _file("a.py", b"x = 1\n"), _file("build/big.bin", big),
+                               {"key": "deletedFile", "value": {"path": "old.py"}},
+                               {"key": "deletedFolder", "value": {"path": "build/torch-old/"}}),
+                       validate_path, None, tmp_path)
+    assert (ops.message, ops.parent, ops.delete, ops.delete_dirs) == ("s", "a" * 40, ["old.py"], ["build/torch-old"])
+    assert ops.add["a.py"].source == b"x = 1\n"
+    assert Path(ops.add["build/big.bin"].source).read_bytes() == big
+
+
+@pytest.mark.usefixtures("no_subprocess")
+@pytest.mark.parametrize("lines, error", [
+    ([_file("a.py", b"x")], HubError),  # no header first
+    ([{"key": "header", "value": {}}, {"key": "lfsFile", "value": {"path": "a", "oid": "0" * 64}}], HubError),
+    ([{"key": "header", "value": {}}, _file("../a.py", b"x")], HubError),
+    ([{"key": "header", "value": {}}, _file("big.bin", b"y" * 200_000)], TooLarge),
+    ([{"key": "header", "value": {}}, {"key": "file", "value": {"content": "QUF\\/" * 30_000, "path": "p"}}], HubError),
+])
+def test_commit_payload_errors(tmp_path, lines, error):
+    with pytest.raises(error):
+        parse_commit(_ndjson(*lines), validate_path, 100_000, tmp_path)
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_access_rules():
+    tokens = Tokens(("good",), Path("t"))
+    check_access(tokens, "read", None, public_read=True)
+    check_access(tokens, "read", "stale-hf-token", public_read=True)  # ignored on public reads
+    check_access(tokens, "write", "good", public_read=True)
+    with pytest.raises(Unauthorized):
+        check_access(tokens, "write", None, public_read=True)
+    with pytest.raises(Forbidden):
+        check_access(tokens, "write", "bad", public_read=True)
+    with pytest.raises(Unauthorized):
+        check_access(tokens, "read", None, public_read=False)
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_generated_token_is_private(tmp_path):
+    tokens = load_tokens(None, tmp_path)
+    path = tmp_path / ".token"
+    assert tokens.generated and tokens.values == (path.read_text().strip(),)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_tokens(None, tmp_path).values == tokens.values  # reused on the next start
+    (tmp_path / "tokens.txt").write_text("# ci\nalpha\n\nbeta\n")
+    assert load_tokens(tmp_path / "tokens.txt", tmp_path).values == ("alpha", "beta")
+
+
+@pytest.mark.usefixtures("no_subprocess")
+def test_cli_arguments():
+    parser = _parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    if "hub" not in sub.choices:
+        serve_cli.add_parser(sub)
+    args = parser.parse_args(["hub", "serve", "--root", "/tmp/h", "--port", "0", "--private",
+                              "--max-file-size", "100", "--trusted-org", "acme"])
+    assert (args.root, args.port, args.public_read, args.max_file_size, args.trusted_org) == (
+        Path("/tmp/h"), 0, False, 100, ["acme"])
+    assert parser.parse_args(["hub", "serve"]).public_read is True
+
+
+def test_a_busy_port_is_a_hub_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(HubError, match="cannot listen"):
+            listen("127.0.0.1", taken.getsockname()[1])
+
+
+SERVE = """
+import argparse, sys
+from builder.hub import serve_cli
+from builder.report import Reporter
+parser = argparse.ArgumentParser(prog="kbuild")
+serve_cli.add_parser(parser.add_subparsers(dest="command"))
+args = parser.parse_args(sys.argv[1:])
+sys.exit(args.handler(args, Reporter(plain=True)))
+"""
+
+
+def test_hub_serve_command_generates_a_token_and_serves(tmp_path):
+    root = tmp_path / "hub"
+    child = subprocess.Popen([sys.executable, "-c", SERVE, "hub", "serve", "--root", str(root), "--port", "0"],
+                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    try:
+        first = child.stderr.readline()
+        assert "write token created" in first and str(root / ".token") in first, first
+        url = first.split(" on ", 1)[1].split()[0]
+        token = (root / ".token").read_text().strip()
+        assert stat.S_IMODE((root / ".token").stat().st_mode) == 0o600
+        assert HfApi(endpoint=url, token=token).whoami()["name"] == "kbuild"
+        with pytest.raises(HfHubHTTPError):
+            HfApi(endpoint=url, token="nope").create_repo("org/x", repo_type="kernel")
+    finally:
+        child.terminate()
+        child.wait(10)
+    assert any(line.startswith("GET /api/whoami-v2 200 ") for line in child.stderr.read().splitlines())
+
+
+# -- huggingface_hub against the server -------------------------------------------------------
+
+def test_create_repo_kernel_and_model(api):
+    url = api.create_repo("org/made-k", repo_type="kernel")
+    assert (url.repo_id, url.repo_type, url.endpoint) == ("org/made-k", "kernel", api.endpoint)
+    assert api.create_repo("org/made-k", repo_type="kernel", exist_ok=True).repo_id == "org/made-k"
+    with pytest.raises(HfHubHTTPError) as e:
+        api.create_repo("org/made-k", repo_type="kernel")
+    assert e.value.response.status_code == 409
+    assert api.create_repo("org/made-m").repo_type == "model"
+    assert api.repo_info("org/made-m").sha == api.list_repo_refs("org/made-m").branches[0].target_commit
+
+
+def test_refs_tree_and_info(api, published):
+    refs = api.list_repo_refs("org/flow", repo_type="kernel")
+    assert {b.name: b.target_commit for b in refs.branches}["v1"] == published["commit"]
+    files = {f.path: f for f in api.list_repo_tree("org/flow", recursive=True, revision="v1", repo_type="kernel")
+             if isinstance(f, RepoFile)}
+    assert set(files) == set(published["files"])
+    assert files["build/torch-cpu/layers/deep/data.bin"].size == BIG
+    variants = list(api.list_repo_tree("org/flow", path_in_repo="build", revision="v1", repo_type="kernel"))
+    assert all(isinstance(v, RepoFolder) for v in variants)  # how the kernels loader finds variants
+    assert sorted(v.path for v in variants) == ["build/torch-cpu", "build/torch-cuda"]
+    info = api.repo_info("org/flow", repo_type="kernel", revision="v1")
+    assert info.sha == published["commit"]
+    assert {s["rfilename"] for s in info.siblings} == set(published["files"])  # KernelInfo keeps dicts
+    assert api.repo_info("org/flow", repo_type="kernel").sha != published["commit"]  # main is the card branch
+
+
+def test_downloads(api, hub, published, tmp_path):
+    path = hf_hub_download("org/flow", "build/torch-cpu/layers/deep/data.bin", repo_type="kernel", revision="v1",
+                           endpoint=hub.url, cache_dir=tmp_path / "c1", token=False)
+    assert Path(path).read_bytes() == published["files"]["build/torch-cpu/layers/deep/data.bin"]
+    snap = Path(snapshot_download("org/flow", repo_type="kernel", revision="v1", endpoint=hub.url,
+                                  cache_dir=tmp_path / "c2", allow_patterns=["build/torch-cpu/*"], token=False))
+    got = sorted(str(p.relative_to(snap)) for p in snap.rglob("*") if p.is_file())
+    assert got == sorted(p for p in published["files"] if p.startswith("build/torch-cpu/"))
+    assert snap.name == published["commit"]
+
+
+def test_resolve_headers_and_ranges(hub, published):
+    url = f"/kernels/org/flow/resolve/refs%2Fheads%2Fv1/build/torch-cpu/__init__.py"
+    status, headers, body = hub.raw("HEAD", url)
+    data = published["files"]["build/torch-cpu/__init__.py"]
+    assert status == 200 and body == b""
+    assert headers["x-repo-commit"] == published["commit"]
+    assert headers["etag"].startswith('"') and len(headers["etag"]) == 42
+    assert (headers["content-length"], headers["accept-ranges"]) == (str(len(data)), "bytes")
+    status, headers, body = hub.raw("GET", url, headers={"Range": "bytes=4-9"})
+    assert (status, body, headers["content-range"]) == (206, data[4:10], f"bytes 4-9/{len(data)}")
+    status, headers, _ = hub.raw("GET", url, headers={"Range": "bytes=999-"})
+    assert status == 416
+    status, _, body = hub.raw("GET", "/api/kernels/org/flow/tree/refs%2Fheads%2Fv1/build")
+    assert status == 200 and {e["type"] for e in json.loads(body)} == {"directory"}
+
+
+def test_branches_and_whoami(api, published):
+    api.create_branch("org/flow", branch="tmp", revision="v1", repo_type="kernel")
+    refs = {b.name: b.target_commit for b in api.list_repo_refs("org/flow", repo_type="kernel").branches}
+    assert refs["tmp"] == published["commit"]
+    with pytest.raises(HfHubHTTPError) as e:
+        api.create_branch("org/flow", branch="tmp", repo_type="kernel")
+    assert e.value.response.status_code == 409
+    api.create_branch("org/flow", branch="tmp", repo_type="kernel", exist_ok=True)
+    api.delete_branch("org/flow", branch="tmp", repo_type="kernel")
+    assert "tmp" not in {b.name for b in api.list_repo_refs("org/flow", repo_type="kernel").branches}
+    me = api.whoami()
+    assert me["name"] == "kbuild" and "org" in {o["name"] for o in me["orgs"]}
+
+
+def test_writes_need_the_token(hub, published):
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token=False).create_branch("org/flow", branch="x", repo_type="kernel")
+    assert e.value.response.status_code == 401
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token="wrong").create_repo("org/other", repo_type="kernel")
+    assert e.value.response.status_code == 403
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token="wrong").upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
+                                                           repo_id="org/flow", repo_type="kernel")
+    assert e.value.response.status_code == 403
+
+
+def test_private_hub_denies_anonymous_reads(private_hub):
+    HfApi(endpoint=private_hub.url, token=TOKEN).create_repo("org/secret", repo_type="kernel")
+    with pytest.raises(RepositoryNotFoundError):
+        HfApi(endpoint=private_hub.url, token=False).list_repo_refs("org/secret", repo_type="kernel")
+    status, _, _ = private_hub.raw("GET", "/kernels/org/secret/resolve/main/README.md")
+    assert status == 401
+    assert HfApi(endpoint=private_hub.url, token=TOKEN).list_repo_refs("org/secret", repo_type="kernel").branches
+
+
+def test_files_over_the_limit_are_refused(private_hub):
+    api = HfApi(endpoint=private_hub.url, token=TOKEN)
+    api.create_repo("org/limits", repo_type="kernel")
+    with pytest.raises(HfHubHTTPError) as e:
+        api.upload_file(path_or_fileobj=b"x" * (2 << 20), path_in_repo="big.bin", repo_id="org/limits",
+                        repo_type="kernel")
+    assert e.value.response.status_code == 413
+    header = json.dumps({"key": "header", "value": {"summary": "big"}}).encode()
+    line = json.dumps({"key": "file", "value": {"path": "big.bin", "encoding": "base64",
+                                                "content": "QUFB" * (700 << 10)}}).encode()
+    status, headers, _ = private_hub.raw("POST", "/api/kernels/org/limits/commit/main", header + b"\n" + line,
+                                         {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 413
+
+
+def test_unknown_revision_and_repo(api, hub, published, tmp_path):
+    with pytest.raises(RevisionNotFoundError):
+        api.repo_info("org/flow", repo_type="kernel", revision="v99")
+    with pytest.raises(RevisionNotFoundError):
+        hf_hub_download("org/flow", "build/torch-cpu/__init__.py", repo_type="kernel", revision="v99",
+                        endpoint=hub.url, cache_dir=tmp_path, token=False)
+    with pytest.raises(RepositoryNotFoundError):
+        api.list_repo_refs("org/missing", repo_type="kernel")
+    with pytest.raises(RepositoryNotFoundError):
+        hf_hub_download("org/missing", "x.py", repo_type="kernel", endpoint=hub.url, cache_dir=tmp_path,
+                        token=False)
+
+
+@pytest.mark.parametrize("path", [
+    "/kernels/org/flow/resolve/v1/../../../../etc/passwd",
+    "/kernels/org/flow/resolve/v1/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+    "/kernels/org/flow/resolve/v1/build/..%2F..%2F..%2Fetc%2Fpasswd",
+    "/kernels/org/flow/resolve/v1/build%5C..%5C..%5Cconfig",
+    "/kernels/org/flow/resolve/v1/build/a%00b",
+    "/kernels/org/flow/resolve/v1/%2Fetc%2Fpasswd",
+    "/kernels/org/flow/resolve/v1/.git/config",
+    "/api/kernels/org/flow/tree/v1/..%2F..%2F..",
+    "/api/kernels/org/%2e%2e/refs",
+    "/api/kernels/org/flow/tree/..%2F..%2Fetc",
+])
+def test_traversal_is_a_400(hub, published, path):
+    status, headers, body = hub.raw("GET", path)
+    assert status == 400, (path, status, body)
+    assert "root:" not in body.decode(errors="replace")
+
+
+def test_traversal_in_uploads_is_a_400(hub, published):
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    body = json.dumps({"files": [{"path": "../escape.py", "size": 1, "sample": ""}]}).encode()
+    assert hub.raw("POST", "/api/kernels/org/flow/preupload/v1", body, auth)[0] == 400
+    lines = [{"key": "header", "value": {"summary": "evil"}},
+             {"key": "file", "value": {"path": "build/../../escape.py", "encoding": "base64", "content": "eA=="}}]
+    payload = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+    assert hub.raw("POST", "/api/kernels/org/flow/commit/v1", payload, auth)[0] == 400
+
+
+def test_parent_commit_conflict_and_pinned_download(api, hub, tmp_path):
+    # A model repo: its resolve URLs carry no type prefix.
+    api.create_repo("org/moving")
+    first = api.upload_file(path_or_fileobj=b"one", path_in_repo="f.txt", repo_id="org/moving").oid
+    api.upload_file(path_or_fileobj=b"two", path_in_repo="f.txt", repo_id="org/moving")
+    with pytest.raises(HfHubHTTPError) as e:
+        api.create_commit("org/moving", [CommitOperationAdd("g.txt", b"late")], commit_message="stale",
+                          parent_commit=first)
+    assert e.value.response.status_code == 409
+    old = hf_hub_download("org/moving", "f.txt", revision=first, endpoint=hub.url, cache_dir=tmp_path, token=False)
+    assert Path(old).read_bytes() == b"one"
+    new = hf_hub_download("org/moving", "f.txt", endpoint=hub.url, cache_dir=tmp_path, token=False)
+    assert Path(new).read_bytes() == b"two"
+    with pytest.raises(HfHubHTTPError) as e:
+        api.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="org/moving", create_pr=True)
+    assert e.value.response.status_code == 400  # no pull requests here
+
+
+def test_parallel_uploads_to_one_branch_both_land(api):
+    """Parallel CI jobs each publish their own variant to the same branch."""
+    api.create_repo("org/par", repo_type="kernel")
+    api.create_branch("org/par", branch="v1", repo_type="kernel")
+    errors = []
+
+    def publish(variant: str) -> None:
+        try:
+            ops = [CommitOperationAdd(f"build/{variant}/f{i}.py", f"# {variant} {i}\n".encode()) for i in range(5)]
+            api.create_commit("org/par", ops, commit_message=variant, revision="v1", repo_type="kernel")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=publish, args=(f"torch-{b}",)) for b in ("cpu", "cuda", "xpu", "metal")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    tree = api.list_repo_tree("org/par", path_in_repo="build", revision="v1", repo_type="kernel")
+    assert sorted(e.path for e in tree) == ["build/torch-cpu", "build/torch-cuda", "build/torch-metal", "build/torch-xpu"]
+
+
+def test_card_on_main(api, hub, tmp_path):
+    api.create_repo("org/carded", repo_type="kernel")
+    card = b"---\nlibrary_name: kernels\nlicense: apache-2.0\n---\n# carded\n"
+    api.upload_file(path_or_fileobj=card, path_in_repo="README.md", repo_id="org/carded", repo_type="kernel")
+    path = hf_hub_download("org/carded", "README.md", repo_type="kernel", endpoint=hub.url, cache_dir=tmp_path,
+                           token=False)
+    assert Path(path).read_bytes() == card
+
+
+def test_trust_overview(api):
+    assert api.get_organization_overview("trusted-org").trustedKernelPublisher is True
+    assert api.get_organization_overview("org").trustedKernelPublisher is False
+
+
+def test_one_log_line_per_request(hub, published):
+    before = len(hub.log)
+    hub.raw("GET", "/api/kernels/org/flow/refs")
+    hub.raw("GET", "/api/agent-harnesses")
+    deadline = time.monotonic() + 5
+    while len(hub.log) < before + 2 and time.monotonic() < deadline:  # logged just after the reply
+        time.sleep(0.01)
+    line, missing = hub.log[before:before + 2]
+    assert line.startswith("GET /api/kernels/org/flow/refs 200 ") and line.endswith("ms")
+    assert missing.startswith("GET /api/agent-harnesses 404 ")
+
+
+def test_snapshot_of_a_20mb_file_cold(api, hub, tmp_path):
+    api.create_repo("org/big", repo_type="kernel")
+    api.create_branch("org/big", branch="v1", repo_type="kernel")
+    data = os.urandom(20 << 20)
+    api.upload_file(path_or_fileobj=data, path_in_repo="build/torch-cpu/big.bin", repo_id="org/big",
+                    repo_type="kernel", revision="v1")
+    started = time.perf_counter()
+    snap = snapshot_download("org/big", repo_type="kernel", revision="v1", endpoint=hub.url, token=False,
+                             cache_dir=tmp_path, allow_patterns=["build/torch-cpu/*"])
+    seconds = time.perf_counter() - started
+    assert (Path(snap) / "build/torch-cpu/big.bin").read_bytes() == data
+    print(f"snapshot_download of 20 MB, cold: {seconds:.2f}s")
+    assert seconds < 20
+
+
+# -- Hugging Face's kernels loader against the server -----------------------------------------
+
+TINY_INIT = "def add_one(x):\n    return x + 1\n"
+TINY_METADATA = {"name": "tiny", "id": "_tiny_universal_abc1234", "version": 1, "license": "Apache-2.0",
+                 "python-depends": [], "backend": {"type": "cpu"}}
+
+
+def test_kernels_get_kernel_loads_from_the_server(api, hub, tmp_path):
+    variant = tmp_path / "upload" / "build" / "torch-universal"
+    variant.mkdir(parents=True)
+    (variant / "__init__.py").write_text(TINY_INIT)
+    (variant / "metadata.json").write_text(json.dumps(TINY_METADATA))
+    api.create_repo("org/tiny", repo_type="kernel")
+    api.create_branch("org/tiny", branch="v1", repo_type="kernel")
+    api.upload_folder(repo_id="org/tiny", folder_path=tmp_path / "upload", repo_type="kernel", revision="v1")
+    script = textwrap.dedent("""
+        import kernels
+        tiny = kernels.get_kernel("org/tiny", version=1, trust_remote_code=True)
+        print("RESULT", tiny.add_one(41))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "KERNELS_"))}
+    # No HF_HUB_DISABLE_TELEMETRY here: with it, kernels 0.17.2 sends a User-Agent ending in "; ",
+    # which httpx refuses before any request leaves.
+    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf-home"))
+    before = len(hub.log)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RESULT 42" in done.stdout
+    requests = hub.log[before:]
+    assert any("/api/kernels/org/tiny/refs" in r for r in requests)
+    assert any("/kernels/org/tiny/resolve/" in r and "torch-universal/__init__.py" in r for r in requests)
