@@ -199,3 +199,33 @@ def test_older_torch_environment_builds_its_own_variant(tmp_path, capsys):
         "torch213-cxx11-cpu-x86_64-linux"
     ]
     assert main(["test", str(kernel), "--python", str(python)]) == 0
+
+
+def test_huggingface_get_kernel_through_kbuild_hub_serve(workspace, tmp_path):
+    """Publish the compiled CPU build over HTTP; Hugging Face's loader fetches and runs it."""
+    pytest.importorskip("kernels")
+    from hubserver import TOKEN, ServerThread
+
+    server = ServerThread(tmp_path / "hub")
+    try:
+        env = {**os.environ, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        kernel = workspace / "kernels" / "activation"
+        # The workspace copy is not a git checkout, hence --allow-dirty.
+        done = subprocess.run([sys.executable, "-m", "builder.cli", "publish", str(kernel), "--hub", server.url,
+                               "--repo-id", "kb-org/activation", "--variant", CPU, "--allow-dirty"],
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        script = (
+            "import torch, kernels\n"
+            "k = kernels.get_kernel('kb-org/activation', version=1, backend='cpu', trust_remote_code=True)\n"
+            "x = torch.randn(16, 64)\n"
+            "torch.testing.assert_close(k.silu_and_mul(x), torch.nn.functional.silu(x[:, :32]) * x[:, 32:])\n"
+            "print('loaded', k.__name__)\n"
+        )
+        env.update(HF_ENDPOINT=server.url, HF_HOME=str(tmp_path / "hf-home"))
+        env.pop("HF_HUB_DISABLE_TELEMETRY", None)  # kernels 0.17.2 builds a bad User-Agent with it set
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "loaded _activation_cpu_" in run.stdout
+    finally:
+        server.stop()

@@ -41,43 +41,9 @@ from builder.hub.server.files import RangeNotSatisfiable, byte_range  # noqa: E4
 from builder.hub.server.payload import parse_commit  # noqa: E402
 from builder.hub.server.routing import resolve_target, split_raw_path  # noqa: E402
 
-TOKEN = "kb_test_write_token"
+from hubserver import TOKEN, ServerThread  # noqa: E402
+
 BIG = 12 * 1024 * 1024
-
-
-class ServerThread:
-    """The real app under uvicorn on a free 127.0.0.1 port, in a daemon thread."""
-
-    def __init__(self, root: Path, *, public_read: bool = True, max_file_size: int | None = None,
-                 trusted: tuple[str, ...] = ()):
-        config = ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"), public_read=public_read,
-                              max_file_size=max_file_size, trusted_orgs=frozenset(trusted))
-        self.log: list[str] = []
-        sock = listen("127.0.0.1", 0)
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(build_app(config, self.log.append), log_level="warning",
-                                                    access_log=False, lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the hub server did not start"
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-    def raw(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
-        """A request with the path sent byte for byte (no client-side normalisation of `..`)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            response = conn.getresponse()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-        finally:
-            conn.close()
 
 
 @pytest.fixture(scope="module")

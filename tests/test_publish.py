@@ -209,3 +209,69 @@ def test_concurrent_slices_both_land(kernel, hub):
     assert codes == [0, 0]
     files = tree(hub, "v1")
     assert "build/torch-cpu/more.py" in files and "build/torch-cuda/more.py" in files
+
+
+# -- the same publish through `kbuild hub serve`, read back with huggingface_hub ------------------
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from hubserver import ServerThread
+
+    running = ServerThread(tmp_path_factory.mktemp("served"))
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def http_env(monkeypatch, tmp_path):
+    from hubserver import TOKEN
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+
+
+def download(server, rev: str, path: str, cache: Path) -> bytes:
+    from huggingface_hub import hf_hub_download
+
+    local = hf_hub_download("org/tiny", path, revision=rev, repo_type="kernel", endpoint=server.url,
+                            cache_dir=cache)
+    return Path(local).read_bytes()
+
+
+def test_publish_over_http_then_download(kernel, server, http_env, tmp_path, capsys):
+    from huggingface_hub import HfApi
+
+    build(kernel)
+    code, output = publish(kernel, server.url, "--repo-id", "org/tiny", capsys=capsys)
+    assert code == 0, output
+    api = HfApi(endpoint=server.url)
+    refs = {b.name: b.target_commit for b in api.list_repo_refs("org/tiny", repo_type="kernel").branches}
+    assert f"commit {refs['v1']}" in output
+    assert download(server, "v1", "build/torch-cpu/__init__.py", tmp_path / "c1") == (
+        kernel / "build" / "torch-cpu" / "__init__.py").read_bytes()
+    card = download(server, "main", "README.md", tmp_path / "c1").decode()
+    assert card.startswith("---\nlibrary_name: kernels")
+
+
+def test_two_version_branches_and_a_sha_pin_after_the_branch_moved(kernel, server, http_env, tmp_path):
+    build(kernel)
+    assert publish(kernel, server.url, "--repo-id", "org/tiny")[0] == 0
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=server.url)
+    first = {b.name: b.target_commit for b in api.list_repo_refs("org/tiny", repo_type="kernel").branches}["v1"]
+    write_kernel(kernel, names=("double", "halve"), version=2)
+    commit(kernel)
+    build(kernel)
+    assert publish(kernel, server.url, "--repo-id", "org/tiny")[0] == 0  # v2: a new major
+    write_kernel(kernel, names=("double", "triple"), version=1)
+    commit(kernel)
+    build(kernel)
+    assert publish(kernel, server.url, "--repo-id", "org/tiny")[0] == 0  # v1 moves on
+    path = "build/torch-cpu/__init__.py"
+    assert b"halve" in download(server, "v2", path, tmp_path / "c") and b"triple" not in download(
+        server, "v2", path, tmp_path / "c")
+    assert b"triple" in download(server, "v1", path, tmp_path / "c")
+    old = download(server, first, path, tmp_path / "c")  # pinned: the old bytes, branch moved or not
+    assert b"def double" in old and b"triple" not in old

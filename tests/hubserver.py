@@ -1,0 +1,50 @@
+"""A real `kbuild hub serve` app under uvicorn on a free 127.0.0.1 port, in a daemon thread,
+shared by the tests that talk HTTP to a hub."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from builder.hub.server import ServerConfig, Tokens, build_app, listen
+
+TOKEN = "kb_test_write_token"
+
+
+class ServerThread:
+    """The real app under uvicorn on a free 127.0.0.1 port, in a daemon thread."""
+
+    def __init__(self, root: Path, *, public_read: bool = True, max_file_size: int | None = None,
+                 trusted: tuple[str, ...] = ()):
+        config = ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"), public_read=public_read,
+                              max_file_size=max_file_size, trusted_orgs=frozenset(trusted))
+        self.log: list[str] = []
+        sock = listen("127.0.0.1", 0)
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(build_app(config, self.log.append), log_level="warning",
+                                                    access_log=False, lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the hub server did not start"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def raw(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
+        """A request with the path sent byte for byte (no client-side normalisation of `..`)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            response = conn.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            conn.close()
