@@ -1,27 +1,52 @@
-"""kbuild's runtime: load ABI-tagged kernel builds (DESIGN.md §4, §5).
+"""kbuild's runtime: load ABI-tagged kernel builds (DESIGN.md §4–§6).
 
-Light on purpose: importing it loads neither torch nor anything of the builder; torch is
-imported only when a system is detected or a kernel is loaded.
+Light on purpose: importing it loads neither torch, huggingface_hub nor anything of the builder,
+and its names load on first use (`from kbuild import get_kernel` imports the loader then); torch
+is imported only when a system is detected or a kernel is loaded, huggingface_hub only when an
+HTTP hub is used.
 """
 
-from .digest import IntegrityError, digest_tree, verify_tree
-from .local import get_local_kernel
-from .metadata import VariantMetadata
-from .variants import SystemInfo, Variant, choose, detect_system, format_trace, parse_variant, resolve
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # typing's constant, without importing typing
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "IntegrityError",
-    "SystemInfo",
-    "Variant",
-    "VariantMetadata",
-    "choose",
-    "detect_system",
-    "digest_tree",
-    "format_trace",
-    "get_local_kernel",
-    "parse_variant",
-    "resolve",
-    "verify_tree",
-]
+# name -> the module that defines it
+_EXPORTS = {
+    "IntegrityError": "digest", "digest_tree": "digest", "verify_tree": "digest",
+    "Resolution": "hub_loader", "get_kernel": "hub_loader", "get_kernel_variants": "hub_loader",
+    "has_kernel": "hub_loader", "install_kernel": "hub_loader", "resolve_kernel": "hub_loader",
+    "kernelize": "layers",
+    "get_local_kernel": "local",
+    "get_locked_kernel": "lock", "load_kernel": "lock",
+    "VariantMetadata": "metadata",
+    "SystemInfo": "variants", "Variant": "variants", "choose": "variants", "detect_system": "variants",
+    "format_trace": "variants", "parse_variant": "variants", "resolve": "variants",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kbuild' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # next time without this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:
+    from .digest import IntegrityError, digest_tree, verify_tree
+    from .hub_loader import Resolution, get_kernel, get_kernel_variants, has_kernel, install_kernel, resolve_kernel
+    from .layers import kernelize
+    from .local import get_local_kernel
+    from .lock import get_locked_kernel, load_kernel
+    from .metadata import VariantMetadata
+    from .variants import SystemInfo, Variant, choose, detect_system, format_trace, parse_variant, resolve

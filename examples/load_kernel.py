@@ -1,6 +1,7 @@
-"""Load a built first-party kernel with kbuild's runtime and check one op against torch.
+"""Load a first-party kernel with kbuild's runtime and check one op against torch.
 
-    python examples/load_local.py kernels/activation [--backend cpu]
+    python examples/load_kernel.py kbuild/activation@v1      # from a hub (default: the local hub)
+    python examples/load_kernel.py kernels/activation        # from a build folder
 """
 
 import argparse
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from kbuild import get_local_kernel
+from kbuild import get_kernel, get_local_kernel
 
 CHECKS = {
     "activation": lambda k, x: (k.silu_and_mul(x), torch.nn.functional.silu(x[..., :64]) * x[..., 64:]),
@@ -22,22 +23,26 @@ CHECKS = {
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("kernel", type=Path)
+    parser.add_argument("kernel", help="ORG/NAME@REV on a hub, or a kernel folder with build/")
     parser.add_argument("--backend", default=None, help="e.g. cpu, to pick the CPU build in a CUDA torch")
     args = parser.parse_args()
     # Without a GPU, a CUDA torch can still run the CPU build.
     backend = args.backend or (None if torch.cuda.is_available() else "cpu")
-    kernel = get_local_kernel(args.kernel, backend=backend)
+    if Path(args.kernel).is_dir():
+        kernel = get_local_kernel(Path(args.kernel), backend=backend)
+    else:
+        kernel = get_kernel(args.kernel, backend=backend)
     print(f"loaded {kernel.__name__} from {Path(kernel.__file__).parent}")
     print(f"public API: {', '.join(getattr(kernel, '__all__', []))}")
-    check = CHECKS.get(args.kernel.resolve().name)
+    name = Path(args.kernel.split("@")[0]).name
+    check = CHECKS.get(name)
     if check is None:
         return 0
     device = "cpu" if backend == "cpu" else "cuda"
     x = torch.randn(4, 128, device=device)
     got, want = check(kernel, x)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    print(f"{args.kernel.name}: op output matches torch on {device} (max |diff| {(got - want).abs().max().item():.2e})")
+    print(f"{name}: op output matches torch on {device} (max |diff| {(got - want).abs().max().item():.2e})")
     return 0
 
 

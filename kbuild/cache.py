@@ -1,0 +1,265 @@
+"""The download cache: one folder per (hub, repo, commit, variant), written atomically under a
+file lock, verified before it is first used and cheaply re-checked after.
+
+    $KBUILD_CACHE/kernels/<hub>/<org>/<name>/
+        refs.json                  the last refs seen (branch/tag -> commit): the offline fallback
+        <commit>/variants.json     the variant names under build/ at that commit (never changes)
+        <commit>/<variant>/        the variant's files, exactly as published
+        <commit>/<variant>.verified  what was verified: (size, mtime_ns, sha256) of every file,
+                                   metadata.json included
+        <commit>/<variant>.lock    held while fetching
+
+A variant folder appears only by renaming a complete, verified temporary folder, and its marker
+is written before that rename, so a folder that exists is complete and has its marker. Later
+loads compare each file's size and mtime with the marker (one stat per file) and hash only the
+files that differ; a changed file refuses to load, naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+from .digest import IntegrityError, file_digest, verify_tree
+from .hubs import RemoteFile
+from .metadata import VariantMetadata
+from .refs import Refs
+
+MARKER_VERSION = 1
+_COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # sha1 or sha256 object ids
+_VARIANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+class KernelCache:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def repo_dir(self, hub_key: str, repo_id: str) -> Path:
+        org, name = repo_id.split("/")
+        return self.root / hub_key / org / name
+
+    def commit_dir(self, hub_key: str, repo_id: str, commit: str) -> Path:
+        if not _COMMIT.match(commit):  # names from a hub never become paths unchecked
+            raise ValueError(f"{repo_id}: the hub named {commit!r} as a commit, which is not a hex object id")
+        return self.repo_dir(hub_key, repo_id) / commit
+
+    def variant_dir(self, hub_key: str, repo_id: str, commit: str, variant: str) -> Path:
+        if not _VARIANT.match(variant):
+            raise ValueError(f"{repo_id}@{commit[:12]}: refusing the variant folder name {variant!r}")
+        return self.commit_dir(hub_key, repo_id, commit) / variant
+
+    # -- small records ---------------------------------------------------------------------------
+
+    def load_refs(self, hub_key: str, repo_id: str) -> Refs | None:
+        data = _read_json(self.repo_dir(hub_key, repo_id) / "refs.json")
+        return Refs.from_json(data) if isinstance(data, dict) else None
+
+    def save_refs(self, hub_key: str, repo_id: str, refs: Refs) -> None:
+        _write_json(self.repo_dir(hub_key, repo_id) / "refs.json", refs.to_json())
+
+    def load_variants(self, hub_key: str, repo_id: str, commit: str) -> list[str] | None:
+        data = _read_json(self.commit_dir(hub_key, repo_id, commit) / "variants.json")
+        return list(data) if isinstance(data, list) else None
+
+    def save_variants(self, hub_key: str, repo_id: str, commit: str, names: list[str]) -> None:
+        _write_json(self.commit_dir(hub_key, repo_id, commit) / "variants.json", sorted(names))
+
+    # -- variant folders -------------------------------------------------------------------------
+
+    def cached(self, hub_key: str, repo_id: str, commit: str, variant: str) -> Path | None:
+        """The verified variant folder, or None when it is not in the cache.
+        IntegrityError when it is there but was changed."""
+        path = self.variant_dir(hub_key, repo_id, commit, variant)
+        if not path.is_dir():
+            return None
+        check(path)
+        return path
+
+    def install(self, hub_key: str, repo_id: str, commit: str, variant: str,
+                fetch: Callable[[Path], list[RemoteFile]]) -> Path:
+        """The variant folder, fetched with `fetch(tmp)` and verified when it is not cached yet.
+        One process fetches; others that want it at the same time wait on the lock and reuse it."""
+        path = self.cached(hub_key, repo_id, commit, variant)
+        if path is not None:
+            return path
+        path = self.variant_dir(hub_key, repo_id, commit, variant)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with file_lock(path.with_name(variant + ".lock")):
+            if path.is_dir():  # another process finished while this one waited
+                check(path)
+                return path
+            tmp = path.with_name(f".tmp-{variant}-{os.getpid()}-{os.urandom(4).hex()}")
+            try:
+                listed = fetch(tmp)
+                marker = verify_fetched(tmp, listed, where=f"{repo_id}@{commit[:12]} build/{variant}")
+                _write_json(marker_path(path), marker)
+                os.replace(tmp, path)
+            finally:
+                if tmp.exists():  # a failed fetch or verification leaves nothing behind
+                    import shutil
+
+                    shutil.rmtree(tmp, ignore_errors=True)
+        return path
+
+
+def marker_path(variant_dir: Path) -> Path:
+    return variant_dir.with_name(variant_dir.name + ".verified")
+
+
+def verify_fetched(folder: Path, listed: list[RemoteFile], where: str) -> dict:
+    """Check freshly fetched files: the set against the hub's listing, metadata.json's digest for
+    the files it covers (hashed once, here), the hub's blob ids for the others (metadata.json
+    itself, or every file of a build without a digest); the marker that records them."""
+    present = _files(folder)
+    expected = {f.path for f in listed}
+    if present != expected:
+        odd = sorted(present ^ expected)
+        raise IntegrityError(f"{where}: the files fetched differ from the hub's listing ({', '.join(odd[:5])})")
+    meta = VariantMetadata.for_variant(folder)  # a malformed metadata.json is refused here
+    digest = meta.digest or {}
+    for f in listed:
+        if f.path in digest:
+            continue
+        if f.lfs_sha256 is not None:
+            if _sha256_hex(folder / f.path) != f.lfs_sha256:
+                raise IntegrityError(f"{where}: {f.path} does not match the hub's LFS sha256 {f.lfs_sha256[:12]}")
+        elif git_blob_oid(folder / f.path) != f.oid:
+            raise IntegrityError(f"{where}: {f.path} does not match the hub's blob id {f.oid[:12]}")
+    if meta.digest is not None:
+        verify_tree(folder, meta.digest)
+    return _marker(folder, present, digest)
+
+
+def check(variant_dir: Path) -> None:
+    """Raise IntegrityError when a cached variant changed since it was verified. Cheap when it did
+    not: one stat per file, no hashing."""
+    marker = _read_json(marker_path(variant_dir))
+    if not isinstance(marker, dict) or marker.get("version") != MARKER_VERSION:
+        _reverify(variant_dir)
+        return
+    present, recorded = _files(variant_dir), marker.get("files", {})
+    for rel in sorted(present | set(recorded)):
+        if rel not in present:
+            _changed(variant_dir, rel, "is missing")
+        if rel not in recorded:
+            _changed(variant_dir, rel, "was added")
+    stale = False
+    for rel in sorted(present):
+        size_mtime = recorded[rel][:2]
+        if _stat(variant_dir / rel) == size_mtime:
+            continue
+        if file_digest(variant_dir / rel) != recorded[rel][2]:
+            _changed(variant_dir, rel)
+        stale = True  # same bytes, new mtime (touched or copied): record it so the next check is cheap
+    if stale:
+        try:
+            _write_json(marker_path(variant_dir), _marker(variant_dir, present, {r: recorded[r][2] for r in present}))
+        except OSError:
+            pass  # a read-only cache: still verified, just not cheaper next time
+
+
+def _reverify(variant_dir: Path) -> None:
+    """No usable marker (an older cache, or the marker was removed): verify from metadata.json's
+    digest, then record a marker; a variant without a digest cannot be checked and is refused."""
+    meta = VariantMetadata.for_variant(variant_dir)
+    if meta.digest is None:
+        raise IntegrityError(f"kernel variant {variant_dir}: its verification record is missing and its "
+                             f"metadata.json has no digest to check it with; delete {variant_dir} to fetch it again")
+    verify_tree(variant_dir, meta.digest)
+    _write_json(marker_path(variant_dir), _marker(variant_dir, _files(variant_dir), meta.digest))
+
+
+def _marker(folder: Path, files: set[str], known: dict[str, str] | None = None) -> dict:
+    """`known`: digests just verified, not hashed again. metadata.json is one of the files: its
+    recorded hash binds the digest the others were checked with."""
+    known = known or {}
+    return {"version": MARKER_VERSION,
+            "files": {rel: [*_stat(folder / rel), known.get(rel) or file_digest(folder / rel)] for rel in sorted(files)}}
+
+
+def _changed(variant_dir: Path, rel: str, how: str = "was changed") -> None:
+    raise IntegrityError(f"kernel variant {variant_dir}: {rel} {how} after it was downloaded and verified; "
+                         f"refusing to load it (delete {variant_dir} to fetch it again)")
+
+
+def _files(root: Path) -> set[str]:
+    """Every file but bytecode (the digest's set, plus metadata.json)."""
+    found = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in filenames:
+            if not name.endswith(".pyc"):
+                found.add(Path(dirpath, name).relative_to(root).as_posix())
+    return found
+
+
+def _stat(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _sha256_hex(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def git_blob_oid(path: Path) -> str:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        h.update(b"blob %d\0" % os.fstat(f.fileno()).st_size)
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, data) -> None:
+    """Atomically: a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextmanager
+def file_lock(path: Path):
+    """An exclusive lock between processes (fcntl on POSIX, msvcrt on Windows); blocks until held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as f:
+        if os.name == "nt":  # pragma: no cover - exercised on Windows only
+            import msvcrt
+
+            f.seek(0)
+            while True:
+                try:
+                    msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:
+                    continue
+            try:
+                yield
+            finally:
+                f.seek(0)
+                msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)

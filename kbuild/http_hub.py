@@ -1,0 +1,151 @@
+"""Read an HTTP hub (the Hugging Face Hub or `kbuild hub serve`) through huggingface_hub's client,
+imported only here and only when an HTTP hub is used.
+
+Requests for one cold load: the refs (skipped for a commit), the `build/` listing, the chosen
+variant's listing, then one GET per file (no HEAD: the listing already gave sizes and blob ids).
+"""
+
+from __future__ import annotations
+
+import io
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .hubs import HubUnreachable, RemoteFile, RepoNotFound, cache_key, safe_relpath, skip_bytecode
+from .refs import Refs, UnknownRevision
+
+REPO_TYPE = "kernel"
+PARALLEL_DOWNLOADS = 8
+
+
+class HttpHub:
+    local = False
+
+    def __init__(self, endpoint: str, token: str | None = None):
+        self.endpoint = endpoint
+        self.token = token
+        self.key = cache_key("http", endpoint)
+        self._api = None
+
+    def describe(self) -> str:
+        return f"hub {self.endpoint}"
+
+    @property
+    def api(self):
+        if self._api is None:
+            from huggingface_hub import HfApi  # deferred: `import kbuild` stays light
+
+            self._api = HfApi(endpoint=self.endpoint, token=self.token, library_name="kbuild")
+        return self._api
+
+    def refs(self, repo_id: str) -> Refs:
+        with _errors(self, repo_id, "list the branches of"):
+            refs = self.api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
+        return Refs({b.name: b.target_commit for b in refs.branches}, {t.name: t.target_commit for t in refs.tags})
+
+    def variants(self, repo_id: str, commit: str) -> list[str]:
+        from huggingface_hub.hf_api import RepoFolder
+
+        with _errors(self, repo_id, f"list build/ at {commit[:12]} of", missing_ok=True) as found:
+            entries = list(self.api.list_repo_tree(repo_id, "build", revision=commit, repo_type=REPO_TYPE))
+        if not found.ok:
+            return []
+        return sorted(e.path.split("/")[-1] for e in entries if isinstance(e, RepoFolder))
+
+    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
+        files = self._list(repo_id, commit, variant)
+        dest = Path(dest)
+        with ThreadPoolExecutor(min(PARALLEL_DOWNLOADS, len(files))) as pool:
+            list(pool.map(lambda f: self._download(repo_id, commit, f"build/{variant}/{f.path}", dest / f.path,
+                                                   f.size), files))
+        return files
+
+    def read_file(self, repo_id: str, commit: str, path: str) -> bytes:
+        buffer = io.BytesIO()
+        self._download(repo_id, commit, path, buffer)
+        return buffer.getvalue()
+
+    def _list(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
+        from huggingface_hub.hf_api import RepoFile
+
+        prefix = f"build/{variant}/"
+        with _errors(self, repo_id, f"list {prefix} at {commit[:12]} of"):
+            entries = list(self.api.list_repo_tree(repo_id, prefix.rstrip("/"), recursive=True, revision=commit,
+                                                   repo_type=REPO_TYPE))
+        files = []
+        for e in entries:
+            if not isinstance(e, RepoFile):
+                continue
+            if not e.path.startswith(prefix):
+                raise ValueError(f"{self.describe()} listed {e.path} under {prefix} of {repo_id}@{commit[:12]}")
+            rel = safe_relpath(e.path.removeprefix(prefix), f"{repo_id}@{commit[:12]}")
+            if not skip_bytecode(rel):
+                lfs = getattr(e, "lfs", None)
+                files.append(RemoteFile(rel, e.blob_id, e.size, lfs_sha256=lfs.sha256 if lfs else None))
+        if not files:
+            raise FileNotFoundError(f"{repo_id}@{commit[:12]} has no files under {prefix} on {self.describe()}")
+        return files
+
+    def _download(self, repo_id: str, commit: str, path: str, target, size: int | None = None) -> None:
+        """One GET of the file's resolve URL (huggingface_hub's http_get: retries, resumes, follows
+        the Hub's redirects to its storage) into a path or a binary file object."""
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.file_download import http_get
+        from huggingface_hub.utils import build_hf_headers
+
+        url = hf_hub_url(repo_id, path, repo_type=REPO_TYPE, revision=commit, endpoint=self.endpoint)
+        headers = build_hf_headers(token=self.token, library_name="kbuild")
+        with _errors(self, repo_id, f"download {path} at {commit[:12]} of"):
+            if isinstance(target, Path):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "wb") as f:
+                    http_get(url, f, headers=headers, expected_size=size, displayed_filename=path.rsplit("/", 1)[-1])
+            else:
+                http_get(url, target, headers=headers, expected_size=size)
+
+
+class _errors:
+    """huggingface_hub's and httpx's failures as the runtime's: RepoNotFound, HubUnreachable,
+    ValueError (no such revision), PermissionError; `missing_ok` turns a missing path into `ok=False`."""
+
+    def __init__(self, hub: HttpHub, repo_id: str, what: str, missing_ok: bool = False):
+        self.hub, self.repo_id, self.what, self.missing_ok, self.ok = hub, repo_id, what, missing_ok, True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if error is None:
+            return False
+        from huggingface_hub import errors as hf
+
+        where = f"cannot {self.what} {self.repo_id} on {self.hub.describe()}"
+        if isinstance(error, hf.RepositoryNotFoundError):
+            raise RepoNotFound(f"no kernel repo {self.repo_id} on {self.hub.describe()}") from None
+        if isinstance(error, hf.RevisionNotFoundError):
+            raise UnknownRevision(f"{where}: no such revision") from None
+        if isinstance(error, hf.EntryNotFoundError):
+            if self.missing_ok:
+                self.ok = False
+                return True
+            raise FileNotFoundError(f"{where}: no such file") from None
+        if isinstance(error, hf.OfflineModeIsEnabled):
+            raise HubUnreachable(f"{where}: huggingface_hub is in offline mode (HF_HUB_OFFLINE)") from None
+        if isinstance(error, hf.HfHubHTTPError):
+            status = getattr(error.response, "status_code", 0) or 0
+            message = str(error).splitlines()[0]
+            if status in (401, 403):
+                raise PermissionError(f"{where}: {message} (set HF_TOKEN or run `hf auth login`)") from None
+            if status >= 500 or status == 429:
+                raise HubUnreachable(f"{where}: {message}") from None
+            raise OSError(f"{where}: {message}") from None
+        if _is_transport_error(error):
+            raise HubUnreachable(f"{where}: {error}") from None
+        return False
+
+
+def _is_transport_error(error: BaseException) -> bool:
+    # httpx (httpx2 in huggingface_hub 2.x) connection and timeout errors, without importing httpx.
+    names = {c.__name__ for c in type(error).__mro__}
+    return bool(names & {"TransportError", "TimeoutException", "NetworkError"}) or isinstance(
+        error, (ConnectionError, TimeoutError))

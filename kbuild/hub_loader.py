@@ -1,0 +1,284 @@
+"""`get_kernel("org/repo@v1")`: resolve the ref to a commit, choose the variant that fits, fetch
+only it into the cache, verify it, import it (DESIGN.md §4–§6).
+
+Requests: a commit-pinned load that is cached makes none; a branch load makes one (the refs) per
+process, and falls back to the last refs it saw, with a warning, when the hub cannot be reached;
+offline (`KBUILD_OFFLINE=1` / `HF_HUB_OFFLINE=1`) an HTTP hub is never asked. Within a process,
+a ref resolves once and a (hub, repo, commit, variant) imports once.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from .cache import KernelCache
+from .hubs import HubReader, HubUnreachable, RepoNotFound, open_reader
+from .local import find_variant, load_variant
+from .metadata import VariantMetadata
+from .refs import KernelRef, Refs, UnknownRevision, parse_request, resolve
+from .settings import Settings, from_environment
+from .trust import check_trust
+from .variants import Candidate, SystemInfo, choose, detect_system, format_trace
+from .variants import resolve as judge
+
+_MEMO_LOCK = threading.Lock()
+_LOADED: dict[tuple, ModuleType] = {}  # (hub, repo, commit, variant) -> module
+_RESOLVED: dict[tuple, str] = {}  # (hub, repo, revision) -> commit
+_VARIANTS: dict[tuple, list[str]] = {}  # (hub, repo, commit) -> variant names
+_SYSTEMS: dict[str | None, SystemInfo] = {}
+
+
+class OfflineMiss(FileNotFoundError):
+    """Offline, and what was asked for is not in the cache."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a request resolved to on one hub: the commit and every variant judged."""
+
+    ref: KernelRef
+    commit: str
+    hub: str
+    system: SystemInfo
+    trace: tuple[Candidate, ...]
+
+    @property
+    def chosen(self) -> str | None:
+        return self.trace[0].name if self.trace and self.trace[0].accepted else None
+
+
+# -- the public functions ------------------------------------------------------------------------
+
+def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
+               backend: str | None = None, trust_remote_code: bool | list[str] = False,
+               system: SystemInfo | None = None) -> ModuleType:
+    """Import the variant of `repo_id` that fits this system.
+
+    Pin exactly once: `"org/repo@v1"` (or `version=1`) for a version branch, `"org/repo@<sha>"` or
+    `revision=` for a branch, tag or commit. `hub` is a folder / file:// URL (a local git hub) or an
+    http(s):// URL; by default `$KBUILD_HUB`, else `$HF_ENDPOINT`, else ~/.cache/kbuild/hub.
+    `backend="cpu"` picks CPU builds in a CUDA torch; `system` overrides detection altogether.
+    """
+    settings = from_environment()
+    ref = parse_request(repo_id, revision, version)
+    if ref.repo_id in settings.local_kernels:
+        return load_variant(find_variant(settings.local_kernels[ref.repo_id], system or _system(backend)))
+    session = Session(hub, settings)
+    check_trust(ref.repo_id, session.reader.local, trust_remote_code, settings)
+    found = session.resolve(ref, system or _system(backend))
+    return session.load(ref.repo_id, found.commit, found.chosen or session.raise_no_fit(found))
+
+
+def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
+                   backend: str | None = None, variant: str | None = None, system: SystemInfo | None = None) -> Path:
+    """Download and verify the variant that fits (or `variant`, by name) without importing it; its folder."""
+    settings = from_environment()
+    ref = parse_request(repo_id, revision, version)
+    session = Session(hub, settings)
+    found = session.resolve(ref, system or _system(backend))
+    if variant is not None:
+        if variant not in {c.name for c in found.trace}:
+            raise FileNotFoundError(f"{ref} (commit {found.commit[:12]}) has no variant {variant!r}; it has: "
+                                    f"{', '.join(c.name for c in found.trace) or 'none'}")
+    else:
+        variant = found.chosen or session.raise_no_fit(found)
+    return session.install(ref.repo_id, found.commit, variant)
+
+
+def has_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
+               backend: str | None = None, system: SystemInfo | None = None) -> bool:
+    """Whether the repo has, at that pin, a variant that fits this system (nothing is downloaded)."""
+    settings = from_environment()
+    ref = parse_request(repo_id, revision, version)
+    if ref.repo_id in settings.local_kernels:
+        try:
+            find_variant(settings.local_kernels[ref.repo_id], system or _system(backend))
+        except FileNotFoundError:
+            return False
+        return True
+    try:
+        return Session(hub, settings).resolve(ref, system or _system(backend)).chosen is not None
+    except (RepoNotFound, UnknownRevision, OfflineMiss):
+        return False
+
+
+def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None,
+                        hub: str | None = None, backend: str | None = None,
+                        system: SystemInfo | None = None) -> list[Candidate]:
+    """Every variant at that pin, judged against this system: the accepted ones best-first, then
+    the rejected ones with the reason (kbuild.variants.format_trace renders them)."""
+    ref = parse_request(repo_id, revision, version)
+    return list(Session(hub, from_environment()).resolve(ref, system or _system(backend)).trace)
+
+
+def resolve_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
+                   backend: str | None = None, system: SystemInfo | None = None) -> Resolution:
+    """The commit and variant choice a get_kernel call would make, without fetching anything."""
+    ref = parse_request(repo_id, revision, version)
+    return Session(hub, from_environment()).resolve(ref, system or _system(backend))
+
+
+# -- one call's view of a hub and the cache -----------------------------------------------------
+
+class Session:
+    def __init__(self, hub: str | HubReader | None, settings: Settings):
+        self.settings = settings
+        self.reader = hub if hasattr(hub, "refs") else open_reader(hub or settings.hub, settings.token)
+        self.cache = KernelCache(settings.kernels_cache)
+        self.offline = settings.offline and not self.reader.local
+
+    def resolve(self, ref: KernelRef, system: SystemInfo) -> Resolution:
+        commit = self.commit(ref)
+        names = self.variants(ref.repo_id, commit)
+        return Resolution(ref, commit, self.reader.describe(), system, tuple(judge(names, system)))
+
+    def commit(self, ref: KernelRef) -> str:
+        if ref.is_commit:
+            return ref.revision
+        key = (self.reader.key, ref.repo_id, ref.revision)
+        commit = _RESOLVED.get(key)
+        if commit is None:
+            commit = resolve(ref, self.refs(ref.repo_id), self.reader.describe())
+            with _MEMO_LOCK:
+                _RESOLVED[key] = commit
+        return commit
+
+    def refs(self, repo_id: str) -> Refs:
+        """The hub's refs (recorded for later), or the recorded ones when offline or unreachable."""
+        if not self.offline:
+            try:
+                refs = self.reader.refs(repo_id)
+            except HubUnreachable as e:
+                cached = self.cache.load_refs(self.reader.key, repo_id)
+                if cached is None:
+                    raise
+                _warn(f"{e}; using the refs of {repo_id} recorded when it was last reached")
+                return cached
+            self.cache.save_refs(self.reader.key, repo_id, refs)
+            return refs
+        cached = self.cache.load_refs(self.reader.key, repo_id)
+        if cached is None:
+            raise OfflineMiss(f"{repo_id} was never resolved on {self.reader.describe()}, and offline mode is on "
+                              "(KBUILD_OFFLINE / HF_HUB_OFFLINE); load it once online or run `kbuild download`")
+        return cached
+
+    def variants(self, repo_id: str, commit: str) -> list[str]:
+        key = (self.reader.key, repo_id, commit)
+        names = _VARIANTS.get(key)
+        if names is None:
+            names = self.cache.load_variants(*key)
+        if names is None:
+            if self.offline:
+                raise OfflineMiss(f"{repo_id}@{commit[:12]} is not in the cache and offline mode is on "
+                                  "(KBUILD_OFFLINE / HF_HUB_OFFLINE); load it once online or run `kbuild download`")
+            names = self.reader.variants(repo_id, commit)
+            self.cache.save_variants(*key, names)
+        with _MEMO_LOCK:
+            _VARIANTS[key] = names
+        return names
+
+    def install(self, repo_id: str, commit: str, variant: str) -> Path:
+        cached = self.cache.cached(self.reader.key, repo_id, commit, variant)
+        if cached is not None:
+            return cached
+        if self.offline:
+            raise OfflineMiss(f"{repo_id}@{commit[:12]} build/{variant} is not in the cache and offline mode is on "
+                              "(KBUILD_OFFLINE / HF_HUB_OFFLINE); load it once online or run `kbuild download`")
+        return self.cache.install(self.reader.key, repo_id, commit, variant,
+                                  lambda dest: self.reader.fetch(repo_id, commit, variant, dest))
+
+    def load(self, repo_id: str, commit: str, variant: str, check=None) -> ModuleType:
+        """Import a variant (fetched and verified first when needed), once per process;
+        `check(folder)` runs before the first import (the lock file's metadata check)."""
+        key = (self.reader.key, repo_id, commit, variant)
+        module = _LOADED.get(key)
+        if module is None:
+            folder = self.install(repo_id, commit, variant)
+            if check is not None:
+                check(folder)
+            # verified by install (digest or marker); the same build reached through another
+            # commit (republished to another branch) is the module already loaded
+            module = same_build_loaded(folder) or load_variant(folder, verify=False)
+            with _MEMO_LOCK:
+                _LOADED[key] = module
+        return module
+
+    def raise_no_fit(self, found: Resolution):
+        raise FileNotFoundError(no_fit_message(found, self.fitting_versions(found)))
+
+    def fitting_versions(self, found: Resolution) -> dict[int, str]:
+        """Other v<N> branches with a variant that fits (version -> variant); best effort."""
+        try:
+            refs = self.refs(found.ref.repo_id)
+        except (OSError, ValueError):
+            return {}
+        fits = {}
+        for version, commit in refs.versions().items():
+            if commit == found.commit:
+                continue
+            try:
+                best = choose(self.variants(found.ref.repo_id, commit), found.system)
+            except (OSError, ValueError):
+                continue
+            if best is not None:
+                fits[version] = best.name
+        return fits
+
+
+def no_fit_message(found: Resolution, other_versions: dict[int, str]) -> str:
+    system = found.system
+    own = f"{system.compiled_variant().name}, or torch-{system.backend} for a Python-only kernel"
+    head = (f"no variant of {found.ref} fits this system ({system.describe()}; its variant would be {own}). "
+            f"Looked at commit {found.commit[:12]} on {found.hub}")
+    if not found.trace:
+        body = f"; {found.ref.revision} has no build/ folder: nothing was published there."
+    else:
+        body = f"; the variants there:\n{format_trace(list(found.trace))}"
+    if other_versions:
+        hints = "; ".join(f'v{v} has {name} (get_kernel("{found.ref.repo_id}@v{v}"))'
+                          for v, name in sorted(other_versions.items()))
+        return f"{head}{body}\nAnother version fits: {hints}"
+    return f"{head}{body}\nNo other version of {found.ref.repo_id} fits either; ask its publisher for a build " \
+           f"for {system.compiled_variant().name}."
+
+
+def same_build_loaded(folder: Path) -> ModuleType | None:
+    """The module already imported under this build's id from another folder with the very same
+    files (equal digests), else None."""
+    meta = VariantMetadata.for_variant(folder)
+    module = sys.modules.get(meta.id) if meta.id and meta.digest else None
+    origin = getattr(module, "__file__", None)
+    if origin is None or Path(origin).parent.resolve() == folder.resolve():
+        return None
+    other = VariantMetadata.for_variant(Path(origin).parent)
+    return module if other.digest == meta.digest else None
+
+
+def _warn(message: str) -> None:
+    """A warning attributed to the first caller outside kbuild."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("kbuild."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, stacklevel=level)
+
+
+def _system(backend: str | None) -> SystemInfo:
+    system = _SYSTEMS.get(backend)
+    if system is None:
+        system = _SYSTEMS[backend] = detect_system(backend)
+    return system
+
+
+def forget() -> None:
+    """Drop this process's memory of refs, variant lists and loaded kernels (for tests; modules
+    already imported stay in sys.modules)."""
+    with _MEMO_LOCK:
+        _LOADED.clear()
+        _RESOLVED.clear()
+        _VARIANTS.clear()
+        _SYSTEMS.clear()

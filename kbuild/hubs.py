@@ -1,0 +1,95 @@
+"""Where kernels come from: a local git hub (a folder of bare repos) or an HTTP hub (the Hugging
+Face Hub or `kbuild hub serve`). Both readers implement one small interface, `HubReader`."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from .refs import Refs
+from .settings import DEFAULT_LOCAL_HUB
+
+
+class HubUnreachable(OSError):
+    """The hub could not be asked (no connection, a server error, a missing hub folder)."""
+
+
+class RepoNotFound(FileNotFoundError):
+    """The hub has no such repo."""
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    path: str  # relative to the variant folder
+    oid: str  # git blob id (of the LFS pointer for an LFS file)
+    size: int
+    executable: bool = False
+    lfs_sha256: str | None = None  # hex sha256 of the content, for LFS files
+
+
+class HubReader(Protocol):
+    key: str  # names this hub's part of the cache
+    local: bool  # True when reading makes no network request
+
+    def describe(self) -> str: ...
+
+    def refs(self, repo_id: str) -> Refs:
+        """Branches and tags; RepoNotFound, HubUnreachable."""
+
+    def variants(self, repo_id: str, commit: str) -> list[str]:
+        """The folder names under `build/` at `commit` ([] when there is no build/)."""
+
+    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
+        """Write `build/<variant>/**` (bytecode skipped) into `dest`; the files written."""
+
+    def read_file(self, repo_id: str, commit: str, path: str) -> bytes:
+        """One small file's bytes (a variant's metadata.json, for lock files)."""
+
+
+def open_reader(hub: str | None, token: str | None = None) -> HubReader:
+    """A folder or file:// URL is a local hub, http(s):// an HTTP one; None is the default local hub."""
+    from .git_hub import GitHub
+
+    if not hub:
+        return GitHub(DEFAULT_LOCAL_HUB)
+    hub = str(hub)
+    scheme, sep, rest = hub.partition("://")
+    if sep and scheme.lower() in ("http", "https"):
+        if not rest.strip("/"):
+            raise ValueError(f"hub {hub!r} has no host (expected e.g. http://127.0.0.1:8000)")
+        from .http_hub import HttpHub
+
+        return HttpHub(hub.rstrip("/"), token)
+    if sep and scheme.lower() == "file":
+        from urllib.parse import unquote
+
+        return GitHub(Path(unquote(rest.removeprefix("localhost"))))
+    if sep:
+        raise ValueError(f"unsupported hub address {hub!r} (expected a folder, file://, http:// or https://)")
+    return GitHub(Path(hub).expanduser())
+
+
+def cache_key(kind: str, where: str) -> str:
+    """A readable, collision-free folder name for a hub: `huggingface.co`, `127.0.0.1_8000-http`,
+    `local-<hash>`."""
+    if kind == "local":
+        return "local-" + hashlib.sha256(where.encode()).hexdigest()[:16]
+    scheme, _, rest = where.partition("://")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", rest.rstrip("/"))
+    return name if scheme.lower() == "https" else f"{name}-{scheme.lower()}"
+
+
+def safe_relpath(path: str, what: str) -> str:
+    """A repo path that stays inside its folder: relative, no `..`, no backslash or NUL."""
+    parts = PurePosixPath(path).parts
+    if (not path or path.startswith("/") or "\\" in path or "\0" in path or ".." in parts
+            or any(p in ("", ".") for p in path.split("/"))):
+        raise ValueError(f"{what}: refusing the path {path!r}, which could escape the cache folder")
+    return path
+
+
+def skip_bytecode(path: str) -> bool:
+    return path.endswith(".pyc") or "__pycache__" in path.split("/")

@@ -1,0 +1,82 @@
+"""The runtime's settings, read from the environment once per call into a frozen record.
+
+Nothing else in the runtime reads `os.environ`; tests pass a Settings instead of patching.
+
+| variable | meaning |
+|---|---|
+| `KBUILD_HUB` | the hub: a folder or file:// URL (a local git hub) or an http(s):// URL |
+| `HF_ENDPOINT` | an HTTP hub, used when neither `hub=` nor `KBUILD_HUB` names one |
+| `KBUILD_CACHE` | kbuild's cache folder (kernels go to `<it>/kernels`; default ~/.cache/kbuild) |
+| `KBUILD_OFFLINE`, `HF_HUB_OFFLINE` | never make a network request; load from the cache only |
+| `KBUILD_TRUSTED_ORGS` | comma-separated organisations whose kernels load without trust_remote_code |
+| `LOCAL_KERNELS` | `org/a=/path:org/b=/path`: load these repos from local builds instead |
+| `HF_TOKEN` | the token for HTTP hubs (huggingface_hub also reads its own token file) |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_LOCAL_HUB = Path.home() / ".cache" / "kbuild" / "hub"
+DEFAULT_CACHE = Path.home() / ".cache" / "kbuild"
+# Hugging Face marks this organisation a trusted kernel publisher; it is trusted here too.
+BUILTIN_TRUSTED_ORGS = ("kernels-community",)
+_TRUE = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Settings:
+    hub: str | None = None  # None: the default local hub
+    cache_dir: Path = DEFAULT_CACHE
+    offline: bool = False
+    trusted_orgs: tuple[str, ...] = BUILTIN_TRUSTED_ORGS
+    local_kernels: dict[str, Path] = field(default_factory=dict, compare=False)
+    token: str | None = field(default=None, repr=False)
+
+    @property
+    def kernels_cache(self) -> Path:
+        return self.cache_dir / "kernels"
+
+
+def from_environment(environ=None) -> Settings:
+    env = os.environ if environ is None else environ
+    return Settings(
+        hub=env.get("KBUILD_HUB") or env.get("HF_ENDPOINT") or None,
+        cache_dir=Path(env["KBUILD_CACHE"]).expanduser() if env.get("KBUILD_CACHE") else DEFAULT_CACHE,
+        offline=any(env.get(k, "").strip().lower() in _TRUE for k in ("KBUILD_OFFLINE", "HF_HUB_OFFLINE")),
+        trusted_orgs=BUILTIN_TRUSTED_ORGS + _split_orgs(env.get("KBUILD_TRUSTED_ORGS", "")) + _config_orgs(env),
+        local_kernels=parse_local_kernels(env.get("LOCAL_KERNELS", "")),
+        token=env.get("HF_TOKEN") or None,
+    )
+
+
+def parse_local_kernels(value: str) -> dict[str, Path]:
+    """`org/a=/path/a:org/b=/path/b` (Hugging Face's LOCAL_KERNELS format)."""
+    overrides = {}
+    for entry in filter(None, value.split(":")):
+        repo_id, sep, path = entry.partition("=")
+        if not sep or "/" not in repo_id or not path:
+            raise ValueError(f"LOCAL_KERNELS: bad entry {entry!r} (expected org/repo=/path, entries separated by ':')")
+        overrides[repo_id.strip()] = Path(path).expanduser()
+    return overrides
+
+
+def _split_orgs(value: str) -> tuple[str, ...]:
+    return tuple(o.strip() for o in value.replace("\n", ",").split(",") if o.strip())
+
+
+def config_file(environ=None) -> Path:
+    """`$XDG_CONFIG_HOME/kbuild/trusted-orgs`: one organisation per line, `#` starts a comment."""
+    env = os.environ if environ is None else environ
+    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    return base / "kbuild" / "trusted-orgs"
+
+
+def _config_orgs(env) -> tuple[str, ...]:
+    try:
+        text = config_file(env).read_text(encoding="utf-8")
+    except OSError:
+        return ()
+    return _split_orgs("\n".join(line.partition("#")[0] for line in text.splitlines()))

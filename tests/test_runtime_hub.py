@@ -1,0 +1,443 @@
+"""get_kernel against a real local git hub and a real `kbuild hub serve`, with kernels published
+by the real `kbuild publish`: refs, choice, fetching only one variant, digests, the cache, the
+warm path, offline use, trust and the error messages.
+
+The kernel is Python-only, so building and publishing it takes a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kbuild
+from kbuild import IntegrityError, get_kernel, get_kernel_variants, has_kernel, install_kernel
+from kbuild.hub_loader import OfflineMiss
+from kbuild.refs import UnknownRevision
+
+from runtime_hubs import (CPU, CUDA130, ROCM, Kernel, bare, branch_head, git, new_process, runtime_env,
+                          start_server, torch_probes)
+
+__all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
+
+pytestmark = pytest.mark.usefixtures("runtime_env")
+
+
+@pytest.fixture
+def kernel(tmp_path) -> Kernel:
+    return Kernel(tmp_path / "tiny").write().build()
+
+
+@pytest.fixture
+def hub(tmp_path, kernel) -> Path:
+    """A local hub with org/tiny v1 = torch-cpu, torch-cuda."""
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    return hub
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    served, stop = start_server(tmp_path_factory.mktemp("served"))
+    yield served
+    stop()
+
+
+@pytest.fixture
+def http_hub(server, kernel, monkeypatch) -> str:
+    """org/tiny v1 published over HTTP to `kbuild hub serve` (a fresh repo name per test)."""
+    name = f"org/tiny-{os.urandom(3).hex()}"
+    kernel.repo_id = name
+    monkeypatch.setenv("HF_TOKEN", server.token)
+    kernel.write().build().publish(server.url, "--repo-id", name)
+    monkeypatch.delenv("HF_TOKEN")
+    return name
+
+
+def cached_variants(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.glob("*/*/*/*/*") if p.is_dir())
+
+
+# -- loading from a local hub ----------------------------------------------------------------------
+
+
+def test_get_kernel_from_the_local_hub(hub, runtime_env):
+    module = get_kernel("org/tiny@v1", hub=str(hub))
+    assert module.double(21) == 42
+    assert module.__name__ == json.loads((Path(module.__file__).parent / "metadata.json").read_text())["id"]
+    assert sys.modules[module.__name__] is module
+    assert module.VARIANT == "?" and Path(module.__file__).parent.name == "torch-cuda"  # this torch is CUDA
+    # Only the chosen variant was fetched.
+    assert cached_variants(runtime_env) == ["torch-cuda"]
+
+
+def test_every_way_of_pinning_gives_the_same_module(hub):
+    sha = branch_head(hub, "org/tiny", "v1")
+    first = get_kernel("org/tiny@v1", hub=str(hub))
+    assert get_kernel("org/tiny", version=1, hub=str(hub)) is first
+    assert get_kernel("org/tiny", revision="v1", hub=str(hub)) is first
+    assert get_kernel(f"org/tiny@{sha}", hub=str(hub)) is first
+    assert get_kernel("org/tiny", revision=sha.upper(), hub=hub.as_uri()) is first
+    git(bare(hub), "tag", "release-1", "v1")
+    assert get_kernel("org/tiny@release-1", hub=str(hub)) is first
+
+
+def test_one_build_on_two_branches_is_one_module(kernel, hub):
+    kernel.publish(hub, "--branch", "v2", "--force")
+    assert branch_head(hub, "org/tiny", "v1") != branch_head(hub, "org/tiny", "v2")
+    assert get_kernel("org/tiny@v2", hub=str(hub)) is get_kernel("org/tiny@v1", hub=str(hub))
+
+
+def test_the_hub_comes_from_kbuild_hub(hub, monkeypatch):
+    monkeypatch.setenv("KBUILD_HUB", str(hub))
+    assert get_kernel("org/tiny@v1").double(1) == 2
+
+
+def test_backend_cpu_picks_the_cpu_build(hub, runtime_env):
+    module = get_kernel("org/tiny@v1", hub=str(hub), backend="cpu")
+    assert Path(module.__file__).parent.name == "torch-cpu"
+    assert cached_variants(runtime_env) == ["torch-cpu"]
+
+
+def test_the_preference_order_of_design_4(kernel, tmp_path):
+    for name in ("torch214-cxx11-cu130-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux",
+                 "torch214-cxx11-cu126-x86_64-linux", "torch-universal"):
+        kernel.fake(name)
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    assert get_kernel("org/tiny@v1", hub=str(hub), system=CUDA130).VARIANT == "torch-stable-abi210-cu130-x86_64-linux"
+    trace = get_kernel_variants("org/tiny@v1", hub=str(hub), system=CUDA130)
+    assert [c.name for c in trace if c.accepted] == [
+        "torch-stable-abi210-cu130-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux", "torch-cuda",
+        "torch-universal"]
+    assert trace[-1].reason == "built for CUDA 12.6, this torch uses CUDA 13.0"
+    assert get_kernel("org/tiny@v1", hub=str(hub), system=ROCM).VARIANT == "torch-universal"
+
+
+def test_kernel_builder_builds_load_too(kernel, tmp_path):
+    """Hugging Face's kernel-builder: compat layout `<name>/__init__.py`, no id, no digest."""
+    variant = kernel.variant("torch-universal")
+    (variant / "tiny").mkdir(parents=True)
+    (variant / "tiny" / "__init__.py").write_text("from ._ops import ops\nVARIANT = 'kb'\ndef double(x):\n    return 2 * x\n")
+    (variant / "tiny" / "_ops.py").write_text("ops = None\n")
+    (variant / "metadata.json").write_text(json.dumps({
+        "version": 1, "license": "Apache-2.0", "python-depends": [],
+        "provenance": {"kernel-builder": {"version": "0.9"}, "kernel": {"commit": "1" * 40, "dirty": False}}}))
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    module = get_kernel("org/tiny@v1", hub=str(hub), system=ROCM)
+    assert module.VARIANT == "kb" and module.double(2) == 4
+
+
+def test_a_new_commit_on_the_branch_is_seen_by_a_new_process(kernel, hub):
+    assert get_kernel("org/tiny@v1", hub=str(hub)).VARIANT == "?"
+    kernel.write(variant="second").build().publish(hub)
+    new_process()
+    assert get_kernel("org/tiny@v1", hub=str(hub)).VARIANT == "second"
+
+
+def test_has_install_and_variants(hub, runtime_env):
+    assert has_kernel("org/tiny@v1", hub=str(hub))
+    assert not has_kernel("org/tiny@v1", hub=str(hub), system=ROCM)
+    assert not has_kernel("org/tiny@v9", hub=str(hub))
+    assert not has_kernel("org/missing@v1", hub=str(hub))
+    assert cached_variants(runtime_env) == []  # nothing downloaded to answer
+    path = install_kernel("org/tiny@v1", hub=str(hub), backend="cpu")
+    assert path.name == "torch-cpu" and (path / "metadata.json").is_file()
+    assert "_tiny_cpu" not in " ".join(sys.modules)  # installed, not imported
+    assert install_kernel("org/tiny@v1", hub=str(hub), variant="torch-cuda").name == "torch-cuda"
+    with pytest.raises(FileNotFoundError, match="has no variant 'torch-rocm'; it has: torch-cuda, torch-cpu"):
+        install_kernel("org/tiny@v1", hub=str(hub), variant="torch-rocm")
+    trace = get_kernel_variants("org/tiny@v1", hub=str(hub), system=CPU)
+    assert [(c.name, c.reason) for c in trace] == [("torch-cpu", None),
+                                                   ("torch-cuda", "built for cuda, this system uses cpu")]
+
+
+def test_local_kernels_override(hub, kernel, monkeypatch):
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/other=/nowhere:org/tiny={kernel.root}")
+    module = get_kernel("org/tiny@v1", hub=str(hub / "nothing-here"))
+    assert Path(module.__file__).is_relative_to(kernel.root / "build")
+    assert has_kernel("org/tiny@v1")
+    monkeypatch.setenv("LOCAL_KERNELS", "org/tiny")
+    with pytest.raises(ValueError, match="LOCAL_KERNELS: bad entry 'org/tiny'"):
+        get_kernel("org/tiny@v1", hub=str(hub))
+
+
+# -- the error messages ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: get_kernel("org/tiny"), r'no version given.*"org/tiny@v1".*version=1.*revision='),
+    (lambda: get_kernel("org/tiny@v1", version=1), "pin the kernel once"),
+    (lambda: get_kernel("org/tiny", revision="v1", version=1), "pin the kernel once"),
+    (lambda: get_kernel("org/tiny@"), "nothing after '@'"),
+    (lambda: get_kernel("tiny@v1"), "not a kernel repo id"),
+    (lambda: get_kernel("org/../x@v1"), "not a kernel repo id"),
+    (lambda: get_kernel("org/tiny", version=-1), "non-negative integer"),
+])
+def test_pinning_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_unknown_version_lists_the_available_ones(kernel, hub):
+    kernel.publish(hub, "--branch", "v3", "--force")
+    with pytest.raises(UnknownRevision, match=r"org/tiny has no version 2 on local hub .*; available versions: v1, v3"):
+        get_kernel("org/tiny@v2", hub=str(hub))
+    with pytest.raises(ValueError, match=r"no branch or tag 'beta'.*available versions: v1, v3; other branches: main"):
+        get_kernel("org/tiny", revision="beta", hub=str(hub))
+    with pytest.raises(ValueError, match=f"has no commit {'0' * 40}"):
+        get_kernel(f"org/tiny@{'0' * 40}", hub=str(hub))
+
+
+def test_unknown_repo(hub):
+    with pytest.raises(FileNotFoundError, match=r"no kernel repo org/nope on local hub .*kernels/org/nope.git"):
+        get_kernel("org/nope@v1", hub=str(hub))
+
+
+def test_no_fit_explains_itself_and_points_to_a_version_that_fits(kernel, hub):
+    shutil.rmtree(kernel.root / "build")
+    kernel.write(version=2, backends=("rocm",)).build().publish(hub)
+    with pytest.raises(FileNotFoundError) as err:
+        get_kernel("org/tiny@v1", hub=str(hub), system=ROCM)
+    message = str(err.value)
+    head, *lines = message.splitlines()
+    assert "no variant of org/tiny@v1 fits this system (torch 2.14, rocm63, x86_64-linux" in head
+    assert "torch214-cxx11-rocm63-x86_64-linux, or torch-rocm" in head
+    assert branch_head(hub, "org/tiny", "v1")[:12] in head and str(hub) in head
+    assert lines == [
+        "  torch-cpu: rejected (built for cpu, this system uses rocm)",
+        "  torch-cuda: rejected (built for cuda, this system uses rocm)",
+        'Another version fits: v2 has torch-rocm (get_kernel("org/tiny@v2"))',
+    ]
+    assert get_kernel("org/tiny@v2", hub=str(hub), system=ROCM).double(1) == 2
+
+
+def test_no_fit_anywhere(hub):
+    with pytest.raises(FileNotFoundError, match=r"(?s)rejected.*No other version of org/tiny fits either"):
+        get_kernel("org/tiny@v1", hub=str(hub), system=ROCM)
+
+
+# -- integrity ---------------------------------------------------------------------------------------
+
+
+def test_a_changed_cached_file_refuses_to_load(hub):
+    path = install_kernel("org/tiny@v1", hub=str(hub))
+    (path / "_ops.py").write_text((path / "_ops.py").read_text() + "import os  # injected\n")
+    with pytest.raises(IntegrityError, match=r"torch-cuda: _ops.py was changed after it was downloaded"):
+        get_kernel("org/tiny@v1", hub=str(hub))
+    assert not any(n.startswith("_tiny_") for n in sys.modules)
+
+
+def test_added_removed_and_metadata_changes_are_caught(hub):
+    path = install_kernel("org/tiny@v1", hub=str(hub))
+    (path / "extra.py").write_text("")
+    with pytest.raises(IntegrityError, match="extra.py was added"):
+        get_kernel("org/tiny@v1", hub=str(hub))
+    (path / "extra.py").unlink()
+    meta = json.loads((path / "metadata.json").read_text())
+    (path / "metadata.json").write_text(json.dumps({**meta, "digest": {"algorithm": "sha256", "files": {}}}))
+    with pytest.raises(IntegrityError, match="metadata.json was changed"):
+        get_kernel("org/tiny@v1", hub=str(hub))
+
+
+def test_touched_but_unchanged_files_load_and_are_re_recorded(hub):
+    path = install_kernel("org/tiny@v1", hub=str(hub))
+    marker = path.with_name("torch-cuda.verified")
+    before = json.loads(marker.read_text())
+    os.utime(path / "_ops.py", ns=(1, 1))
+    assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
+    after = json.loads(marker.read_text())
+    assert after["files"]["_ops.py"][1] == 1 and after["files"]["_ops.py"][2] == before["files"]["_ops.py"][2]
+
+
+def test_a_lost_marker_is_rebuilt_from_the_digest(hub):
+    path = install_kernel("org/tiny@v1", hub=str(hub))
+    path.with_name("torch-cuda.verified").unlink()
+    assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
+    assert path.with_name("torch-cuda.verified").is_file()
+
+
+def test_a_published_variant_that_does_not_match_its_digest_is_never_cached(kernel, tmp_path, runtime_env):
+    (kernel.variant("torch-cuda") / "_ops.py").write_text("import os  # changed after the build\n")
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    with pytest.raises(IntegrityError, match="_ops.py does not match metadata.json's digest"):
+        get_kernel("org/tiny@v1", hub=str(hub))
+    assert cached_variants(runtime_env) == []
+    assert not list(runtime_env.rglob(".tmp-*"))
+
+
+# -- the warm path, unreachable hubs, offline ------------------------------------------------------
+
+
+class CountingGit:
+    """Counts the git commands the local hub reader runs (its only way of reading the hub)."""
+
+    def __init__(self, monkeypatch):
+        from kbuild.git_hub import GitHub
+
+        self.calls: list[tuple] = []
+        real = GitHub._git
+
+        def counted(hub, repo_id, *args, **kw):
+            self.calls.append(args[:1])
+            return real(hub, repo_id, *args, **kw)
+
+        monkeypatch.setattr(GitHub, "_git", counted)
+
+
+def test_a_pinned_load_from_the_cache_reads_nothing_from_the_hub(hub, monkeypatch):
+    sha = branch_head(hub, "org/tiny", "v1")
+    get_kernel(f"org/tiny@{sha}", hub=str(hub))
+    new_process()
+    git_calls = CountingGit(monkeypatch)
+    assert get_kernel(f"org/tiny@{sha}", hub=str(hub)).double(2) == 4
+    assert git_calls.calls == []
+    new_process()
+    get_kernel("org/tiny@v1", hub=str(hub))
+    assert git_calls.calls == [("for-each-ref",)]  # a branch: the refs, nothing else
+    get_kernel("org/tiny@v1", hub=str(hub))
+    assert git_calls.calls == [("for-each-ref",)]  # resolved once per process
+
+
+def test_an_unreachable_hub_falls_back_to_the_last_resolution(hub, tmp_path):
+    get_kernel("org/tiny@v1", hub=str(hub))
+    new_process()
+    hub.rename(tmp_path / "hub-away")
+    with pytest.warns(UserWarning, match=r"does not exist \(publish to it .*\); using the refs of org/tiny recorded") as w:
+        assert get_kernel("org/tiny@v1", hub=str(hub)).double(3) == 6
+    assert w[0].filename == __file__  # attributed to the caller, not to kbuild
+
+
+def test_an_unreachable_hub_without_a_cache_says_so(tmp_path):
+    with pytest.raises(OSError, match="local hub .* does not exist"):
+        get_kernel("org/tiny@v1", hub=str(tmp_path / "nowhere"))
+
+
+def test_concurrent_cold_loads_download_once(http_hub, server, runtime_env):
+    """16 processes ask for the same uncached kernel at once: all succeed, one downloads."""
+    mark = server.mark()
+    code = ("import kbuild, sys; from kbuild.variants import SystemInfo; "
+            "p = kbuild.install_kernel(sys.argv[1], hub=sys.argv[2], system=SystemInfo((2, 14), 'cuda', (13, 0), "
+            "'x86_64', 'linux')); print(p)")
+    env = {**os.environ, "KBUILD_CACHE": str(runtime_env.parent), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, f"{http_hub}@v1", server.url], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(16)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 16, [o[1][-500:] for o in outputs]
+    assert len({o[0] for o in outputs}) == 1
+    downloads = [r for r in server.requests(mark) if "/resolve/" in r and r.startswith("GET")]
+    assert sorted(downloads) == sorted(f"GET /kernels/{http_hub}/resolve/{sha}/build/torch-cuda/{f}"
+                                       for sha in [downloads[0].split("/")[5]]
+                                       for f in ("__init__.py", "_ops.py", "metadata.json"))
+    assert cached_variants(runtime_env) == ["torch-cuda"]
+
+
+# -- over HTTP (`kbuild hub serve`) ----------------------------------------------------------------
+
+
+def test_get_kernel_over_http(http_hub, server, runtime_env):
+    mark = server.mark()
+    module = get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True)
+    assert module.double(4) == 8
+    requests = server.requests(mark)
+    assert requests[:3] == [f"GET /api/kernels/{http_hub}/refs",
+                            f"GET /api/kernels/{http_hub}/tree/{requests[1].split('/')[6]}/build",
+                            f"GET /api/kernels/{http_hub}/tree/{requests[1].split('/')[6]}/build/torch-cuda"]
+    assert not [r for r in requests if "torch-cpu" in r]  # only the chosen variant
+    assert cached_variants(runtime_env) == ["torch-cuda"]
+
+
+def test_http_warm_paths_count_requests(http_hub, server):
+    get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True)
+    sha = server.requests()[-1].split("/resolve/")[1].split("/")[0]
+    new_process()
+    mark = server.mark()
+    get_kernel(f"{http_hub}@{sha}", hub=server.url, trust_remote_code=True)
+    assert server.requests(mark) == []  # pinned and cached: no request at all
+    new_process()
+    mark = server.mark()
+    get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True)
+    get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True)
+    assert server.requests(server.mark() and mark) == [f"GET /api/kernels/{http_hub}/refs"]
+
+
+def test_http_hub_from_hf_endpoint_and_errors(http_hub, server, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    with pytest.raises(UnknownRevision, match=r"no version 7 on hub http://127.0.0.1:\d+; available versions: v1"):
+        get_kernel(f"{http_hub}@v7", trust_remote_code=True)
+    with pytest.raises(FileNotFoundError, match=r"no kernel repo org/absent on hub http"):
+        get_kernel("org/absent@v1", trust_remote_code=True)
+    with pytest.raises(UnknownRevision, match="no such revision"):
+        get_kernel(f"{http_hub}@{'0' * 40}", trust_remote_code=True)
+    with pytest.raises(FileNotFoundError, match=r"(?s)no variant of .* fits.*torch-cpu: rejected"):
+        get_kernel(f"{http_hub}@v1", trust_remote_code=True, system=ROCM)
+    assert get_kernel(f"{http_hub}@v1", trust_remote_code=True).double(1) == 2
+
+
+def test_offline_never_asks_the_server(http_hub, server, monkeypatch):
+    monkeypatch.setenv("KBUILD_OFFLINE", "1")
+    with pytest.raises(OfflineMiss, match="never resolved .* offline mode is on"):
+        get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True)
+    monkeypatch.delenv("KBUILD_OFFLINE")
+    get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True)
+    new_process()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    mark = server.mark()
+    assert get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True).double(5) == 10
+    with pytest.raises(OfflineMiss, match="build/torch-cpu is not in the cache"):
+        get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True, backend="cpu")
+    assert not has_kernel(f"{http_hub}@v2", hub=server.url)
+    assert server.requests(mark) == []
+
+
+def test_a_server_that_went_away_falls_back_with_a_warning(http_hub, server, tmp_path):
+    get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True)
+    new_process()
+    gone, stop = start_server(tmp_path / "gone")
+    stop()
+    # Same repo, as if recorded from a hub that is now down: copy the cache entry to that hub's key.
+    from kbuild.hubs import cache_key
+
+    cache = Path(os.environ["KBUILD_CACHE"]) / "kernels"
+    (cache / cache_key("http", gone.url)).symlink_to(cache / cache_key("http", server.url))
+    with pytest.warns(UserWarning, match="using the refs of .* recorded when it was last reached"):
+        assert get_kernel(f"{http_hub}@v1", hub=gone.url, trust_remote_code=True).double(1) == 2
+
+
+# -- trust -----------------------------------------------------------------------------------------
+
+
+def test_untrusted_orgs_need_trust_remote_code(http_hub, server, monkeypatch):
+    with pytest.raises(ValueError, match=r"organisation 'org' is not trusted.*trust_remote_code=True.*"
+                                         r"KBUILD_TRUSTED_ORGS=org.*trusted-orgs"):
+        get_kernel(f"{http_hub}@v1", hub=server.url)
+    assert get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=[http_hub]).double(1) == 2
+    monkeypatch.setenv("KBUILD_TRUSTED_ORGS", "someone, org")
+    assert get_kernel(f"{http_hub}@v1", hub=server.url).double(1) == 2
+
+
+def test_trusted_orgs_from_the_config_file(http_hub, server, runtime_env):
+    config = runtime_env.parent.parent / "config" / "kbuild" / "trusted-orgs"
+    config.parent.mkdir(parents=True)
+    config.write_text("# orgs I trust\norg  # mine\n")
+    assert get_kernel(f"{http_hub}@v1", hub=server.url).double(1) == 2
+
+
+def test_local_hub_repos_are_trusted_and_listing_needs_no_trust(hub, http_hub, server):
+    assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2  # no trust_remote_code
+    assert has_kernel(f"{http_hub}@v1", hub=server.url)
+    assert install_kernel(f"{http_hub}@v1", hub=server.url).is_dir()
+
+
+def test_import_kbuild_stays_light():
+    code = ("import kbuild, sys; heavy = [m for m in ('torch', 'huggingface_hub', 'subprocess', 'builder', "
+            "'setuptools', 'ninja') if m in sys.modules]; assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(kbuild.__file__).parent.parent)
