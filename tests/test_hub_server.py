@@ -425,13 +425,18 @@ def test_trust_overview(api):
 def test_one_log_line_per_request(hub, published):
     before = len(hub.log)
     hub.raw("GET", "/api/kernels/org/flow/refs")
-    hub.raw("GET", "/api/agent-harnesses")
+    hub.raw("GET", "/api/kernels/org/no-such-repo/refs")
     deadline = time.monotonic() + 5
     while len(hub.log) < before + 2 and time.monotonic() < deadline:  # logged just after the reply
         time.sleep(0.01)
     line, missing = hub.log[before:before + 2]
     assert line.startswith("GET /api/kernels/org/flow/refs 200 ") and line.endswith("ms")
-    assert missing.startswith("GET /api/agent-harnesses 404 ")
+    assert missing.startswith("GET /api/kernels/org/no-such-repo/refs 404 ")
+
+
+def test_agent_harness_registry_is_empty_so_clients_cache_it(hub):
+    status, _, body = hub.raw("GET", "/api/agent-harnesses")
+    assert status == 200 and json.loads(body) == {"standardEnvVars": [], "harnesses": {}}
 
 
 def test_snapshot_of_a_20mb_file_cold(api, hub, tmp_path):

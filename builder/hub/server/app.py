@@ -33,6 +33,7 @@ ROUTES = [
     Route("GET", ("api", "whoami-v2"), repos.whoami, "user", body="none"),
     Route("POST", ("api", "repos", "create"), repos.create_repo, "write"),
     Route("POST", ("api", "validate-yaml"), repos.validate_yaml, "none"),
+    Route("GET", ("api", "agent-harnesses"), repos.agent_harnesses, "none", body="none"),
     Route("GET", ("api", "organizations", "{org}", "overview"), repos.org_overview, "read", body="none"),
     Route("GET", ("api", "{types}"), repos.list_repos, "read", body="none"),
     Route("GET", _repo(), repos.repo_info, "read", body="none"),

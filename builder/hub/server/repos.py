@@ -40,6 +40,12 @@ def validate_yaml(hub: Hub, call: Call) -> JSONResponse:
     return JSONResponse({"errors": [], "warnings": []})
 
 
+def agent_harnesses(hub: Hub, call: Call) -> JSONResponse:
+    # huggingface_hub asks once per process and caches a 200 for a day; a 404 would make every
+    # process ask again. An empty registry turns its agent detection off.
+    return JSONResponse({"standardEnvVars": [], "harnesses": {}})
+
+
 def create_repo(hub: Hub, call: Call) -> JSONResponse:
     body = _object(call.body)
     repo_type = body.get("type") or "model"
