@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import ninja_file
@@ -64,7 +64,7 @@ def plan_kernels(options: BuildOptions, toolchain: Toolchain) -> list[BuildPlan]
 
 def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     toolchain = find_toolchain(options)
-    plans = plan_kernels(options, toolchain)
+    plans = _drop_foreign_variant_skips(plan_kernels(options, toolchain), options.variants)
     results = [VariantResult(p.manifest.name, s.backend, "skipped", reason=s.reason)
                for p in plans for s in p.skipped]
     for p in plans:
@@ -84,6 +84,14 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
         for v in p.variants:
             results.append(_finish_variant(p.manifest, v, provenance, outcome, elapsed))
     return results
+
+
+def _drop_foreign_variant_skips(plans: list[BuildPlan], wanted: tuple[str, ...]) -> list[BuildPlan]:
+    """In a workspace, `--variant torch-cuda` is about the kernels that build it: the others need
+    not say they cannot. A name no kernel builds keeps its skip line everywhere."""
+    built = {v.name for p in plans for v in p.variants}
+    return [replace(p, skipped=tuple(s for s in p.skipped if s.backend not in wanted or s.backend not in built))
+            for p in plans]
 
 
 def _write_graph(options: BuildOptions, plans: list[BuildPlan], toolchain: Toolchain) -> Path:

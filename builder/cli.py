@@ -147,7 +147,11 @@ def _build(args, reporter: Reporter) -> int:
     reporter.summary(results, "kbuild build")
     built = [r for r in results if r.status in ("built", "unchanged")]
     if not built and not any(r.status == "failed" for r in results):
-        reporter.error("nothing was built: no backend of this kernel can be built in this environment")
+        if args.variant:
+            reporter.error(f"nothing was built: no kernel here builds {', '.join(args.variant)} in this environment",
+                           hint="kbuild variants lists what can be built")
+        else:
+            reporter.error("nothing was built: no backend of this kernel can be built in this environment")
         return 1
     return 1 if any(r.status == "failed" for r in results) else 0
 
