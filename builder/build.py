@@ -50,21 +50,25 @@ def find_toolchain(options: BuildOptions) -> Toolchain:
     return Toolchain(torch, cuda)
 
 
-def plan_kernels(options: BuildOptions, toolchain: Toolchain) -> list[BuildPlan]:
-    """Load every selected manifest and plan its variants for this toolchain."""
+def plan_kernels(options: BuildOptions, toolchain: Toolchain, sources: dict | None = None) -> list[BuildPlan]:
+    """Load every selected manifest and plan its variants for this toolchain (`sources` receives
+    each kernel folder's SourceId, so the build does not ask git twice)."""
     plans = []
     for folder in kernel_dirs(options.folder):
         manifest = load_manifest(folder)
         work = folder / WORK_DIR
-        inputs = PlanInputs(manifest, toolchain.torch, toolchain.cuda, source_id(folder).short,
-                            work, work / "include")
+        source = source_id(folder)
+        if sources is not None:
+            sources[manifest.root] = source
+        inputs = PlanInputs(manifest, toolchain.torch, toolchain.cuda, source.short, work, work / "include")
         plans.append(plan_build(inputs, options.variants))
     return plans
 
 
 def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     toolchain = find_toolchain(options)
-    plans = _drop_foreign_variant_skips(plan_kernels(options, toolchain), options.variants)
+    sources: dict = {}
+    plans = _drop_foreign_variant_skips(plan_kernels(options, toolchain, sources), options.variants)
     results = [VariantResult(p.manifest.name, s.backend, "skipped", reason=s.reason)
                for p in plans for s in p.skipped]
     for p in plans:
@@ -79,8 +83,9 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
         if outcome.compiles_run == 0 and outcome.returncode == 0:
             reporter.info("nothing to compile: every object is up to date")
     elapsed = time.monotonic() - started
+    kbuild_source = _kbuild_source()
     for p in plans:
-        provenance = Provenance(source_id(p.manifest.root), _kbuild_source())
+        provenance = Provenance(sources[p.manifest.root], kbuild_source)
         for v in p.variants:
             results.append(_finish_variant(p.manifest, v, provenance, outcome, elapsed))
     return results
