@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from kbuild.variants import COMPILED, NOARCH, Variant, host_cpu, host_os
+from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
 
 from .cuda_arch import Capability, default_capabilities, select
 from .errors import ManifestError
@@ -95,7 +95,7 @@ def plan_build(inputs: PlanInputs, only: tuple[str, ...] = ()) -> BuildPlan:
         if reason:
             skipped.append(Skip(backend, reason))
             continue
-        variants.append(_compiled_plan(inputs, backend))
+        variants.append(_compiled_plan(inputs, backend, stable_abi(m, backend)))
     if only:
         names = {v.name for v in variants}
         for name in only:
@@ -111,8 +111,10 @@ def _cannot_build(inputs: PlanInputs, backend: str) -> str | None:
     m, torch = inputs.manifest, inputs.torch
     if backend not in COMPILED_BACKENDS:
         return f"{backend} kernels cannot be compiled on this machine (kbuild compiles cpu and cuda)"
-    if m.torch and m.torch.stable_abi:
-        return "stable-ABI builds are not supported yet"
+    abi = stable_abi(m, backend)
+    if abi and abi > torch.torch:
+        return (f"[torch] stable-abi {abi[0]}.{abi[1]} is newer than torch {torch.torch_version} building it "
+                f"(build with torch >= {abi[0]}.{abi[1]})")
     if not _torch_in_range(torch.torch, m.torch.minver, m.torch.maxver):
         return f"torch {torch.torch_version} is outside [torch] minver/maxver"
     if backend == "cuda":
@@ -136,6 +138,25 @@ def _torch_in_range(version: tuple[int, int], lo: str | None, hi: str | None) ->
     return (lo is None or version >= two(lo)) and (hi is None or version <= two(hi))
 
 
+def stable_abi(m: Manifest, backend: str) -> tuple[int, int] | None:
+    """The torch stable ABI `backend` is built for (its own `[torch] stable-abi` entry, else the
+    "*" one), or None for an ordinary build against the building torch's full C++ API."""
+    table = (m.torch and m.torch.stable_abi) or {}
+    version = table.get(backend, table.get("*"))
+    if version is None:
+        return None
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def stable_defines(abi: tuple[int, int]) -> tuple[str, ...]:
+    """Only torch's stable C API and header-only C++ (torch/csrc/stable, torch/headeronly), at
+    the feature level of `abi`. TORCH_TARGET_VERSION packs major, minor, patch and ABI tag into
+    one byte each from the top, like torch/headeronly/version.h's TORCH_ABI_VERSION (2.10 ->
+    0x020a000000000000)."""
+    return "-DTORCH_STABLE_ONLY", f"-DTORCH_TARGET_VERSION=0x{abi[0]:02x}{abi[1]:02x}000000000000"
+
+
 def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
     m = inputs.manifest
     return VariantPlan(
@@ -144,10 +165,13 @@ def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
     )
 
 
-def _compiled_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
+def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> VariantPlan:
     m, torch = inputs.manifest, inputs.torch
-    variant = Variant(COMPILED, backend, torch.torch, torch.cuda_version if backend == "cuda" else None,
-                      host_cpu(), host_os(), torch.cxx11)
+    compute = torch.cuda_version if backend == "cuda" else None
+    if abi:
+        variant = Variant(STABLE_ABI, backend, abi, compute, host_cpu(), host_os())
+    else:
+        variant = Variant(COMPILED, backend, torch.torch, compute, host_cpu(), host_os(), torch.cxx11)
     name = ops_name(m, backend, inputs.source_id)
     obj_dir = inputs.work_dir / variant.name
     section_caps = {s.name: _capabilities(inputs, s) for s in m.kernels_for(backend)} if backend == "cuda" else {}
@@ -155,7 +179,7 @@ def _compiled_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
     if backend == "cuda" and not caps:
         caps = _capabilities(inputs, None)
     units = []
-    binding_flags = _binding_flags(inputs, backend, name)
+    binding_flags = _binding_flags(inputs, backend, name, abi)
     headers = tuple(m.root / s for s in m.torch.src if Path(s).suffix not in SOURCE_SUFFIXES)
     for src in m.torch.src:
         tool = SOURCE_SUFFIXES.get(Path(src).suffix)
@@ -165,11 +189,11 @@ def _compiled_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
             device = [f for f in binding_flags if f not in _HOST_FLAGS and not f.startswith("-std")]
             units.append(_unit(m, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
     for section in m.kernels_for(backend):
-        units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name))
+        units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
     return VariantPlan(
         variant=variant, ops_name=name, python_src=m.root / "torch-ext" / m.python_name,
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
-        link_flags=_link_flags(inputs, backend), archs=tuple(str(c) for c in caps),
+        link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps),
     )
 
 
@@ -202,26 +226,30 @@ def _torch_includes(inputs: PlanInputs, backend: str) -> list[str]:
     return [f"-I{d}" for d in dirs]
 
 
-def _abi_define(torch: TorchInfo) -> str:
-    return f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}"
+def _torch_api(torch: TorchInfo, abi: tuple[int, int] | None) -> tuple[str, ...]:
+    """Which torch API the units that include torch compile against: the building torch's full
+    C++ API (its C++ standard library ABI must match), or the stable ABI, whose C shim carries
+    no C++ standard library types across, so the library's own default is right."""
+    return stable_defines(abi) if abi else (f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}",)
 
 
-def _binding_flags(inputs: PlanInputs, backend: str, name: str) -> list[str]:
+def _binding_flags(inputs: PlanInputs, backend: str, name: str, abi: tuple[int, int] | None = None) -> list[str]:
     m = inputs.manifest
     return [
         *_HOST_FLAGS, _std(inputs.torch), f"-D{backend.upper()}_KERNEL",
-        f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, _abi_define(inputs.torch),
+        f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, *_torch_api(inputs.torch, abi),
         f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include],
         *_torch_includes(inputs, backend), f"-I{inputs.torch.python_include}", *m.torch.cxx_flags,
     ]
 
 
-def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, caps, name: str) -> list[CompileUnit]:
+def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, caps, name: str,
+                   abi: tuple[int, int] | None = None) -> list[CompileUnit]:
     m = inputs.manifest
     uses_torch = "torch" in section.depends
     common = [f"-I{m.root / d}" for d in section.include]
     if uses_torch:
-        common += [f"-DTORCH_EXTENSION_NAME={name}", _abi_define(inputs.torch),
+        common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.torch, abi),
                    *_torch_includes(inputs, section.backend), f"-I{inputs.torch.python_include}"]
     elif section.backend == "cuda":
         common += [f"-I{Path(inputs.cuda.home) / 'include'}"]
@@ -248,8 +276,16 @@ def _nvcc_flags(inputs: PlanInputs, caps, section: KernelSection | None) -> list
     return [*common, *fp8, _std(inputs.torch), *host, *gencode, *extra]
 
 
-def _link_flags(inputs: PlanInputs, backend: str) -> tuple[str, ...]:
-    libs = [f"-L{d}" for d in inputs.torch.library_paths] + ["-lc10", "-ltorch", "-ltorch_cpu"]
+def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> tuple[str, ...]:
+    libs = [f"-L{d}" for d in inputs.torch.library_paths]
+    if abi:
+        # The stable C shim (aoti_torch_*, torch_*) lives in libtorch_cpu and, for CUDA streams
+        # and devices, libtorch_cuda: libraries every torch >= the ABI ships under these names.
+        libs += ["-ltorch", "-ltorch_cpu"]
+        if backend == "cuda":
+            libs += ["-ltorch_cuda", f"-L{Path(inputs.cuda.home) / 'lib64'}", "-lcudart"]
+        return ("-shared", *libs)
+    libs += ["-lc10", "-ltorch", "-ltorch_cpu"]
     if backend == "cuda":
         libs += ["-lc10_cuda", "-ltorch_cuda", f"-L{Path(inputs.cuda.home) / 'lib64'}", "-lcudart"]
     return ("-shared", *libs)

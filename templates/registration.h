@@ -15,6 +15,13 @@
 #define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
 #define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
 
+#ifdef TORCH_STABLE_ONLY
+// The same for bindings written against torch's stable ABI (<torch/csrc/stable/library.h>).
+#define STABLE_TORCH_LIBRARY_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY(NAME, MODULE)
+#define STABLE_TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) STABLE_TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
+#define STABLE_TORCH_LIBRARY_FRAGMENT_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY_FRAGMENT(NAME, MODULE)
+#endif
+
 // An empty extension module: importing the .so runs its static op registrations.
 #define REGISTER_EXTENSION(NAME)                                                            \
   PyMODINIT_FUNC CONCAT(PyInit_, NAME)() {                                                  \

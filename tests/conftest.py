@@ -26,3 +26,19 @@ def no_subprocess(monkeypatch):
                  "execv", "execve", "execvp", "execvpe", "spawnv", "spawnve", "spawnvp", "spawnvpe"):
         if hasattr(os, name):
             monkeypatch.setattr(os, name, refuse)
+
+
+@pytest.fixture(scope="session")
+def torch213_python(tmp_path_factory):
+    """A venv with torch 2.13.0 (CPU build, from the local wheel store), pytest and numpy — made
+    once per session for the tests that build or load against an older torch."""
+    import sys
+
+    venv = tmp_path_factory.mktemp("venvs") / "torch2.13.0"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "pytest", "numpy"],
+                         capture_output=True, text=True, timeout=1800)
+    if pip.returncode != 0:
+        pytest.skip(f"torch 2.13.0 is not installable here: {pip.stdout[-300:]}{pip.stderr[-300:]}")
+    return python

@@ -182,15 +182,9 @@ def test_kernel_builder_project_builds_unchanged(tmp_path, capsys):
     assert main(["test", str(project), "--variant", CPU]) == 0
 
 
-def test_older_torch_environment_builds_its_own_variant(tmp_path, capsys):
+def test_older_torch_environment_builds_its_own_variant(tmp_path, capsys, torch213_python):
     """`--python` builds against another environment's torch: 2.13.0 (CPU build) here."""
-    venv = tmp_path / "torch213"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "pytest", "numpy"],
-                         capture_output=True, text=True, timeout=1800)
-    if pip.returncode != 0:
-        pytest.skip(f"torch 2.13.0 is not installable here: {pip.stdout[-300:]}{pip.stderr[-300:]}")
+    python = torch213_python
     kernel = copy_kernel(REPO / "kernels" / "activation", tmp_path / "activation")
     code, output = run_build(capsys, str(kernel), "--python", str(python))
     assert code == 0, output

@@ -175,11 +175,12 @@ def test_torch_and_cuda_version_bounds(kernel):
     assert plan.skipped == (Skip("cuda", "CUDA 13.0 is outside [general.cuda] minver/maxver"),)
 
 
-def test_stable_abi_is_skipped_not_built_wrongly(kernel):
+def test_stable_abi_replaces_the_compiled_variants(kernel):
+    # More in test_stable_abi.py.
     plan = plan_build(inputs(kernel(torch_extra='stable-abi = "2.10"\n')))
-    assert plan.variants == ()
-    assert plan.skipped == (Skip("cpu", "stable-ABI builds are not supported yet"),
-                            Skip("cuda", "stable-ABI builds are not supported yet"))
+    assert [v.name for v in plan.variants] == ["torch-stable-abi210-cpu-x86_64-linux",
+                                               "torch-stable-abi210-cu130-x86_64-linux"]
+    assert plan.skipped == ()
 
 
 def test_noarch_manifest_gives_torch_backend_variants(tmp_path):
