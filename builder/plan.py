@@ -174,9 +174,11 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         variant = Variant(COMPILED, backend, torch.torch, compute, host_cpu(), host_os(), torch.cxx11)
     name = ops_name(m, backend, inputs.source_id)
     obj_dir = inputs.work_dir / variant.name
-    section_caps = {s.name: _capabilities(inputs, s) for s in m.kernels_for(backend)} if backend == "cuda" else {}
+    # Only sections with device code compile for GPU archs; metadata lists what was compiled.
+    section_caps = {s.name: _capabilities(inputs, s) for s in m.kernels_for(backend)
+                    if _has_cu(s.src)} if backend == "cuda" else {}
     caps = sorted({c for cs in section_caps.values() for c in cs})
-    if backend == "cuda" and not caps:
+    if backend == "cuda" and not caps and _has_cu(m.torch.src):
         caps = _capabilities(inputs, None)
     units = []
     binding_flags = _binding_flags(inputs, backend, name, abi)
@@ -195,6 +197,10 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
         link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps),
     )
+
+
+def _has_cu(sources) -> bool:
+    return any(SOURCE_SUFFIXES.get(Path(src).suffix) == "nvcc" for src in sources)
 
 
 def _unit(m: Manifest, obj_dir: Path, src: str, tool: str, flags, implicit) -> CompileUnit:

@@ -477,3 +477,12 @@ def test_workspace_check_reports_a_members_error(tmp_path, monkeypatch, capsys):
         "kbuild: error: kernels/a/build.toml:6: [general] backends: unknown backend \"opencl\" "
         "(known: cpu, cuda, metal, rocm, xpu, neuron, tpu, cann)"]
 
+
+
+def test_cuda_sections_without_device_code_add_no_archs(tmp_path, linux_x86_64):
+    """metadata's backend.archs lists what nvcc compiled: a host-only CUDA section compiles none."""
+    toml = COMPILED.format(backends='["cpu", "cuda"]', torch_extra="", cuda_extra="").replace(
+        'src = ["relu_cuda/relu.cu", "relu_cuda/relu.cuh"]', 'src = ["relu_cuda/host.cpp"]')
+    plan = plan_build(inputs(write_kernel(tmp_path / "host-only", toml)))
+    cuda = next(v for v in plan.variants if v.variant.backend == "cuda")
+    assert cuda.archs == () and all(u.tool == "cxx" for u in cuda.units)
