@@ -12,9 +12,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbuild.digest import git_blob_oid
+
 from .card import render_card
 from .errors import KbuildError, UsageError
-from .hub.backend import HubBackend, RemoteFile, Upload, git_blob_oid
+from .hub.backend import HubBackend, RemoteFile, Upload
 from .hub.errors import HubError, RefConflict
 from .manifest import Manifest
 from .pyapi import public_names

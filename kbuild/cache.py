@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from .digest import IntegrityError, file_digest, verify_tree
+from .digest import IntegrityError, file_digest, git_blob_oid, verify_tree
 from .hubs import RemoteFile
 from .metadata import VariantMetadata
 from .refs import Refs
@@ -206,15 +206,6 @@ def _stat(path: Path) -> list[int]:
 def _sha256_hex(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def git_blob_oid(path: Path) -> str:
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        h.update(b"blob %d\0" % os.fstat(f.fileno()).st_size)
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()

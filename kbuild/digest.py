@@ -66,3 +66,13 @@ def _files(root: Path) -> set[str]:
 
 def _fail(root: Path, what: str) -> None:
     raise IntegrityError(f"kernel variant {root}: {what}")
+
+
+def git_blob_oid(path: Path) -> str:
+    """The git blob id of a file (what hubs list for regular files), streamed."""
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        h.update(b"blob %d\0" % os.fstat(f.fileno()).st_size)
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()

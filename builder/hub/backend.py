@@ -3,7 +3,6 @@ endpoint speaking the Hugging Face Hub API. Both implement this one small interf
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -45,9 +44,3 @@ class HubBackend(Protocol):
         created from `main`."""
 
     def url(self, repo_id: str, revision: str) -> str: ...
-
-
-def git_blob_oid(path: Path) -> str:
-    """The git blob id of a local file, to compare with what a hub lists without downloading."""
-    data = path.read_bytes()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
