@@ -4,9 +4,11 @@
 // See activation_cpu.h for the layout.
 #include "activation_cpu.h"
 
-#include <ATen/Parallel.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+// Stable-ABI headers only (the variant is built with [torch] stable-abi): parallel_for goes
+// through the stable C shim, Half and BFloat16 are header-only.
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <algorithm>
 #include <cmath>
@@ -188,7 +190,7 @@ template <typename Act, typename T>
 void forward(void* out, const void* x, int64_t rows, int64_t d) {
   T* o = static_cast<T*>(out);
   const T* in = static_cast<const T*>(x);
-  at::parallel_for(0, rows, grain_rows(d), [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, rows, grain_rows(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       forward_row<Act, T>(o + r * d, in + r * 2 * d, in + r * 2 * d + d, d);
     }
@@ -200,7 +202,7 @@ void backward(void* grad_x, const void* grad_out, const void* x, int64_t rows, i
   T* gx = static_cast<T*>(grad_x);
   const T* g = static_cast<const T*>(grad_out);
   const T* in = static_cast<const T*>(x);
-  at::parallel_for(0, rows, grain_rows(2 * d), [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, rows, grain_rows(2 * d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       backward_row<Act, T>(gx + r * 2 * d, gx + r * 2 * d + d, g + r * d, in + r * 2 * d,
                            in + r * 2 * d + d, d);
@@ -219,9 +221,9 @@ void dispatch_forward(void* out, const void* x, int64_t rows, int64_t d, int dty
     case 0:
       return forward<Act, float>(out, x, rows, d);
     case 1:
-      return forward<Act, c10::Half>(out, x, rows, d);
+      return forward<Act, torch::headeronly::Half>(out, x, rows, d);
     case 2:
-      return forward<Act, c10::BFloat16>(out, x, rows, d);
+      return forward<Act, torch::headeronly::BFloat16>(out, x, rows, d);
     default:
       bad_dtype(dtype);
   }
@@ -235,9 +237,9 @@ void dispatch_backward(void* grad_x, const void* grad_out, const void* x, int64_
     case 0:
       return backward<Act, float>(grad_x, grad_out, x, rows, d);
     case 1:
-      return backward<Act, c10::Half>(grad_x, grad_out, x, rows, d);
+      return backward<Act, torch::headeronly::Half>(grad_x, grad_out, x, rows, d);
     case 2:
-      return backward<Act, c10::BFloat16>(grad_x, grad_out, x, rows, d);
+      return backward<Act, torch::headeronly::BFloat16>(grad_x, grad_out, x, rows, d);
     default:
       bad_dtype(dtype);
   }
