@@ -20,15 +20,26 @@ import pytest
 from builder.cli import main
 from kbuild import get_local_kernel
 from kbuild.digest import verify_tree
-from kbuild.variants import detect_system
+from kbuild.variants import STABLE_ABI, Variant, detect_system
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 torch = pytest.importorskip("torch")
 SYSTEM = detect_system()
+# rmsnorm is a classic build for exactly this torch (torch214-cxx11-…); activation is built against
+# torch's stable ABI 2.10 (torch-stable-abi210-…), one build per backend for every torch >= 2.10.
 CPU = detect_system("cpu").compiled_variant().name
 CUDA = SYSTEM.compiled_variant().name if SYSTEM.backend == "cuda" else None
+
+
+def stable_variant(system) -> str:
+    return Variant(STABLE_ABI, system.backend, (2, 10), system.compute_version, system.cpu, system.os).name
+
+
+ACT_CPU = stable_variant(detect_system("cpu"))
+ACT_CUDA = stable_variant(SYSTEM) if SYSTEM.backend == "cuda" else None
+VARIANTS = {"activation": (ACT_CPU, ACT_CUDA), "rmsnorm": (CPU, CUDA)}
 IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
 
 
@@ -61,7 +72,7 @@ def compile_lines(output: str) -> list[str]:
 @pytest.mark.parametrize("kernel", ["activation", "rmsnorm"])
 def test_compiled_kernels_get_hf_layout(workspace, kernel):
     build = workspace / "kernels" / kernel / "build"
-    expected = {CPU} | ({CUDA} if CUDA else set())
+    expected = {name for name in VARIANTS[kernel] if name}
     assert {p.name for p in build.iterdir() if not p.name.startswith(".")} == expected
     for name in expected:
         variant = build / name
@@ -88,7 +99,7 @@ def test_triton_kernel_is_a_noarch_variant(workspace):
 
 
 def test_noop_rebuild_runs_no_compiler(workspace, capsys):
-    meta = workspace / "kernels" / "activation" / "build" / CPU / "metadata.json"
+    meta = workspace / "kernels" / "activation" / "build" / ACT_CPU / "metadata.json"
     before = meta.stat().st_mtime_ns
     code, output = run_build(capsys, str(workspace))
     assert code == 0
@@ -111,26 +122,27 @@ def test_kbuild_test_runs_each_kernels_tests(workspace, capsys):
     assert main(["test", str(workspace)]) == 0
     output = "\n".join(capsys.readouterr())
     for kernel in ("activation", "rmsnorm"):
-        assert re.search(rf"passed\s+{kernel}/{CPU}", output), output
+        assert re.search(rf"passed\s+{kernel}/{VARIANTS[kernel][0]}", output), output
     assert re.search(r"passed\s+rotary/torch-cuda", output), output
 
 
 def test_get_local_kernel_runs_the_cpu_build(workspace):
     activation = get_local_kernel(workspace / "kernels" / "activation", backend="cpu")
-    assert "_activation_cpu_" in activation.__name__
+    assert "_activation_cpu_" in activation.__name__ and Path(activation.__file__).parent.name == ACT_CPU
     x = torch.randn(8, 64, dtype=torch.float64).float()
     torch.testing.assert_close(activation.silu_and_mul(x), torch.nn.functional.silu(x[:, :32]) * x[:, 32:])
     assert "silu_and_mul" in activation.__all__
-    if CUDA:
+    if ACT_CUDA:
         # In a CUDA torch the default choice is the CUDA build (it imports without a GPU).
-        assert "_activation_cuda_" in get_local_kernel(workspace / "kernels" / "activation").__name__
+        cuda = get_local_kernel(workspace / "kernels" / "activation")
+        assert "_activation_cuda_" in cuda.__name__ and Path(cuda.__file__).parent.name == ACT_CUDA
 
 
 def test_two_builds_of_one_kernel_load_side_by_side(workspace, tmp_path):
     other = copy_kernel(workspace / "kernels" / "activation", tmp_path / "activation")
     cpp = other / "activation_cpu" / "activation_cpu.cpp"
     cpp.write_text(cpp.read_text() + "\n// a change: another source tree, another build id\n")
-    assert main(["build", str(other), "--variant", CPU]) == 0
+    assert main(["build", str(other), "--variant", ACT_CPU]) == 0
     first = get_local_kernel(workspace / "kernels" / "activation", backend="cpu")
     second = get_local_kernel(other, backend="cpu")
     assert first.__name__ != second.__name__ and sys.modules[second.__name__] is second
@@ -158,15 +170,15 @@ def test_huggingface_loader_loads_a_kbuild_build(workspace):
 def test_a_failed_variant_is_reported_and_the_previous_build_kept(workspace, tmp_path, capsys):
     kernel = copy_kernel(workspace / "kernels" / "activation", tmp_path / "activation")
     shutil.copytree(workspace / "kernels" / "activation" / "build", kernel / "build")
-    before = (kernel / "build" / CPU / "metadata.json").read_text()
+    before = (kernel / "build" / ACT_CPU / "metadata.json").read_text()
     cpp = kernel / "activation_cpu" / "activation_cpu.cpp"
     cpp.write_text(cpp.read_text() + "\nthis is not C++;\n")
-    code, output = run_build(capsys, str(kernel), "--variant", CPU)
+    code, output = run_build(capsys, str(kernel), "--variant", ACT_CPU)
     assert code == 1
-    assert re.search(rf"failed\s+activation/{CPU}.*build\.log", output), output
-    log = kernel / ".kbuild" / CPU / "build.log"
+    assert re.search(rf"failed\s+activation/{ACT_CPU}.*build\.log", output), output
+    log = kernel / ".kbuild" / ACT_CPU / "build.log"
     assert "activation_cpu.cpp" in log.read_text()
-    assert (kernel / "build" / CPU / "metadata.json").read_text() == before
+    assert (kernel / "build" / ACT_CPU / "metadata.json").read_text() == before
 
 
 def test_kernel_builder_project_builds_unchanged(tmp_path, capsys):
@@ -183,9 +195,10 @@ def test_kernel_builder_project_builds_unchanged(tmp_path, capsys):
 
 
 def test_older_torch_environment_builds_its_own_variant(tmp_path, capsys, torch213_python):
-    """`--python` builds against another environment's torch: 2.13.0 (CPU build) here."""
+    """`--python` builds against another environment's torch: 2.13.0 (CPU build) here. rmsnorm,
+    a classic kernel, so the variant is named after that torch."""
     python = torch213_python
-    kernel = copy_kernel(REPO / "kernels" / "activation", tmp_path / "activation")
+    kernel = copy_kernel(REPO / "kernels" / "rmsnorm", tmp_path / "rmsnorm")
     code, output = run_build(capsys, str(kernel), "--python", str(python))
     assert code == 0, output
     assert "skipping cuda: torch 2.13.0+cpu is a CPU build" in output
@@ -193,6 +206,13 @@ def test_older_torch_environment_builds_its_own_variant(tmp_path, capsys, torch2
         "torch213-cxx11-cpu-x86_64-linux"
     ]
     assert main(["test", str(kernel), "--python", str(python)]) == 0
+
+
+def test_stable_activation_build_runs_in_an_older_torch(workspace, torch213_python):
+    """The stable-ABI CPU build made with this venv's torch passes its tests in torch 2.13.0 too.
+    --variant: the CUDA build cannot load in a CPU-only torch."""
+    kernel = workspace / "kernels" / "activation"
+    assert main(["test", str(kernel), "--variant", ACT_CPU, "--python", str(torch213_python)]) == 0
 
 
 def test_huggingface_get_kernel_through_kbuild_hub_serve(workspace, tmp_path):
@@ -206,7 +226,7 @@ def test_huggingface_get_kernel_through_kbuild_hub_serve(workspace, tmp_path):
         kernel = workspace / "kernels" / "activation"
         # The workspace copy is not a git checkout, hence --allow-dirty.
         done = subprocess.run([sys.executable, "-m", "builder.cli", "publish", str(kernel), "--hub", server.url,
-                               "--repo-id", "kb-org/activation", "--variant", CPU, "--allow-dirty"],
+                               "--repo-id", "kb-org/activation", "--variant", ACT_CPU, "--allow-dirty"],
                               capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, done.stderr
         script = (
