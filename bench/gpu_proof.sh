@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU proof on the lent H200 (device tool): build kernels/* with kbuild for the machine's own
-# torch (torch211-cxx11-cu130-x86_64-linux), run every kernel's tests on the GPU, then the
+# torch (torch211-cxx11-cu130-x86_64-linux; activation, a stable-ABI kernel, as
+# torch-stable-abi210-cu130-x86_64-linux), run every kernel's tests on the GPU, then the
 # kernels' benchmarks. Output goes to $OUT/gpu_proof.log.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -10,15 +11,18 @@ export PYTHONPATH=$PWD CI=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 nvcc --version | tail -1
-time python -m builder.cli build . -j 16 --variant torch211-cxx11-cu130-x86_64-linux --variant torch-cuda
-python -m builder.cli test . --variant torch211-cxx11-cu130-x86_64-linux --variant torch-cuda
+V=torch211-cxx11-cu130-x86_64-linux
+STABLE=torch-stable-abi210-cu130-x86_64-linux
+time python -m builder.cli build . -j 16 --variant $V --variant $STABLE --variant torch-cuda
+python -m builder.cli test . --variant $V --variant $STABLE --variant torch-cuda
 for k in activation rmsnorm rotary; do
   for f in kernels/$k/.kbuild/*/test.log; do echo "== $f"; tail -3 "$f"; done
 done
 if [ "${KBUILD_BENCH:-0}" = 1 ]; then
   links=$(mktemp -d)
   for k in activation rmsnorm; do
-    ln -s "$PWD/kernels/$k/build/torch211-cxx11-cu130-x86_64-linux" "$links/$k"
+    variant=$V; [ "$k" = activation ] && variant=$STABLE
+    ln -s "$PWD/kernels/$k/build/$variant" "$links/$k"
     echo "== benchmark $k"; PYTHONPATH=$PWD:$links timeout 120 python kernels/$k/benchmarks/benchmark.py || true
   done
 fi

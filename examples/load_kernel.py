@@ -2,6 +2,10 @@
 
     python examples/load_kernel.py kbuild/activation@v1      # from a hub (default: the local hub)
     python examples/load_kernel.py kernels/activation        # from a build folder
+
+activation is built against torch's stable ABI, so the same variant
+(torch-stable-abi210-cpu-x86_64-linux, …-cu130-…) loads in any torch >= 2.10; rmsnorm's variants
+are per torch (torch214-cxx11-…). The loader picks whichever fits the running torch.
 """
 
 import argparse
