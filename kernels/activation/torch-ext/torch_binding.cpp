@@ -75,6 +75,12 @@ std::string device_str(const Tensor& t) {
   }
 }
 
+// t itself when already contiguous: skips a boxed call through the dispatcher (~0.3 us of a
+// ~8 us call on an [8, 256] CPU input).
+Tensor as_contiguous(const Tensor& t) {
+  return t.is_contiguous() ? t : torch::stable::contiguous(t);
+}
+
 // x is [..., 2d]; returns d.
 int64_t half_last_dim(const Tensor& x, const char* op) {
   STD_TORCH_CHECK(x.dim() >= 1, op,
@@ -162,7 +168,7 @@ Tensor act_and_mul(const Tensor& x_in, ForwardLauncher fn, const char* op) {
   check_device(x_in, op);
   const int dtype = dtype_code(x_in, op);
   const int64_t d = half_last_dim(x_in, op);
-  const Tensor x = torch::stable::contiguous(x_in);
+  const Tensor x = as_contiguous(x_in);
   std::vector<int64_t> out_sizes = x.sizes().vec();
   out_sizes.back() = d;
   Tensor out = torch::stable::new_empty(x, out_sizes);  // x's dtype and device
@@ -190,8 +196,8 @@ Tensor act_and_mul_backward(const Tensor& grad_out_in, const Tensor& x_in, Backw
   STD_TORCH_CHECK(grad_out_in.sizes() == IntHeaderOnlyArrayRef(out_sizes), op,
                   ": grad_out must have shape [..., d] = ", shape_str(out_sizes), ", got ",
                   shape_str(grad_out_in.sizes()));
-  const Tensor x = torch::stable::contiguous(x_in);
-  const Tensor grad_out = torch::stable::contiguous(grad_out_in);
+  const Tensor x = as_contiguous(x_in);
+  const Tensor grad_out = as_contiguous(grad_out_in);
   Tensor grad_x = torch::stable::new_empty(x, x.sizes());
   if (grad_x.numel() == 0) return grad_x;
   const int64_t rows = grad_out.numel() / d;
