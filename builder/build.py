@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import compile_cache, ninja_file
+from .abi_check import library_problems
 from .compile_cache import CompileCache
 from .errors import BuildError
 from .gitid import source_id
@@ -172,6 +173,8 @@ def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, elap
             first = next(iter(failed), "link")
             return VariantResult(manifest.name, v.name, "failed", elapsed, log=log,
                                  reason=f"compiling {Path(first).name} failed; see the log")
+        if problems := library_problems(v.library):
+            return VariantResult(manifest.name, v.name, "failed", elapsed, log=None, reason="; ".join(problems))
     try:
         path, changed = stage_variant(v, manifest, build_dir, provenance)
     except OSError as e:

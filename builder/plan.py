@@ -282,6 +282,13 @@ def _nvcc_flags(inputs: PlanInputs, caps, section: KernelSection | None) -> list
     return [*common, *fp8, _std(inputs.torch), *host, *gencode, *extra]
 
 
+# torch's own libstdc++, by soname and ahead of the compiler driver's libraries: a g++ whose
+# library folder holds only libstdc++.a (the H200's /opt/gcc) otherwise links a private static
+# copy into the .so, and two libstdc++ in one process crashed in ostream code. Naming the file
+# makes the linker take the shared library; the driver's later -lstdc++ then finds nothing to add.
+_SHARED_LIBSTDCXX = "-l:libstdc++.so.6"
+
+
 def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> tuple[str, ...]:
     libs = [f"-L{d}" for d in inputs.torch.library_paths]
     if abi:
@@ -290,8 +297,8 @@ def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = 
         libs += ["-ltorch", "-ltorch_cpu"]
         if backend == "cuda":
             libs += ["-ltorch_cuda", f"-L{Path(inputs.cuda.home) / 'lib64'}", "-lcudart"]
-        return ("-shared", *libs)
+        return ("-shared", *libs, _SHARED_LIBSTDCXX)
     libs += ["-lc10", "-ltorch", "-ltorch_cpu"]
     if backend == "cuda":
         libs += ["-lc10_cuda", "-ltorch_cuda", f"-L{Path(inputs.cuda.home) / 'lib64'}", "-lcudart"]
-    return ("-shared", *libs)
+    return ("-shared", *libs, _SHARED_LIBSTDCXX)

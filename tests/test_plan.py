@@ -375,10 +375,11 @@ def test_headers_in_src_are_implicit_dependencies_not_units(kernel):
 
 def test_link_flags(kernel):
     variants = by_name(plan_build(inputs(kernel())))
-    assert variants[CPU_214].link_flags == ("-shared", "-L/env/torch/lib", "-lc10", "-ltorch", "-ltorch_cpu")
+    assert variants[CPU_214].link_flags == ("-shared", "-L/env/torch/lib", "-lc10", "-ltorch", "-ltorch_cpu",
+                                            "-l:libstdc++.so.6")
     assert variants[CU130_214].link_flags == (
         "-shared", "-L/env/torch/lib", "-lc10", "-ltorch", "-ltorch_cpu",
-        "-lc10_cuda", "-ltorch_cuda", "-L/opt/cuda-13.0/lib64", "-lcudart")
+        "-lc10_cuda", "-ltorch_cuda", "-L/opt/cuda-13.0/lib64", "-lcudart", "-l:libstdc++.so.6")
 
 
 # -- the ninja file ---------------------------------------------------------------------------
