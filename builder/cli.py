@@ -12,7 +12,7 @@ from pathlib import Path
 from . import __version__
 from .build import BuildOptions, build, find_toolchain, plan_kernels
 from .errors import KbuildError, UsageError
-from . import lock_cli
+from . import lock_cli, toolchain_cli
 from .hub import serve_cli
 from .hub.address import parse_hub
 from .hub.open import open_hub
@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve_cli.add_parser(sub)
     lock_cli.add_parsers(sub)
+    toolchain_cli.add_parsers(sub)
 
     p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
     p.add_argument("dir", nargs="?", default=".", type=Path)
