@@ -6,22 +6,22 @@ Each step is a named function; the plan and the ninja text are pure, the rest do
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import compile_cache, ninja_file
 from .abi_check import library_problems
 from .compile_cache import CompileCache
-from .errors import BuildError
-from .gitid import source_id
+from .errors import BuildError, KbuildError, ToolchainError
+from .gitid import SourceId, source_id
 from .manifest import Manifest, load_manifest
 from .ninja_run import run_ninja
-from .plan import BuildPlan, PlanInputs, plan_build
+from .matrix import Target, full_matrix, matrix_variants, select, variant_archs
+from .plan import BuildPlan, PlanInputs, Skip, plan_build
 from .report import Reporter, VariantResult
 from .stage import TEMPLATES, Provenance, stage_variant
 from .toolchain import CudaInfo, TorchInfo, find_cuda, probe_torch
-from .workspace import kernel_dirs
+from .workspace import kernel_dirs, workspace_matrix
 
 WORK_DIR = ".kbuild"
 BUILD_DIR = "build"
@@ -41,12 +41,23 @@ class BuildOptions:
     compile_cache: bool = True  # `--no-cache` turns it off
     compile_cache_dir: Path | None = None  # the user's CCACHE_DIR, else cache_dir / "compile"
     source_date_epoch: str = "0"  # what __DATE__/__TIME__ expand to (SOURCE_DATE_EPOCH)
+    all_variants: bool = False  # `--all`: every variant of the matrix, toolchains provisioned
+    toolchains_dir: Path = Path.home() / ".cache" / "kbuild" / "toolchains"  # KBUILD_TOOLCHAINS
+    torch_index: str = "https://pypi.org/simple"  # where CUDA builds of torch come from
 
 
 @dataclass(frozen=True)
 class Toolchain:
-    torch: TorchInfo
+    torch: TorchInfo | None  # None plans Python-only (noarch) kernels
     cuda: CudaInfo | None
+
+    def describe(self, backend: str = "cuda") -> str:
+        if self.torch is None:
+            return ""
+        text = f"torch {self.torch.torch_version} ({self.torch.python})"
+        if self.cuda and backend == "cuda":
+            text += f" + nvcc {self.cuda.version[0]}.{self.cuda.version[1]} ({self.cuda.nvcc})"
+        return text
 
 
 def find_toolchain(options: BuildOptions) -> Toolchain:
@@ -55,57 +66,153 @@ def find_toolchain(options: BuildOptions) -> Toolchain:
     return Toolchain(torch, cuda)
 
 
+@dataclass(frozen=True)
+class Job:
+    """One kernel planned with one toolchain (a build has one per kernel and toolchain)."""
+
+    plan: BuildPlan
+    toolchain: Toolchain
+
+
 def plan_kernels(options: BuildOptions, toolchain: Toolchain, sources: dict | None = None) -> list[BuildPlan]:
     """Load every selected manifest and plan its variants for this toolchain (`sources` receives
     each kernel folder's SourceId, so the build does not ask git twice)."""
-    plans = []
+    return [plan_build(_inputs(m, toolchain, source), options.variants)
+            for m, source in _kernels(options, sources)]
+
+
+def _kernels(options: BuildOptions, sources: dict | None = None) -> list[tuple[Manifest, SourceId]]:
+    out = []
     for folder in kernel_dirs(options.folder):
-        manifest = load_manifest(folder)
-        work = folder / WORK_DIR
-        source = source_id(folder)
+        manifest, source = load_manifest(folder), source_id(folder)
         if sources is not None:
             sources[manifest.root] = source
-        inputs = PlanInputs(manifest, toolchain.torch, toolchain.cuda, source.short, work, work / "include")
-        plans.append(plan_build(inputs, options.variants))
-    return plans
+        out.append((manifest, source))
+    return out
+
+
+def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId) -> PlanInputs:
+    work = m.root / WORK_DIR
+    return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include")
+
+
+def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple[list[Job], list[VariantResult]]:
+    """Plan every selected variant with the toolchain it needs. Without `--all` or `--variant`
+    that is this environment's toolchain; otherwise each variant of the matrix that this
+    environment cannot build gets a provisioned one. A toolchain that cannot be provisioned
+    fails its variants only."""
+    kernels = _kernels(options, sources)
+    if not options.all_variants and not options.variants:
+        toolchain = find_toolchain(options)
+        return [Job(plan_build(_inputs(m, toolchain, s)), toolchain) for m, s in kernels], []
+    choice, where = workspace_matrix(options.folder)
+    matrix = select(choice, where) if options.all_variants else full_matrix()
+    wanted = set(options.variants)
+    jobs, failed = [], []
+    current = _current_toolchain(options) if options.variants else None
+    by_target: dict = {}
+    for m, source in kernels:
+        here = plan_build(_inputs(m, current, source), options.variants) if current else None
+        done = {v.name for v in here.variants} if here else set()
+        if here and here.variants:
+            jobs.append(Job(replace(here, skipped=()), current))
+        found, skips = matrix_variants(m, matrix)
+        for mv in found:
+            name = mv.variant.name
+            if name in done or (wanted and name not in wanted):
+                continue
+            done.add(name)
+            by_target.setdefault(mv.target, []).append((m, source, name))
+        left = wanted - done if wanted else set()
+        reasons = [f"{s.backend}: {s.reason}" for s in skips] + [f"{s.backend}: {s.reason}" for s in
+                                                                      (here.skipped if here else ())]
+        skipped = [Skip(name, "neither this environment nor the versions table builds it"
+                        + (f" ({'; '.join(reasons)})" if reasons else "")) for name in sorted(left)]
+        if not wanted:
+            skipped += [Skip(s.backend, s.reason) for s in skips]
+        if skipped:
+            jobs.append(Job(BuildPlan(m, (), tuple(skipped)), Toolchain(None, None)))
+    for target, items in by_target.items():
+        toolchain, error = (Toolchain(None, None), None) if target is None else _provision(options, target, reporter)
+        for m, source, name in items:
+            if error:
+                failed.append(VariantResult(m.name, name, "failed", reason=f"{target}: {error}"))
+                continue
+            jobs.append(Job(plan_build(_inputs(m, toolchain, source), (name,)), toolchain))
+    return _merge_jobs(jobs), failed
+
+
+def _merge_jobs(jobs: list[Job]) -> list[Job]:
+    # Skips about a variant some other job of the same kernel builds are noise.
+    built = {(j.plan.manifest.root, v.name) for j in jobs for v in j.plan.variants}
+    return [replace(j, plan=replace(j.plan, skipped=tuple(s for s in j.plan.skipped
+                                                             if (j.plan.manifest.root, s.backend) not in built)))
+            for j in jobs]
+
+
+def _current_toolchain(options: BuildOptions) -> Toolchain | None:
+    try:
+        return find_toolchain(options)
+    except ToolchainError:
+        return None  # e.g. kbuild's own environment has no torch: every variant is provisioned
+
+
+def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tuple[Toolchain, str | None]:
+    """The toolchain for `target`, installing what is missing; (placeholder, reason) on failure."""
+    from .provision import ToolchainStore  # only builds that provision pay for its imports
+
+    store = ToolchainStore(options.toolchains_dir, torch_index=options.torch_index, log=reporter.info)
+    try:
+        python = store.torch_python(target.torch.version, cuda=target.cuda is not None, reuse=(options.python,))
+        torch = probe_torch(python, options.cache_dir / "probes")
+        cuda = None
+        if target.cuda:
+            home, _ = store.cuda_home(target.cuda.version, target.cuda.toolkit)
+            cuda = find_cuda(home)
+    except KbuildError as e:
+        return Toolchain(None, None), str(e)
+    return Toolchain(torch, cuda), None
 
 
 def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
-    toolchain = find_toolchain(options)
     sources: dict = {}
-    plans = _drop_foreign_variant_skips(plan_kernels(options, toolchain, sources), options.variants)
-    results = [VariantResult(p.manifest.name, s.backend, "skipped", reason=s.reason)
-               for p in plans for s in p.skipped]
-    for p in plans:
-        for s in p.skipped:
-            reporter.info(f"{p.manifest.name}: skipping {s.backend}: {s.reason}")
-    compiled = [(p.manifest, v) for p in plans for v in p.variants if v.compiled]
-    started = time.monotonic()
+    jobs, results = plan_jobs(options, reporter, sources)
+    jobs = _drop_foreign_variant_skips(jobs, options.variants)
+    for j in jobs:
+        for s in j.plan.skipped:
+            results.append(VariantResult(j.plan.manifest.name, s.backend, "skipped", reason=s.reason))
+            reporter.info(f"{j.plan.manifest.name}: skipping {s.backend}: {s.reason}")
+    compiled = [v for j in jobs for v in j.plan.variants if v.compiled]
     outcome = None
     if compiled:
         cache = _compile_cache(options, reporter)
-        ninja_path = _write_graph(options, plans, toolchain, cache)
-        outcome = run_ninja(ninja_path, [str(v.library) for _, v in compiled], options.jobs, reporter,
+        ninja_path = _write_graph(options, jobs, cache)
+        reporter.start_variants({v.name: _steps(v) for v in compiled})
+        outcome = run_ninja(ninja_path, [str(v.library) for v in compiled], options.jobs, reporter,
                             env={"SOURCE_DATE_EPOCH": options.source_date_epoch})
         if outcome.compiles_run == 0 and outcome.returncode == 0:
             reporter.info("nothing to compile: every object is up to date")
         elif cache:
             reporter.note(compile_cache.read_stats(cache.stats_log).line())
-    elapsed = time.monotonic() - started
     kbuild_source = _kbuild_source()
-    for p in plans:
-        provenance = Provenance(sources[p.manifest.root], kbuild_source)
-        for v in p.variants:
-            results.append(_finish_variant(p.manifest, v, provenance, outcome, elapsed))
+    for j in jobs:
+        provenance = Provenance(sources[j.plan.manifest.root], kbuild_source)
+        for v in j.plan.variants:
+            results.append(_finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain))
     return results
 
 
-def _drop_foreign_variant_skips(plans: list[BuildPlan], wanted: tuple[str, ...]) -> list[BuildPlan]:
+def _steps(v) -> int:
+    return len(v.units) + 1
+
+
+def _drop_foreign_variant_skips(jobs: list[Job], wanted: tuple[str, ...]) -> list[Job]:
     """In a workspace, `--variant torch-cuda` is about the kernels that build it: the others need
     not say they cannot. A name no kernel builds keeps its skip line everywhere."""
-    built = {v.name for p in plans for v in p.variants}
-    return [replace(p, skipped=tuple(s for s in p.skipped if s.backend not in wanted or s.backend not in built))
-            for p in plans]
+    built = {v.name for j in jobs for v in j.plan.variants}
+    return [replace(j, plan=replace(j.plan, skipped=tuple(s for s in j.plan.skipped
+                                                         if s.backend not in wanted or s.backend not in built)))
+            for j in jobs]
 
 
 def _compile_cache(options: BuildOptions, reporter: Reporter) -> CompileCache | None:
@@ -121,22 +228,24 @@ def _compile_cache(options: BuildOptions, reporter: Reporter) -> CompileCache | 
     return CompileCache(ccache, options.compile_cache_dir or options.cache_dir / "compile", options.folder, log)
 
 
-def _write_graph(options: BuildOptions, plans: list[BuildPlan], toolchain: Toolchain,
-                 cache: CompileCache | None) -> Path:
+def _write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | None) -> Path:
     work = options.folder / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
-    for p in plans:
-        include = p.manifest.root / WORK_DIR / "include"
+    for j in jobs:
+        include = j.plan.manifest.root / WORK_DIR / "include"
         include.mkdir(parents=True, exist_ok=True)
         _copy_if_changed(TEMPLATES / "registration.h", include / "registration.h")
-    nvcc = None
-    if toolchain.cuda:
-        nvcc = work / "bin" / "nvcc"  # named nvcc: ccache recognises the compiler by its name
-        compile_cache.install_script(nvcc, compile_cache.nvcc_script(toolchain.cuda.nvcc))
+    wrappers = {}
+    for cuda in {j.toolchain.cuda for j in jobs if j.toolchain.cuda}:
+        # named nvcc: ccache recognises the compiler by its name
+        wrapper = work / "bin" / f"cuda-{cuda.version[0]}.{cuda.version[1]}" / "nvcc"
+        compile_cache.install_script(wrapper, compile_cache.nvcc_script(cuda.nvcc))
+        wrappers[cuda.nvcc] = str(wrapper)
     launcher = work / "bin" / "compile"
     compile_cache.install_script(launcher, compile_cache.launcher_script(cache))
-    text = ninja_file.render([v for p in plans for v in p.variants], options.cxx,
-                             str(nvcc) if nvcc else None, options.folder, str(launcher), _header_maps(toolchain))
+    maps = tuple(dict.fromkeys(m for j in jobs if j.toolchain.torch for m in _header_maps(j.toolchain.torch)))
+    text = ninja_file.render([v for j in jobs for v in j.plan.variants], options.cxx, wrappers, options.folder,
+                             str(launcher), maps)
     path = work / "build.ninja"
     if not path.is_file() or path.read_text() != text:
         tmp = path.with_suffix(".tmp")
@@ -145,10 +254,10 @@ def _write_graph(options: BuildOptions, plans: list[BuildPlan], toolchain: Toolc
     return path
 
 
-def _header_maps(toolchain: Toolchain) -> tuple[tuple[str, str], ...]:
+def _header_maps(torch: TorchInfo) -> tuple[tuple[str, str], ...]:
     # torch's headers put their own paths in assertion messages: name them from site-packages on
     # (`torch/include/c10/…`), so the bytes do not depend on where the environment lies.
-    include = next((Path(p) for p in toolchain.torch.include_paths if Path(p).name == "include"), None)
+    include = next((Path(p) for p in torch.include_paths if Path(p).name == "include"), None)
     if include is None or include.parent.name != "torch":
         return ()
     return ((f"{include.parent.parent}/", ""),)
@@ -160,27 +269,43 @@ def _copy_if_changed(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
-def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, elapsed: float) -> VariantResult:
+def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain) -> VariantResult:
     build_dir = manifest.root / BUILD_DIR
+    used = toolchain.describe(v.variant.backend) if v.compiled else ""
+    seconds, log = 0.0, None
     if v.compiled:
+        seconds = outcome.variant_seconds(_outputs(v)) if outcome else 0.0
+        log = _write_log(v, outcome)
         failed = {out: text for out, text in (outcome.failed_outputs if outcome else {}).items()
-                  if Path(out).is_relative_to(v.library.parent)}
+                  if out in _outputs(v)}
         if failed or not v.library.is_file():
-            log = v.library.parent / "build.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text("".join(f"FAILED: {out}\n{text}\n" for out, text in failed.items())
-                           or (outcome.log if outcome else ""))
             first = next(iter(failed), "link")
-            return VariantResult(manifest.name, v.name, "failed", elapsed, log=log,
+            return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason=f"compiling {Path(first).name} failed; see the log")
         if problems := library_problems(v.library):
-            return VariantResult(manifest.name, v.name, "failed", elapsed, log=None, reason="; ".join(problems))
+            return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
+                                 reason="; ".join(problems))
     try:
         path, changed = stage_variant(v, manifest, build_dir, provenance)
     except OSError as e:
         raise BuildError(f"{manifest.name}: cannot write {build_dir / v.name}: {e}") from None
-    return VariantResult(manifest.name, v.name, "built" if changed else "unchanged",
-                         elapsed if v.compiled else 0.0, path=path)
+    return VariantResult(manifest.name, v.name, "built" if changed else "unchanged", seconds, path=path, log=log,
+                         toolchain=used)
+
+
+def _outputs(v) -> set[str]:
+    # Its own objects and library; an object shared with another variant (one compile for both)
+    # lies in that variant's folder but is found in the log under the same command.
+    return {str(u.output) for u in v.units} | {str(v.library)}
+
+
+def _write_log(v, outcome) -> Path:
+    """build.log beside the variant's objects: the steps ninja ran for it and their output."""
+    log = v.library.parent / "build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    text = outcome.variant_log(v.name, _outputs(v)) if outcome else ""
+    log.write_text(text or "nothing to do: every step was up to date\n")
+    return log
 
 
 def _kbuild_source():
@@ -189,3 +314,29 @@ def _kbuild_source():
     if (root / ".git").exists():
         return source_id(root)
     return None
+
+
+def variant_rows(options: BuildOptions) -> list[dict]:
+    """`kbuild variants`: each variant of the matrix with the toolchain it is built with, and
+    whether this environment builds it as it is (`kbuild build` with no flags)."""
+    choice, where = workspace_matrix(options.folder)
+    matrix = select(choice, where)
+    current = _current_toolchain(options)
+    rows = []
+    for m, source in _kernels(options):
+        here = {v.name: v for v in plan_build(_inputs(m, current, source)).variants} if current else {}
+        found, skips = matrix_variants(m, matrix)
+        for mv in found:
+            name, cuda = mv.variant.name, mv.target.cuda if mv.target else None
+            rows.append({"kernel": m.name, "variant": name, "toolchain": str(mv.target) if mv.target else "",
+                         "torch": mv.target.torch.version if mv.target else None,
+                         "cuda": ".".join(map(str, cuda.version)) if cuda else None,
+                         "archs": variant_archs(m, cuda) if cuda else [], "here": name in here})
+        names = {r["variant"] for r in rows if r["kernel"] == m.name}
+        for name, v in here.items():
+            if name not in names:
+                rows.append({"kernel": m.name, "variant": name, "toolchain": current.describe(v.variant.backend),
+                             "torch": current.torch.torch_version, "archs": list(v.archs), "here": True,
+                             "cuda": ".".join(map(str, current.cuda.version)) if current.cuda and v.archs else None})
+        rows += [{"kernel": m.name, "variant": None, "backend": s.backend, "skipped": s.reason} for s in skips]
+    return rows

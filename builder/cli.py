@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 from . import __version__
-from .build import BuildOptions, build, find_toolchain, plan_kernels
+from .build import BuildOptions, build, variant_rows
 from .errors import KbuildError, UsageError
 from . import lock_cli, toolchain_cli
 from .hub import serve_cli
@@ -64,9 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", default=".", type=Path)
     p.set_defaults(handler=_check)
 
-    p = sub.add_parser("build", help="build the variants this environment can build")
+    p = sub.add_parser("build", help="build the variants this environment can build (or the matrix: --all)")
     p.add_argument("dir", nargs="?", default=".", type=Path)
-    p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
+    p.add_argument("--variant", action="append", default=[], metavar="V",
+                   help="only this variant (repeatable); one this environment cannot build gets a provisioned "
+                        "toolchain")
+    p.add_argument("--all", dest="all_variants", action="store_true",
+                   help="every variant of the torch x CUDA matrix (builder/versions.toml, [workspace.matrix]), "
+                        "provisioning the toolchains under $KBUILD_TOOLCHAINS")
     p.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
     p.add_argument("-v", "--verbose", action="store_true", help="show compiler output")
     p.add_argument("--no-cache", dest="compile_cache", action="store_false",
@@ -74,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     _python_option(p)
     p.set_defaults(handler=_build)
 
-    p = sub.add_parser("variants", help="list the variants `kbuild build` would produce here")
+    p = sub.add_parser("variants", help="list the variants of the matrix and the toolchain each is built with")
     p.add_argument("dir", nargs="?", default=".", type=Path)
     p.add_argument("--json", action="store_true")
     _python_option(p)
@@ -128,6 +133,9 @@ def _options(args) -> BuildOptions:
         cxx=os.environ.get("CXX", "c++"), compile_cache=getattr(args, "compile_cache", True),
         compile_cache_dir=Path(os.environ["CCACHE_DIR"]) if os.environ.get("CCACHE_DIR") else None,
         source_date_epoch=os.environ.get("SOURCE_DATE_EPOCH", "0"),
+        all_variants=getattr(args, "all_variants", False),
+        toolchains_dir=Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains"),
+        torch_index=os.environ.get("KBUILD_TORCH_INDEX") or "https://pypi.org/simple",
     )
 
 
@@ -162,25 +170,19 @@ def _build(args, reporter: Reporter) -> int:
 
 
 def _variants(args, reporter: Reporter) -> int:
-    args.variant, args.jobs = [], None
-    options = _options(args)
-    toolchain = find_toolchain(options)
-    rows = []
-    for plan in plan_kernels(options, toolchain):
-        for v in plan.variants:
-            rows.append({"kernel": plan.manifest.name, "variant": v.name, "ops": v.ops_name,
-                         "archs": list(v.archs), "python": toolchain.torch.python,
-                         "torch": toolchain.torch.torch_version,
-                         "nvcc": toolchain.cuda.nvcc if toolchain.cuda and v.variant.backend == "cuda" else None})
-        for s in plan.skipped:
-            rows.append({"kernel": plan.manifest.name, "variant": None, "backend": s.backend, "skipped": s.reason})
+    args.variant, args.jobs, args.all_variants = [], None, False
+    rows = variant_rows(_options(args))
     if args.json:
         reporter.result(json.dumps(rows, indent=2))
-    else:
-        for r in rows:
-            line = r["variant"] or f"({r['backend']} skipped: {r['skipped']})"
-            extra = f"  archs {' '.join(r['archs'])}" if r.get("archs") else ""
-            reporter.result(f"{r['kernel']}: {line}{extra}")
+        return 0
+    for r in rows:
+        if r["variant"] is None:
+            reporter.result(f"{r['kernel']}: ({r['backend']} skipped: {r['skipped']})")
+            continue
+        archs = f"  archs {' '.join(r['archs'])}" if r.get("archs") else ""
+        here = "  [this environment]" if r["here"] else ""
+        reporter.result(f"{r['kernel']}: {r['variant']}  <- {r['toolchain'] or 'no toolchain (Python only)'}"
+                        f"{archs}{here}")
     return 0
 
 

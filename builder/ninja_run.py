@@ -24,6 +24,20 @@ class NinjaOutcome:
     failed_outputs: dict[str, str] = field(default_factory=dict)  # output path -> its error text
     finished_at: dict[str, float] = field(default_factory=dict)  # output path -> seconds since start
     log: str = ""
+    step_times: dict[str, tuple[int, int]] = field(default_factory=dict)  # output -> (start, end) ms
+    steps: list[tuple[str, str]] = field(default_factory=list)  # (status line, output that followed)
+
+    def variant_seconds(self, outputs: set[str]) -> float:
+        """Wall time from the first to the last step ninja ran for these outputs in this run."""
+        spans = [self.step_times[o] for o in outputs if o in self.step_times]
+        return (max(e for _, e in spans) - min(s for s, _ in spans)) / 1000 if spans else 0.0
+
+    def variant_log(self, variant: str, outputs: set[str]) -> str:
+        """The status lines and compiler output of this variant's steps, then its failures."""
+        mine = [f"{line}\n{text}" for line, text in self.steps
+                if line.endswith(f"({variant})") or any(o in line for o in outputs)]
+        failed = [f"FAILED: {o}\n{t}" for o, t in self.failed_outputs.items() if o in outputs]
+        return "".join(mine) + "".join(failed)
 
 
 def ninja_binary() -> str:
@@ -50,6 +64,8 @@ def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
     if jobs:
         cmd += ["-j", str(jobs)]
     cmd += targets
+    ninja_log = ninja_file.parent / ".ninja_log"
+    log_size = ninja_log.stat().st_size if ninja_log.is_file() else 0
     start = time.monotonic()
     child = proc.stream(cmd, cwd=ninja_file.parent, env={**(env or {}), "NINJA_STATUS": "[%f/%t] "})
     outcome = NinjaOutcome(0, 0, 0)
@@ -67,6 +83,7 @@ def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
             outcome.steps_run = done
             outcome.compiles_run += what.startswith(("CXX", "NVCC"))
             reporter.job_done(done, total, what)
+            outcome.steps.append((what, ""))
             failed = None
             continue
         if line.startswith("FAILED: "):
@@ -75,10 +92,33 @@ def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
             continue
         if failed is not None:
             outcome.failed_outputs[failed] += line + "\n"
+        elif outcome.steps:
+            what, text = outcome.steps[-1]
+            outcome.steps[-1] = (what, text + line + "\n")
         reporter.compiler_output(line)
     child.stdout.close()
     outcome.returncode = child.wait()
     reporter.stop_jobs()
     outcome.log = "\n".join(lines)
     outcome.finished_at["*"] = time.monotonic() - start
+    outcome.step_times = _new_log_entries(ninja_log, log_size)
     return outcome
+
+
+def _new_log_entries(ninja_log: Path, offset: int) -> dict[str, tuple[int, int]]:
+    """The steps this run appended to .ninja_log: `start end mtime output hash`, times in ms
+    since ninja started. A recompacted log starts over with its header: read it whole then."""
+    try:
+        with ninja_log.open("rb") as f:
+            if f.seek(0, 2) < offset:
+                offset = 0
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return {}
+    times = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 5 and parts[0].isdigit() and parts[1].isdigit():
+            times[parts[3]] = (int(parts[0]), int(parts[1]))
+    return times

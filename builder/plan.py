@@ -34,6 +34,7 @@ class CompileUnit:
     tool: str  # "cxx" or "nvcc"
     flags: tuple[str, ...]
     implicit: tuple[Path, ...] = ()  # headers listed in src: rebuild when they change
+    compiler: str = ""  # for nvcc units, the nvcc (variants of one graph may use several)
 
 
 @dataclass(frozen=True)
@@ -115,22 +116,24 @@ def _cannot_build(inputs: PlanInputs, backend: str) -> str | None:
     if abi and abi > torch.torch:
         return (f"[torch] stable-abi {abi[0]}.{abi[1]} is newer than torch {torch.torch_version} building it "
                 f"(build with torch >= {abi[0]}.{abi[1]})")
-    if not _torch_in_range(torch.torch, m.torch.minver, m.torch.maxver):
+    if not in_range(torch.torch, m.torch.minver, m.torch.maxver):
         return f"torch {torch.torch_version} is outside [torch] minver/maxver"
     if backend == "cuda":
         if torch.cuda is None:
             return f"torch {torch.torch_version} is a CPU build (install a CUDA build of torch)"
         if inputs.cuda is None:
             return "no nvcc found (set CUDA_HOME)"
-        if inputs.cuda.version != torch.cuda_version:
+        # Same major: one libcudart soname. A newer minor builds that CUDA's variant (torch's
+        # headers do not depend on the minor; the toolkit's headers come from that nvcc alone).
+        if inputs.cuda.version[0] != torch.cuda_version[0]:
             have = ".".join(map(str, inputs.cuda.version))
-            return f"nvcc is CUDA {have} but torch was built with CUDA {torch.cuda}"
-        if not _torch_in_range(torch.cuda_version, m.cuda_minver, m.cuda_maxver):
+            return f"nvcc is CUDA {have} but torch was built with CUDA {torch.cuda} (the major versions must match)"
+        if not in_range(inputs.cuda.version, m.cuda_minver, m.cuda_maxver):
             return f"CUDA {torch.cuda} is outside [general.cuda] minver/maxver"
     return None
 
 
-def _torch_in_range(version: tuple[int, int], lo: str | None, hi: str | None) -> bool:
+def in_range(version: tuple[int, int], lo: str | None, hi: str | None) -> bool:
     def two(v: str) -> tuple[int, int]:
         major, minor = v.split(".")[:2]
         return int(major), int(minor)
@@ -167,7 +170,7 @@ def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
 
 def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> VariantPlan:
     m, torch = inputs.manifest, inputs.torch
-    compute = torch.cuda_version if backend == "cuda" else None
+    compute = inputs.cuda.version if backend == "cuda" else None
     if abi:
         variant = Variant(STABLE_ABI, backend, abi, compute, host_cpu(), host_os())
     else:
@@ -186,10 +189,10 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
     for src in m.torch.src:
         tool = SOURCE_SUFFIXES.get(Path(src).suffix)
         if tool == "cxx":
-            units.append(_unit(m, obj_dir, src, tool, binding_flags, headers))
+            units.append(_unit(inputs, obj_dir, src, tool, binding_flags, headers))
         elif tool == "nvcc":
             device = [f for f in binding_flags if f not in _HOST_FLAGS and not f.startswith("-std")]
-            units.append(_unit(m, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
+            units.append(_unit(inputs, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
     for section in m.kernels_for(backend):
         units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
     return VariantPlan(
@@ -203,9 +206,10 @@ def _has_cu(sources) -> bool:
     return any(SOURCE_SUFFIXES.get(Path(src).suffix) == "nvcc" for src in sources)
 
 
-def _unit(m: Manifest, obj_dir: Path, src: str, tool: str, flags, implicit) -> CompileUnit:
+def _unit(inputs: PlanInputs, obj_dir: Path, src: str, tool: str, flags, implicit) -> CompileUnit:
     out = obj_dir / "obj" / PurePosixPath(src).with_suffix(PurePosixPath(src).suffix + ".o")
-    return CompileUnit(m.root / src, out, tool, tuple(flags), tuple(implicit))
+    compiler = inputs.cuda.nvcc if tool == "nvcc" else ""
+    return CompileUnit(inputs.manifest.root / src, out, tool, tuple(flags), tuple(implicit), compiler)
 
 
 def _capabilities(inputs: PlanInputs, section: KernelSection | None) -> list[Capability]:
@@ -228,7 +232,9 @@ def _torch_includes(inputs: PlanInputs, backend: str) -> list[str]:
     if backend == "cuda":
         # The toolkit's headers first; the wheel's nvidia/cuXX/include only fills in the
         # cuBLAS/cuSPARSE headers that ATen/cuda includes and a bare nvcc install lacks.
-        dirs += [str(Path(inputs.cuda.home) / "include")] + list(inputs.torch.nvidia_include)
+        dirs.append(str(Path(inputs.cuda.home) / "include"))
+        if inputs.cuda.version == inputs.torch.cuda_version:  # never two CUDA minors' headers
+            dirs += list(inputs.torch.nvidia_include)
     return [f"-I{d}" for d in dirs]
 
 
@@ -269,7 +275,7 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
             flags = [*_HOST_FLAGS, _std(inputs.torch), *common, *section.cxx_flags]
         else:
             continue
-        units.append(_unit(m, obj_dir, src, tool, flags, headers))
+        units.append(_unit(inputs, obj_dir, src, tool, flags, headers))
     return units
 
 
@@ -296,9 +302,14 @@ def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = 
         # and devices, libtorch_cuda: libraries every torch >= the ABI ships under these names.
         libs += ["-ltorch", "-ltorch_cpu"]
         if backend == "cuda":
-            libs += ["-ltorch_cuda", f"-L{Path(inputs.cuda.home) / 'lib64'}", "-lcudart"]
+            libs += ["-ltorch_cuda", *_cudart(inputs.cuda)]
         return ("-shared", *libs, _SHARED_LIBSTDCXX)
     libs += ["-lc10", "-ltorch", "-ltorch_cpu"]
     if backend == "cuda":
-        libs += ["-lc10_cuda", "-ltorch_cuda", f"-L{Path(inputs.cuda.home) / 'lib64'}", "-lcudart"]
+        libs += ["-lc10_cuda", "-ltorch_cuda", *_cudart(inputs.cuda)]
     return ("-shared", *libs, _SHARED_LIBSTDCXX)
+
+
+def _cudart(cuda: CudaInfo) -> list[str]:
+    # By soname: NVIDIA's nvcc wheels ship libcudart.so.13 in lib/ and no libcudart.so link name.
+    return [f"-L{cuda.lib_dir}", f"-l:libcudart.so.{cuda.version[0]}"]

@@ -23,6 +23,7 @@ class VariantResult:
     path: Path | None = None
     log: Path | None = None
     reason: str = ""
+    toolchain: str = ""  # what built it: torch (python) + nvcc
 
     @property
     def ok(self) -> bool:
@@ -39,6 +40,8 @@ class Reporter:
         self._progress: Progress | None = None
         self._task = None
         self._notes: list[str] = []
+        self._variants: dict[str, int] = {}  # variant -> its steps in the graph
+        self._variant_tasks: dict[str, object] = {}
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -63,6 +66,10 @@ class Reporter:
 
     # -- compile progress ---------------------------------------------------------------------
 
+    def start_variants(self, steps: dict[str, int]) -> None:
+        """The variants the next compile run builds, with their step counts (for the live view)."""
+        self._variants = dict(steps)
+
     def start_jobs(self, total: int, title: str) -> None:
         if self.plain:
             self.info(f"{title}: {total} step(s)")
@@ -71,12 +78,19 @@ class Reporter:
                                   TimeElapsedColumn(), console=self.console, transient=True)
         self._progress.start()
         self._task = self._progress.add_task(title, total=total)
+        if len(self._variants) > 1:  # one row per variant under the overall bar
+            self._variant_tasks = {name: self._progress.add_task(f"  {name}", total=steps)
+                                   for name, steps in self._variants.items()}
 
     def job_done(self, done: int, total: int, description: str) -> None:
         if self.plain:
             self.info(f"[{done}/{total}] {description}")
         elif self._progress is not None:
             self._progress.update(self._task, completed=done, total=total, description=description[:60])
+            name = next((n for n in self._variant_tasks if description.endswith(f"({n})") or f"/{n}/" in description),
+                        None)
+            if name:
+                self._progress.advance(self._variant_tasks[name])
 
     def compiler_output(self, line: str) -> None:
         if self.verbose:
@@ -86,6 +100,7 @@ class Reporter:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        self._variant_tasks = {}
 
     # -- summary ------------------------------------------------------------------------------
 
@@ -99,14 +114,19 @@ class Reporter:
         if self.plain:
             for r in results:
                 where = r.path or r.log or ""
+                log = f" (log {r.log})" if r.log and r.path else ""
                 extra = f" — {r.reason}" if r.reason else ""
-                self.info(f"{r.status:9} {r.kernel}/{r.variant} {r.seconds:.1f}s {where}{extra}")
+                self.info(f"{r.status:9} {r.kernel}/{r.variant} {r.seconds:.1f}s {where}{log}{extra}")
+                if r.toolchain and self.verbose:
+                    self.info(f"          with {r.toolchain}")
             return
         table = Table(title=title, show_lines=False)
         for col in ("kernel", "variant", "status", "time", "output / log"):
             table.add_column(col)
         style = {"failed": "red", "skipped": "yellow", "built": "green", "passed": "green"}
         for r in results:
-            out = str(r.path or r.log or "") + (f"\n{r.reason}" if r.reason else "")
+            out = str(r.path or r.log or "") + (f"\nlog {r.log}" if r.log and r.path else "")
+            out += f"\n{r.reason}" if r.reason else ""
+            out += f"\n[dim]{r.toolchain}[/]" if r.toolchain else ""
             table.add_row(r.kernel, r.variant, f"[{style.get(r.status, '')}]{r.status}[/]", f"{r.seconds:.1f}s", out)
         self.console.print(table)

@@ -69,6 +69,11 @@ class CudaInfo:
     nvcc: str
     version: tuple[int, int]
     archs: frozenset[str]  # base archs nvcc can compile: "75", "90", …
+    lib: str = ""  # the folder with libcudart (lib64 in a system CUDA, lib in NVIDIA's wheels)
+
+    @property
+    def lib_dir(self) -> str:
+        return self.lib or str(Path(self.home) / "lib64")
 
 
 def _two(version: str) -> tuple[int, int]:
@@ -136,7 +141,8 @@ def _probe_nvcc(home: Path, nvcc: Path) -> CudaInfo:
     if not m:
         raise ToolchainError(f"cannot read the CUDA version from {nvcc} --version")
     archs = proc.run([str(nvcc), "--list-gpu-arch"], timeout=60, what="nvcc --list-gpu-arch").stdout
-    return CudaInfo(str(home), str(nvcc), (int(m[1]), int(m[2])), parse_supported_archs(archs))
+    lib = next((home / d for d in ("lib64", "lib") if (home / d).is_dir()), home / "lib64")
+    return CudaInfo(str(home), str(nvcc), (int(m[1]), int(m[2])), parse_supported_archs(archs), str(lib))
 
 
 def describe(info: TorchInfo | CudaInfo) -> dict:

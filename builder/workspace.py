@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .errors import ManifestError
 
-_WORKSPACE_KEYS = {"members", "exclude"}
+_WORKSPACE_KEYS = {"members", "exclude", "matrix"}
 
 
 def kernel_dirs(folder: Path) -> list[Path]:
@@ -26,7 +26,11 @@ def kernel_dirs(folder: Path) -> list[Path]:
         raise ManifestError(f"{manifest}: [workspace]: expected a table, got {ws!r}")
     for key, value in ws.items():
         if key not in _WORKSPACE_KEYS:
-            raise ManifestError(f"{manifest}: [workspace] {key}: unknown key (expected one of: members, exclude)")
+            raise ManifestError(f"{manifest}: [workspace] {key}: unknown key (expected one of: members, exclude, matrix)")
+        if key == "matrix":
+            if not isinstance(value, dict):
+                raise ManifestError(f"{manifest}: [workspace.matrix]: expected a table, got {value!r}")
+            continue
         # A bare string would be globbed one character at a time; an absolute or empty
         # pattern makes Path.glob raise.
         if not isinstance(value, list) or not all(isinstance(v, str) and v and not Path(v).is_absolute()
@@ -43,3 +47,15 @@ def kernel_dirs(folder: Path) -> list[Path]:
     if not dirs:
         raise ManifestError(f"{manifest}: [workspace] members: no kernels listed")
     return dirs
+
+
+def workspace_matrix(folder: Path) -> tuple[dict | None, str]:
+    """The `[workspace.matrix]` table of the workspace at `folder` (None if it has none or is a
+    kernel), and where to point errors about it."""
+    manifest = folder / "build.toml"
+    try:
+        data = tomllib.loads(manifest.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None, str(manifest)
+    ws = data.get("workspace")
+    return (ws.get("matrix") if isinstance(ws, dict) else None), f"{manifest}: [workspace.matrix]"

@@ -145,7 +145,8 @@ def test_cpu_only_torch_skips_cuda_with_a_reason(kernel):
 def test_nvcc_version_must_match_torch_cuda(kernel):
     plan = plan_build(inputs(kernel(), cuda=cuda_info((12, 9))))
     assert [v.name for v in plan.variants] == [CPU_214]
-    assert plan.skipped == (Skip("cuda", "nvcc is CUDA 12.9 but torch was built with CUDA 13.0"),)
+    assert plan.skipped == (Skip("cuda", "nvcc is CUDA 12.9 but torch was built with CUDA 13.0 "
+                                         "(the major versions must match)"),)
 
 
 def test_no_nvcc_skips_cuda(kernel):
@@ -379,7 +380,7 @@ def test_link_flags(kernel):
                                             "-l:libstdc++.so.6")
     assert variants[CU130_214].link_flags == (
         "-shared", "-L/env/torch/lib", "-lc10", "-ltorch", "-ltorch_cpu",
-        "-lc10_cuda", "-ltorch_cuda", "-L/opt/cuda-13.0/lib64", "-lcudart", "-l:libstdc++.so.6")
+        "-lc10_cuda", "-ltorch_cuda", "-L/opt/cuda-13.0/lib64", "-l:libcudart.so.13", "-l:libstdc++.so.6")
 
 
 # -- the ninja file ---------------------------------------------------------------------------
@@ -409,7 +410,7 @@ def test_ninja_render(tmp_path):
         edge += "".join(f" | {str(h).replace(' ', '$ ')}" for h in u.implicit)
         assert edge in builds, edge
     for v in plan.variants:
-        assert f"build {v.ops_name}: phony {str(v.library).replace(' ', '$ ')}" in builds
+        assert f"build {v.ops_name}-{v.name}: phony {str(v.library).replace(' ', '$ ')}" in builds
     assert f"build {esc}/.kbuild/{CPU_214}/_fused_relu_cpu_abc1234.so: link" in " ".join(builds)
     # `$` in a flag reaches the command line literally: doubled for ninja, quoted for the shell.
     assert "'-Wl,-rpath,$$ORIGIN'" in text and not re.search(r"(?<!\$)\$ORIGIN", text)
@@ -421,7 +422,7 @@ def test_ninja_render_without_nvcc_has_no_nvcc_rule(kernel):
     text = ninja_file.render(list(plan.variants), cxx="/usr/bin/g++", nvcc=None)
     assert "rule nvcc" not in text and "cxx = /usr/bin/g++" in text
     assert [line for line in unwrap(text) if line.startswith("build ")][-1] == (
-        f"build {plan.variants[0].ops_name}: phony {plan.variants[0].library}")
+        f"build {plan.variants[0].ops_name}-{plan.variants[0].name}: phony {plan.variants[0].library}")
 
 
 # -- workspaces -------------------------------------------------------------------------------
@@ -455,7 +456,8 @@ def test_workspace_exclude(tmp_path):
 @pytest.mark.parametrize(("body", "message"), [
     ('members = ["kernels/*", "ops/*"]', '[workspace] members: "ops/*" matches no kernel folder'),
     ('members = ["kernels/*"]\nexclude = ["kernels/*"]', "[workspace] members: no kernels listed"),
-    ('members = ["kernels/*"]\nmatrix = []', "[workspace] matrix: unknown key (expected one of: members, exclude)"),
+    ('members = ["kernels/*"]\nmatrix = []', "[workspace.matrix]: expected a table, got []"),
+    ('members = ["kernels/*"]\nmatrixx = 1', "[workspace] matrixx: unknown key (expected one of: members, exclude, matrix)"),
     ('members = "kernels/*"', "[workspace] members: expected a list of glob patterns relative to"),
     ('members = ["/abs/kernels/*"]', "[workspace] members: expected a list of glob patterns relative to"),
 ])
@@ -487,3 +489,29 @@ def test_cuda_sections_without_device_code_add_no_archs(tmp_path, linux_x86_64):
     plan = plan_build(inputs(write_kernel(tmp_path / "host-only", toml)))
     cuda = next(v for v in plan.variants if v.variant.backend == "cuda")
     assert cuda.archs == () and all(u.tool == "cxx" for u in cuda.units)
+
+
+def test_newer_nvcc_minor_builds_its_own_cuda_variant(kernel):
+    # torch built with CUDA 13.0 + nvcc 13.2 -> the cu132 variant, with 13.2's headers only.
+    cuda = CudaInfo(home="/tc/nvidia/cu13", nvcc="/tc/nvidia/cu13/bin/nvcc", version=(13, 2),
+                    archs=frozenset(NVCC_130_ARCHS), lib="/tc/nvidia/cu13/lib")
+    variants = by_name(plan_build(inputs(kernel(), cuda=cuda)))
+    v = variants["torch214-cxx11-cu132-x86_64-linux"]
+    flags = [f for u in v.units for f in u.flags]
+    assert "-I/tc/nvidia/cu13/include" in flags
+    assert "-I/env/nvidia/cu13/include" not in flags  # torch's CUDA 13.0 headers: never mixed in
+    assert {u.compiler for u in v.units if u.tool == "nvcc"} == {"/tc/nvidia/cu13/bin/nvcc"}
+    assert v.link_flags[-3:] == ("-L/tc/nvidia/cu13/lib", "-l:libcudart.so.13", "-l:libstdc++.so.6")
+
+
+def test_ninja_render_runs_identical_compiles_once(kernel):
+    # A .cu without torch headers, for torch 2.13 and 2.14 with one nvcc: one edge, linked twice.
+    plans = [v for t in ("2.13.0", "2.14.1") for v in plan_build(inputs(kernel(), torch_info(t))).variants]
+    cuda = [v for v in plans if v.variant.backend == "cuda"]
+    assert len(cuda) == 2
+    text = unwrap(ninja_file.render(plans, cxx="c++", nvcc={"/opt/cuda-13.0/bin/nvcc": "/w/bin/cuda-13.0/nvcc"}))
+    compiles = [line for line in text if line.startswith("build ") and ": nvcc " in line]
+    assert len(compiles) == 1 and str(cuda[0].units[-1].output) in compiles[0]
+    links = [line for line in text if line.startswith("build ") and ": link " in line and "cuda" in line]
+    assert len(links) == 2 and all(str(cuda[0].units[-1].output) in line for line in links)
+    assert "  nvcc = /w/bin/cuda-13.0/nvcc" in text
