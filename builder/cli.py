@@ -216,8 +216,11 @@ def _publish(args, reporter: Reporter) -> int:
 
 def _test(args, reporter: Reporter) -> int:
     results = test_kernels(_folder(args.dir).resolve(), tuple(args.variant), _python(args), tuple(args.pytest_args),
-                           reporter)
+                           reporter, cache_dir=_options(args).cache_dir / "probes")
     reporter.summary(results, "kbuild test")
+    if results and all(r.reason.startswith("cannot load in torch") for r in results):
+        reporter.error("no variant was tested: none of them can load in this torch", hint="pass --python")
+        return 1
     return 1 if any(r.status == "failed" for r in results) else 0
 
 

@@ -11,22 +11,25 @@ import tempfile
 import time
 from pathlib import Path
 
-from kbuild.variants import parse_variant
+from kbuild.variants import NOARCH, SystemInfo, Variant, host_cpu, host_os, parse_variant, why_not
 
 from . import proc
 from .build import BUILD_DIR
 from .errors import UsageError
 from .manifest import load_manifest
 from .report import VariantResult
+from .toolchain import TorchInfo, probe_torch
 from .workspace import kernel_dirs
 
 _NO_TESTS_COLLECTED = 5
 _GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
 
-def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_args: tuple[str, ...], reporter) -> list[VariantResult]:
+def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_args: tuple[str, ...], reporter,
+                 cache_dir: Path | None = None) -> list[VariantResult]:
     results = []
     has_gpu = None
+    torch = probe_torch(python, cache_dir or Path.home() / ".cache" / "kbuild" / "probes")
     for kernel in kernel_dirs(folder):
         manifest = load_manifest(kernel)
         built = _built_variants(kernel / BUILD_DIR, variants)
@@ -36,10 +39,27 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
         if not (kernel / "tests").is_dir():
             raise UsageError(f"{kernel}: no tests/ folder to run")
         for variant in built:
+            if reason := _cannot_load(parse_variant(variant.name), torch):
+                # e.g. a torch 2.13 build or a cu132 build in build/ beside this torch's own
+                results.append(VariantResult(manifest.name, variant.name, "skipped",
+                                             reason=f"cannot load in torch {torch.torch_version}: {reason}"))
+                continue
             if has_gpu is None:
                 has_gpu = proc.run([python, "-c", _GPU_PROBE], timeout=300, what="GPU probe").stdout.strip().endswith("1")
             results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter))
     return results
+
+
+def _cannot_load(variant: Variant, torch: TorchInfo) -> str | None:
+    """Why the target torch cannot load `variant` (kbuild's loader rules), or None. Python-only
+    variants always run: Triton kernels fall back to Triton's interpreter on CPU tensors."""
+    if variant.kind == NOARCH:
+        return None
+    if variant.backend == "cuda" and torch.cuda is None:
+        return "it is a CPU build of torch"
+    compute = torch.cuda_version if variant.backend == "cuda" else None
+    system = SystemInfo(torch.torch, variant.backend, compute, host_cpu(), host_os(), torch.cxx11)
+    return why_not(variant, system)
 
 
 def _built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
