@@ -24,9 +24,27 @@ def build(session: nox.Session) -> None:
 
 
 @nox.session
-@nox.parametrize("torch", ["2.13.0", "2.14.1"])
-def matrix(session: nox.Session, torch: str) -> None:
-    """Build and test kernels/* against one torch release per session."""
-    session.install(f"torch=={torch}", "-e", ".[build]", "pytest", "numpy")
-    session.run("kbuild", "build", ".")
-    session.run("kbuild", "test", ".")
+def matrix(session: nox.Session) -> None:
+    """The full torch x CUDA matrix (builder/versions.toml) in one ninja graph, provisioning each
+    toolchain once under $KBUILD_TOOLCHAINS; then every variant's tests in its own torch."""
+    session.install(f"torch=={TORCH}", "-e", ".[build]", "pytest", "numpy")
+    session.run("kbuild", "build", ".", "--all", *session.posargs)
+    session.run("kbuild", "test", ".")  # this environment's torch; other releases' variants skip
+    for release in _other_releases(session):
+        python = session.run("python", "-c", _TOOLCHAIN_PYTHON.format(release=release), silent=True).strip()
+        session.run(python, "-m", "pip", "install", "-q", "pytest", "numpy", external=True)
+        session.run("kbuild", "test", ".", "--python", python)
+
+
+_TOOLCHAIN_PYTHON = """
+import os
+from pathlib import Path
+from builder.provision import ToolchainStore
+root = Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache/kbuild/toolchains")
+print(ToolchainStore(root).torch_python("{release}", cuda=True))
+"""
+
+
+def _other_releases(session: nox.Session) -> list[str]:
+    code = "from builder.matrix import select; print(' '.join(r.version for r in select().torch))"
+    return [v for v in session.run("python", "-c", code, silent=True).split() if v != TORCH]
