@@ -30,15 +30,20 @@ def no_subprocess(monkeypatch):
 
 @pytest.fixture(scope="session")
 def torch213_python(tmp_path_factory):
-    """A venv with torch 2.13.0 (CPU build, from the local wheel store), pytest and numpy — made
-    once per session for the tests that build or load against an older torch."""
-    import sys
+    """torch 2.13.0 (pip's default build: the CPU one from the local wheel store here) provisioned
+    through kbuild's toolchain store in a session folder, plus pytest and numpy — made once per
+    session for the tests that build or load against an older torch."""
+    from pathlib import Path
 
-    venv = tmp_path_factory.mktemp("venvs") / "torch2.13.0"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "pytest", "numpy"],
+    from builder.errors import KbuildError
+    from builder.provision import ToolchainStore
+
+    try:
+        python = ToolchainStore(tmp_path_factory.mktemp("toolchains")).torch_python("2.13.0", cuda=False)
+    except KbuildError as e:
+        pytest.skip(f"torch 2.13.0 is not installable here: {e}")
+    pip = subprocess.run([python, "-m", "pip", "install", "-q", "pytest", "numpy"],
                          capture_output=True, text=True, timeout=1800)
     if pip.returncode != 0:
-        pytest.skip(f"torch 2.13.0 is not installable here: {pip.stdout[-300:]}{pip.stderr[-300:]}")
-    return python
+        pytest.skip(f"pytest/numpy are not installable here: {pip.stdout[-300:]}{pip.stderr[-300:]}")
+    return Path(python)
