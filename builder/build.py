@@ -138,7 +138,9 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             if error:
                 failed.append(VariantResult(m.name, name, "failed", reason=f"{target}: {error}"))
                 continue
-            jobs.append(Job(plan_build(_inputs(m, toolchain, source), (name,)), toolchain))
+            plan = plan_build(_inputs(m, toolchain, source), (name,))
+            # Only what stops this variant: the toolchain was made for it, not for the other backends.
+            jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
     return _merge_jobs(jobs), failed
 
 
@@ -243,24 +245,14 @@ def _write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | N
         wrappers[cuda.nvcc] = str(wrapper)
     launcher = work / "bin" / "compile"
     compile_cache.install_script(launcher, compile_cache.launcher_script(cache))
-    maps = tuple(dict.fromkeys(m for j in jobs if j.toolchain.torch for m in _header_maps(j.toolchain.torch)))
     text = ninja_file.render([v for j in jobs for v in j.plan.variants], options.cxx, wrappers, options.folder,
-                             str(launcher), maps)
+                             str(launcher))
     path = work / "build.ninja"
     if not path.is_file() or path.read_text() != text:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(path)
     return path
-
-
-def _header_maps(torch: TorchInfo) -> tuple[tuple[str, str], ...]:
-    # torch's headers put their own paths in assertion messages: name them from site-packages on
-    # (`torch/include/c10/…`), so the bytes do not depend on where the environment lies.
-    include = next((Path(p) for p in torch.include_paths if Path(p).name == "include"), None)
-    if include is None or include.parent.name != "torch":
-        return ()
-    return ((f"{include.parent.parent}/", ""),)
 
 
 def _copy_if_changed(src: Path, dest: Path) -> None:

@@ -38,11 +38,11 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
     w.variable("cxx_reproducible", _join(prefix_map))
     w.variable("nvcc_reproducible", _join([x for f in prefix_map for x in ("-Xcompiler", f)]))
     w.newline()
-    w.rule("cxx", "$launcher $cxx -MMD -MF $out.d $flags $cxx_reproducible -c $in -o $out", depfile="$out.d",
+    w.rule("cxx", "$launcher $cxx -MMD -MF $out.d $flags $cxx_reproducible $header_maps -c $in -o $out", depfile="$out.d",
            deps="gcc", description="CXX $in ($variant)")
     if wrappers:
         w.rule("nvcc", "$launcher $nvcc --generate-dependencies-with-compile --dependency-output $out.d $flags "
-               "$nvcc_reproducible $nvcc_source -c $in -o $out", depfile="$out.d", deps="gcc", description="NVCC $in ($variant)")
+               "$nvcc_reproducible $header_maps $nvcc_source -c $in -o $out", depfile="$out.d", deps="gcc", description="NVCC $in ($variant)")
     w.rule("link", "$cxx $in -o $out $ldflags -Wl,--build-id=sha1", description="LINK $out")
     w.newline()
     edges: dict[tuple, Path] = {}  # compile command -> the object that one edge produces
@@ -55,6 +55,11 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
             if key not in edges:
                 edges[key] = unit.output
                 variables = {"flags": _join(unit.flags), "variant": plan.name}
+                header_maps = [f"-ffile-prefix-map={old}={new}" for old, new in torch_header_maps(unit.flags)]
+                if unit.tool == "nvcc":
+                    header_maps = [x for f in header_maps for x in ("-Xcompiler", f)]
+                if header_maps:
+                    variables["header_maps"] = _join(header_maps)
                 if unit.tool == "nvcc":
                     variables["nvcc"] = wrappers[unit.compiler]
                     variables["nvcc_source"] = _join(_nvcc_source_flags(unit.source, root))
@@ -65,6 +70,21 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
         w.build(f"{plan.ops_name}-{plan.name}", "phony", _p(plan.library))  # unique across a workspace
         w.newline()
     return out.getvalue()
+
+
+def torch_header_maps(flags) -> list[tuple[str, str]]:
+    """torch's headers put their own paths in assertion messages: name them from site-packages on
+    (`torch/include/c10/…`), so the bytes do not depend on where the environment lies. Per edge,
+    from its own -I flags: a graph holding several torch environments keeps each command as it
+    was, and a compile that includes no torch stays identical across them."""
+    out = []
+    for flag in flags:
+        path = Path(flag[2:]) if flag.startswith("-I") else None
+        if path and path.name == "include" and path.parent.name == "torch":
+            pair = (f"{path.parent.parent}/", "")
+            if pair not in out:
+                out.append(pair)
+    return out
 
 
 def _nvcc_wrappers(plans: list[VariantPlan], nvcc: dict[str, str] | str | None) -> dict[str, str]:

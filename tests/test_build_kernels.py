@@ -243,3 +243,26 @@ def test_huggingface_get_kernel_through_kbuild_hub_serve(workspace, tmp_path):
         assert "loaded _activation_cpu_" in run.stdout
     finally:
         server.stop()
+
+
+def test_reduced_matrix_in_one_graph_with_a_provisioned_toolchain(workspace, capsys, monkeypatch, torch213_python):
+    """CI's slice of the matrix in one `kbuild build`: this environment's torch 2.14 variants, the
+    stable-ABI ones, and torch 2.13 cpu from a provisioned toolchain (the store that made
+    torch213_python, so nothing is downloaded twice). Then each runs its tests in its own torch."""
+    monkeypatch.setenv("KBUILD_TOOLCHAINS", str(torch213_python.parents[2]))
+    old = "torch213-cxx11-cpu-x86_64-linux"
+    wanted = [old, CPU, ACT_CPU] + ([CUDA, ACT_CUDA] if CUDA else [])
+    code, output = run_build(capsys, str(workspace), "-j", "2", *[a for v in wanted for a in ("--variant", v)])
+    assert code == 0, output
+    built = {m[1] for m in re.finditer(r"^(?:built|unchanged)\s+\S+?/(\S+)", output, re.M)}
+    assert built == set(wanted), output
+    # Only the new variant compiles (both rmsnorm units); everything else is up to date.
+    assert len(compile_lines(output)) == 2 and all(old in line for line in compile_lines(output)), output
+    meta = json.loads((workspace / "kernels" / "rmsnorm" / "build" / old / "metadata.json").read_text())
+    assert meta["backend"]["type"] == "cpu"
+    rmsnorm = workspace / "kernels" / "rmsnorm"
+    capsys.readouterr()
+    assert main(["test", str(rmsnorm), "--python", str(torch213_python)]) == 0
+    out = capsys.readouterr()
+    assert re.search(rf"passed\s+rmsnorm/{old}", out.out + out.err)
+    assert re.search(rf"skipped\s+rmsnorm/{CPU}.*cannot load in torch 2.13.0", out.out + out.err)

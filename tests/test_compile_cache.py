@@ -59,7 +59,11 @@ def test_rules_run_compilers_through_the_launcher_with_prefix_maps(tmp_path, no_
     assert f"cxx_reproducible = '-ffile-prefix-map={root}/=../'" in text
     assert f"nvcc_reproducible = -Xcompiler '-ffile-prefix-map={root}/=../'" in text
     assert "command = $launcher $cxx -MMD" in text and "command = $launcher $nvcc " in text
-    assert "$nvcc_reproducible $nvcc_source -c $in" in text
+    assert "$nvcc_reproducible $header_maps $nvcc_source -c $in" in text
+    # torch's headers are mapped per edge, from that edge's own -I flags
+    assert ninja_file.torch_header_maps(["-I/env/lib/site-packages/torch/include", "-I/x/include",
+                                         "-I/env/lib/site-packages/torch/include/torch/csrc/api/include"]) == [
+        ("/env/lib/site-packages/", "")]
     # nvcc hashes the source's absolute path into anonymous-namespace names: pass a relative one
     assert ninja_file._nvcc_source_flags(root / "k" / "a.cu", root) == ["-Xcudafe", "--orig_src_path_name=../k/a.cu"]
     assert ninja_file._nvcc_source_flags(Path("/elsewhere/a.cu"), root) == []
