@@ -62,7 +62,7 @@ class Toolchain:
 
 def find_toolchain(options: BuildOptions) -> Toolchain:
     torch = probe_torch(options.python, options.cache_dir / "probes")
-    cuda = find_cuda(options.cuda_home) if torch.cuda else None
+    cuda = find_cuda(options.cuda_home, options.cache_dir / "probes") if torch.cuda else None
     return Toolchain(torch, cuda)
 
 
@@ -170,7 +170,7 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
         cuda = None
         if target.cuda:
             home, _ = store.cuda_home(target.cuda.version, target.cuda.toolkit)
-            cuda = find_cuda(home)
+            cuda = find_cuda(home, options.cache_dir / "probes")
     except KbuildError as e:
         return Toolchain(None, None), str(e)
     return Toolchain(torch, cuda), None
@@ -274,7 +274,8 @@ def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, tool
             first = next(iter(failed), "link")
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason=f"compiling {Path(first).name} failed; see the log")
-        if problems := library_problems(v.library):
+        relinked = outcome is not None and str(v.library) in outcome.step_times
+        if relinked and (problems := library_problems(v.library)):
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason="; ".join(problems))
     try:

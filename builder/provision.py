@@ -164,7 +164,7 @@ class ToolchainStore:
         False), else the store's cuda-X.Y made by `pip install requirement`, installed if missing."""
         if system:
             try:
-                found = find_cuda(None)
+                found = find_cuda(None, self.root / ".probe")
             except KbuildError:
                 found = None
             if found and found.version == version:
@@ -175,12 +175,12 @@ class ToolchainStore:
             with self._locked(name):
                 if not self._cuda_ready(dest):
                     self._install_cuda(name, version, requirement)
-        home = dest / _read_marker(dest)["home"]
-        try:
-            full = _nvcc_version(home, version)
-        except KbuildError as e:
-            raise ToolchainError(f"{name}: {e}", hint=f"kbuild toolchain prune {name}, then install it again") from None
-        return str(home), f"cuda-toolkit {full} in {dest}"
+        marker = _read_marker(dest)
+        home = dest / marker["home"]
+        if not (home / "bin" / "nvcc").is_file():  # checked by running it when installed
+            raise ToolchainError(f"{name}: {home / 'bin' / 'nvcc'} is missing",
+                                 hint=f"kbuild toolchain prune {name}, then install it again")
+        return str(home), f"cuda-toolkit {marker.get('nvcc', '')} in {dest}"
 
     def _cuda_ready(self, dest: Path) -> bool:
         marker = _read_marker(dest)

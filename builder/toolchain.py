@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import asdict, dataclass
@@ -113,15 +114,16 @@ def _cache_key(python: str) -> str | None:
     return hashlib.sha256(stamp.encode()).hexdigest()[:16]
 
 
-def find_cuda(cuda_home: str | None) -> CudaInfo | None:
-    """The CUDA toolkit at `cuda_home`, else /usr/local/cuda, else the nvcc on PATH; None if none."""
+def find_cuda(cuda_home: str | None, cache_dir: Path | None = None) -> CudaInfo | None:
+    """The CUDA toolkit at `cuda_home`, else /usr/local/cuda, else the nvcc on PATH; None if none.
+    With `cache_dir`, what nvcc said is kept, keyed by the nvcc binary's path, size and mtime."""
     candidates = [cuda_home] if cuda_home else ["/usr/local/cuda"]
     if not cuda_home and (nvcc := shutil.which("nvcc")):
         candidates.append(str(_real_home(Path(nvcc))))
     for home in candidates:
         nvcc = Path(home) / "bin" / "nvcc"
         if nvcc.is_file():
-            return _probe_nvcc(Path(home).resolve(), nvcc.resolve())
+            return _cached_nvcc_probe(Path(home).resolve(), nvcc.resolve(), cache_dir)
     if cuda_home:
         raise ToolchainError(f"CUDA_HOME={cuda_home} has no bin/nvcc")
     return None
@@ -133,6 +135,23 @@ def _real_home(nvcc: Path) -> Path:
     if m := re.search(r"(/\S+)/bin/nvcc", text):
         return Path(m[1])
     return nvcc.resolve().parent.parent
+
+
+def _cached_nvcc_probe(home: Path, nvcc: Path, cache_dir: Path | None) -> CudaInfo:
+    if cache_dir is None:
+        return _probe_nvcc(home, nvcc)
+    st = nvcc.stat()
+    key = hashlib.sha256(f"{home}|{nvcc}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    cached = cache_dir / f"nvcc-{key}.json"
+    if cached.is_file():
+        data = json.loads(cached.read_text())
+        return CudaInfo(data["home"], data["nvcc"], tuple(data["version"]), frozenset(data["archs"]), data["lib"])
+    info = _probe_nvcc(home, nvcc)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(describe(info)))
+    tmp.replace(cached)
+    return info
 
 
 def _probe_nvcc(home: Path, nvcc: Path) -> CudaInfo:
