@@ -163,7 +163,8 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
     """The toolchain for `target`, installing what is missing; (placeholder, reason) on failure."""
     from .provision import ToolchainStore  # only builds that provision pay for its imports
 
-    store = ToolchainStore(options.toolchains_dir, torch_index=options.torch_index, log=reporter.info)
+    store = ToolchainStore(options.toolchains_dir, torch_index=options.torch_index, log=reporter.info,
+                           probe_dir=options.cache_dir / "probes")
     try:
         python = store.torch_python(target.torch.version, cuda=target.cuda is not None, reuse=(options.python,))
         torch = probe_torch(python, options.cache_dir / "probes")
@@ -324,12 +325,14 @@ def variant_rows(options: BuildOptions) -> list[dict]:
             rows.append({"kernel": m.name, "variant": name, "toolchain": str(mv.target) if mv.target else "",
                          "torch": mv.target.torch.version if mv.target else None,
                          "cuda": ".".join(map(str, cuda.version)) if cuda else None,
-                         "archs": variant_archs(m, cuda) if cuda else [], "here": name in here})
+                         "archs": variant_archs(m, cuda) if cuda else [], "here": name in here,
+                         "in_matrix": True})
         names = {r["variant"] for r in rows if r["kernel"] == m.name}
         for name, v in here.items():
-            if name not in names:
+            if name not in names:  # this environment builds it, but it is not in the matrix
                 rows.append({"kernel": m.name, "variant": name, "toolchain": current.describe(v.variant.backend),
-                             "torch": current.torch.torch_version, "archs": list(v.archs), "here": True,
+                             "torch": current.torch.torch_version.split("+")[0], "archs": list(v.archs),
+                             "here": True, "in_matrix": False,
                              "cuda": ".".join(map(str, current.cuda.version)) if current.cuda and v.archs else None})
         rows += [{"kernel": m.name, "variant": None, "backend": s.backend, "skipped": s.reason} for s in skips]
     return rows

@@ -181,6 +181,7 @@ def _variants(args, reporter: Reporter) -> int:
             continue
         archs = f"  archs {' '.join(r['archs'])}" if r.get("archs") else ""
         here = "  [this environment]" if r["here"] else ""
+        here += "" if r["in_matrix"] else " (not in the matrix: kbuild build without --all)"
         reporter.result(f"{r['kernel']}: {r['variant']}  <- {r['toolchain'] or 'no toolchain (Python only)'}"
                         f"{archs}{here}")
     return 0

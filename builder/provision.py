@@ -62,8 +62,11 @@ class ToolchainStore:
     """The toolchains under `root`. `log` gets one line per long step (installs, waits)."""
 
     def __init__(self, root: Path, base_python: str = sys.executable, torch_index: str = PYPI,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, probe_dir: Path | None = None):
         self.root = Path(root).absolute()
+        # where torch and nvcc probes are cached: the builder's own cache when it passes one,
+        # so a build right after `kbuild toolchain install` does not probe again
+        self.probe_dir = probe_dir or self.root / ".probe"
         self.base_python = base_python
         self.torch_index = torch_index
         self._log = log or (lambda line: None)
@@ -141,7 +144,7 @@ class ToolchainStore:
         return wheels[0]
 
     def _check_torch(self, python: str, version: str, cuda: bool) -> TorchInfo:
-        info = probe_torch(python, self.root / ".probe")
+        info = probe_torch(python, self.probe_dir)
         if _release(info.torch_version) != version:
             raise ToolchainError(f"torch {version} was wanted but {python} has torch {info.torch_version}")
         if cuda and not info.cuda:
@@ -153,7 +156,7 @@ class ToolchainStore:
 
     def _probe(self, python: str) -> TorchInfo | None:
         try:
-            return probe_torch(python, self.root / ".probe")
+            return probe_torch(python, self.probe_dir)
         except KbuildError:
             return None
 
@@ -164,7 +167,7 @@ class ToolchainStore:
         False), else the store's cuda-X.Y made by `pip install requirement`, installed if missing."""
         if system:
             try:
-                found = find_cuda(None, self.root / ".probe")
+                found = find_cuda(None, self.probe_dir)
             except KbuildError:
                 found = None
             if found and found.version == version:

@@ -31,7 +31,9 @@ def store_root() -> Path:
 
 def open_store(log: Callable[[str], None] | None = None) -> ToolchainStore:
     """The toolchain store the environment names: $KBUILD_TOOLCHAINS, $KBUILD_TORCH_INDEX."""
-    return ToolchainStore(store_root(), torch_index=os.environ.get("KBUILD_TORCH_INDEX") or PYPI, log=log)
+    probes = Path(os.environ.get("KBUILD_CACHE") or Path.home() / ".cache" / "kbuild") / "probes"  # as kbuild build
+    return ToolchainStore(store_root(), torch_index=os.environ.get("KBUILD_TORCH_INDEX") or PYPI, log=log,
+                          probe_dir=probes)
 
 
 @dataclass(frozen=True)
