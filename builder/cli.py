@@ -38,10 +38,18 @@ def main(argv: list[str] | None = None) -> int:
             reporter.error(str(e), e.hint)
             return e.exit_code
         except KeyboardInterrupt:
-            reporter.error("interrupted; build/ keeps its previous variants")
+            reporter.error(f"interrupted; {_KEPT.get(args.command, 'nothing half-done was kept')}")
             return 130
     _show_warnings(caught, reporter)
     return code
+
+
+# What an interrupted command leaves: every writer stages its work and swaps it in whole.
+_KEPT = {
+    "build": "build/ keeps its previous variants",
+    "publish": "the branch keeps its previous commit",
+    "toolchain": "a half-installed toolchain was removed; installed ones are untouched",
+}
 
 
 def _plain() -> bool | None:
