@@ -178,7 +178,7 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
     name = ops_name(m, backend, inputs.source_id)
     obj_dir = inputs.work_dir / variant.name
     # Only sections with device code compile for GPU archs; metadata lists what was compiled.
-    section_caps = {s.name: _capabilities(inputs, s) for s in m.kernels_for(backend)
+    section_caps = {s.name: _capabilities(inputs, s) for s in _sections(inputs, backend)
                     if _has_cu(s.src)} if backend == "cuda" else {}
     caps = sorted({c for cs in section_caps.values() for c in cs})
     if backend == "cuda" and not caps and _has_cu(m.torch.src):
@@ -193,13 +193,20 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         elif tool == "nvcc":
             device = [f for f in binding_flags if f not in _HOST_FLAGS and not f.startswith("-std")]
             units.append(_unit(inputs, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
-    for section in m.kernels_for(backend):
+    for section in _sections(inputs, backend):
         units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
     return VariantPlan(
         variant=variant, ops_name=name, python_src=m.root / "torch-ext" / m.python_name,
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
         link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps),
     )
+
+
+def _sections(inputs: PlanInputs, backend: str) -> list[KernelSection]:
+    """The kernel sections this toolchain compiles: a section's `cuda-minver` leaves it out of
+    variants built with an older CUDA (kernel-builder's rule)."""
+    return [s for s in inputs.manifest.kernels_for(backend)
+            if not (backend == "cuda" and s.cuda_minver and not in_range(inputs.cuda.version, s.cuda_minver, None))]
 
 
 def _has_cu(sources) -> bool:

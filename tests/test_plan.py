@@ -515,3 +515,12 @@ def test_ninja_render_runs_identical_compiles_once(kernel):
     links = [line for line in text if line.startswith("build ") and ": link " in line and "cuda" in line]
     assert len(links) == 2 and all(str(cuda[0].units[-1].output) in line for line in links)
     assert "  nvcc = /w/bin/cuda-13.0/nvcc" in text
+
+
+def test_section_cuda_minver_leaves_the_section_out_of_older_cuda_variants(kernel):
+    m = kernel(cuda_extra='cuda-minver = "13.2"\n')
+    old = by_name(plan_build(inputs(m)))["torch214-cxx11-cu130-x86_64-linux"]
+    assert not any(u.source.name == "relu.cu" for u in old.units) and old.archs == ()
+    cuda = CudaInfo(home="/tc/cu13", nvcc="/tc/cu13/bin/nvcc", version=(13, 2), archs=frozenset(NVCC_130_ARCHS))
+    new = by_name(plan_build(inputs(m, cuda=cuda)))["torch214-cxx11-cu132-x86_64-linux"]
+    assert any(u.source.name == "relu.cu" for u in new.units)
