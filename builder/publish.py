@@ -116,6 +116,13 @@ def check_publishable(variants: list[LocalVariant], allow_dirty: bool) -> int:
         listing = ", ".join(f"{v.name}: {v.metadata.get('version')}" for v in variants)
         raise PublishError(f"variants of mixed versions cannot be published together ({listing})",
                            hint="rebuild them all from one source")
+    sources = {v.name: ((v.metadata.get("provenance") or {}).get("kernel") or {}).get("tree") for v in variants}
+    if len({t for t in sources.values() if t}) > 1:
+        # e.g. a variant folder left in build/ by an older build: it would ship old code
+        listing = ", ".join(f"{name}: {tree[:7]}" for name, tree in sources.items() if tree)
+        raise PublishError(f"variants built from different sources cannot be published together ({listing})",
+                           hint="rebuild the stale ones (kbuild build --all, or --variant), delete them, "
+                                "or publish a slice with --variant")
     if not allow_dirty:
         for v in variants:
             kernel = (v.metadata.get("provenance") or {}).get("kernel")

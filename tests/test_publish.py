@@ -176,6 +176,17 @@ def test_mixed_versions_are_refused(kernel, hub, capsys):
     assert code != 0 and "mixed versions" in output and "torch-cpu: 2" in output
 
 
+def test_variants_of_different_sources_are_refused(kernel, hub, capsys):
+    build(kernel)
+    meta = kernel / "build" / "torch-cpu" / "metadata.json"
+    data = json.loads(meta.read_text())
+    data["provenance"]["kernel"]["tree"] = "0" * 40  # as if left by a build of older sources
+    meta.write_text(json.dumps(data))
+    code, output = publish(kernel, hub, capsys=capsys)
+    assert code != 0 and "built from different sources" in output and "torch-cpu: 0000000" in output
+    assert publish(kernel, hub, "--variant", "torch-cuda")[0] == 0  # the slice of one source is fine
+
+
 def test_dry_run_prints_the_plan_and_writes_nothing(kernel, hub, capsys):
     build(kernel)
     code, output = publish(kernel, hub, "--dry-run", capsys=capsys)
