@@ -227,8 +227,9 @@ def _test(args, reporter: Reporter) -> int:
     results = test_kernels(_folder(args.dir).resolve(), tuple(args.variant), _python(args), tuple(args.pytest_args),
                            reporter, cache_dir=_options(args).cache_dir / "probes")
     reporter.summary(results, "kbuild test")
-    if results and all(r.reason.startswith("cannot load in torch") for r in results):
-        reporter.error("no variant was tested: none of them can load in this torch", hint="pass --python")
+    if not any(r.status in ("passed", "failed") or r.log for r in results):
+        reporter.error("no variant was tested: none is built, or none can load in this torch",
+                       hint="kbuild build first, or pass --python")
         return 1
     return 1 if any(r.status == "failed" for r in results) else 0
 

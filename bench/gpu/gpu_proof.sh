@@ -6,14 +6,15 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_proof.log") 2>&1
-python -c "import rich, ninja" 2>/dev/null || python -m pip install -q --no-index --find-links .device/wheels rich ninja
+python -c "import rich, ninja, elftools" 2>/dev/null || python -m pip install -q --no-index --find-links .device/wheels rich ninja pyelftools
 export PYTHONPATH=$PWD CI=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 nvcc --version | tail -1
 V=torch211-cxx11-cu130-x86_64-linux
 STABLE=torch-stable-abi210-cu130-x86_64-linux
-time python -m builder.cli build . -j 16 --variant $V --variant $STABLE --variant torch-cuda
+# $STABLE is built on the x86 dev machine with torch 2.14 (the newest torch builds stable variants) and carried here
+time python -m builder.cli build . -j 16 --variant $V --variant torch-cuda
 python -m builder.cli test . --variant $V --variant $STABLE --variant torch-cuda
 for k in activation rmsnorm rotary; do
   for f in kernels/$k/.kbuild/*/test.log; do echo "== $f"; tail -3 "$f"; done
