@@ -190,7 +190,7 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     if compiled:
         cache = _compile_cache(options, reporter)
         ninja_path = _write_graph(options, jobs, cache)
-        reporter.start_variants({v.name: _steps(v) for v in compiled})
+        reporter.start_variants(_steps(compiled))
         outcome = run_ninja(ninja_path, [str(v.library) for v in compiled], options.jobs, reporter,
                             env={"SOURCE_DATE_EPOCH": options.source_date_epoch})
         if outcome.compiles_run == 0 and outcome.returncode == 0:
@@ -205,8 +205,16 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     return results
 
 
-def _steps(v) -> int:
-    return len(v.units) + 1
+def _steps(variants) -> dict[str, int]:
+    """Each variant's edges in the graph: its link, and the compiles it is the first to need (a
+    compile shared by several variants is one edge, shown under the first, as ninja_file
+    writes it)."""
+    seen, steps = set(), {}
+    for v in variants:
+        keys = {(u.tool, u.compiler, u.flags, u.source, u.implicit) for u in v.units} - seen
+        seen |= keys
+        steps[v.name] = len(keys) + 1
+    return steps
 
 
 def _drop_foreign_variant_skips(jobs: list[Job], wanted: tuple[str, ...]) -> list[Job]:
