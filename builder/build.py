@@ -124,8 +124,9 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             done.add(name)
             by_target.setdefault(mv.target, []).append((m, source, name))
         left = wanted - done if wanted else set()
-        reasons = [f"{s.backend}: {s.reason}" for s in skips] + [f"{s.backend}: {s.reason}" for s in
-                                                                      (here.skipped if here else ())]
+        # why the backends fall out (the per-name "not buildable here" lines would only nest)
+        reasons = [f"{s.backend}: {s.reason}" for s in [*skips, *(here.skipped if here else ())]
+                   if s.backend not in wanted]
         skipped = [Skip(name, "neither this environment nor the versions table builds it"
                         + (f" ({'; '.join(reasons)})" if reasons else "")) for name in sorted(left)]
         if not wanted:
@@ -141,15 +142,20 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             plan = plan_build(_inputs(m, toolchain, source), (name,))
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
             jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
-    return _merge_jobs(jobs), failed
+    return _prune_skips(jobs, wanted), failed
 
 
-def _merge_jobs(jobs: list[Job]) -> list[Job]:
-    # Skips about a variant some other job of the same kernel builds are noise.
+def _prune_skips(jobs: list[Job], wanted: set[str]) -> list[Job]:
+    """Drop skip lines about a variant that is built after all: by another job of the same
+    kernel, or, for a `--variant` name, by another kernel of the workspace (`--variant
+    torch-cuda` is about the kernels that build it). A name nothing builds keeps its line."""
     built = {(j.plan.manifest.root, v.name) for j in jobs for v in j.plan.variants}
-    return [replace(j, plan=replace(j.plan, skipped=tuple(s for s in j.plan.skipped
-                                                             if (j.plan.manifest.root, s.backend) not in built)))
-            for j in jobs]
+    anywhere = {name for _, name in built}
+
+    def keep(j: Job, s: Skip) -> bool:
+        return (j.plan.manifest.root, s.backend) not in built and not (s.backend in wanted and s.backend in anywhere)
+
+    return [replace(j, plan=replace(j.plan, skipped=tuple(s for s in j.plan.skipped if keep(j, s)))) for j in jobs]
 
 
 def _current_toolchain(options: BuildOptions) -> Toolchain | None:
@@ -180,7 +186,6 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
 def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     sources: dict = {}
     jobs, results = plan_jobs(options, reporter, sources)
-    jobs = _drop_foreign_variant_skips(jobs, options.variants)
     for j in jobs:
         for s in j.plan.skipped:
             results.append(VariantResult(j.plan.manifest.name, s.backend, "skipped", reason=s.reason))
@@ -215,15 +220,6 @@ def _steps(variants) -> dict[str, int]:
         seen |= keys
         steps[v.name] = len(keys) + 1
     return steps
-
-
-def _drop_foreign_variant_skips(jobs: list[Job], wanted: tuple[str, ...]) -> list[Job]:
-    """In a workspace, `--variant torch-cuda` is about the kernels that build it: the others need
-    not say they cannot. A name no kernel builds keeps its skip line everywhere."""
-    built = {v.name for j in jobs for v in j.plan.variants}
-    return [replace(j, plan=replace(j.plan, skipped=tuple(s for s in j.plan.skipped
-                                                         if s.backend not in wanted or s.backend not in built)))
-            for j in jobs]
 
 
 def _compile_cache(options: BuildOptions, reporter: Reporter) -> CompileCache | None:
