@@ -1,13 +1,17 @@
 """`kbuild test`: run a kernel's own tests/ against each of its built variants.
 
 The variant folder is put on the path under the kernel's Python name (a symlink in a temporary
-folder), so tests written for kernel-builder (`import activation`) run unchanged.
+folder), so tests written for kernel-builder (`import activation`) run unchanged; tests that load
+their kernel through Hugging Face's loader (`kernels.get_kernel("<repo-id>", version=1)`) get it too,
+through LOCAL_KERNELS. pytest sees only the kernel's own configuration, never a parent folder's.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
+import tomllib
 import time
 from pathlib import Path
 
@@ -86,11 +90,20 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
     reporter.info(f"testing {manifest.name}/{variant_dir.name} on {env['KBUILD_TEST_DEVICE']}"
                   + (" (Triton interpreter)" if "TRITON_INTERPRET" in env else ""))
     start = time.monotonic()
+    env.update(_hub_env(manifest.hub_repo_id, variant_dir))
+    root = manifest.root.resolve()
     with tempfile.TemporaryDirectory(prefix="kbuild-test-") as tmp:
         (Path(tmp) / manifest.python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
         env["PYTHONPATH"] = tmp
-        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(manifest.root / "tests"), *pytest_args]
-        done = proc.run(cmd, cwd=manifest.root, env=env, timeout=3600, check=False, what="pytest")
+        config = _own_pytest_config(root)
+        if config is None:  # an empty one, so pytest stops looking for one in parent folders
+            config = Path(tmp) / "pytest.ini"
+            config.write_text("[pytest]\n")
+        # Config, rootdir and conftest.py files all come from the kernel: a parent folder's
+        # pytest.ini (addopts, plugins) or conftest.py would otherwise apply to its tests.
+        isolate = ["-c", str(config), f"--rootdir={root}", f"--confcutdir={root}"]
+        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *isolate, str(root / "tests"), *pytest_args]
+        done = proc.run(cmd, cwd=root, env=env, timeout=3600, check=False, what="pytest")
     log.write_text(done.stdout)
     seconds = time.monotonic() - start
     last = _outcome_line(done.stdout)
@@ -99,6 +112,42 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
         status = "skipped" if " passed" not in last else "passed"
         return VariantResult(manifest.name, variant_dir.name, status, seconds, log=log, reason=last)
     return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log, reason=last)
+
+
+def _hub_env(repo_id: str | None, variant_dir: Path) -> dict[str, str]:
+    """Environment that makes Hugging Face's loader load `repo_id` from the variant under test
+    (LOCAL_KERNELS may name a variant folder); nothing without a [general.hub] repo-id."""
+    if not repo_id:
+        return {}
+    # The caller's overrides for other repos stay; ours wins for this one.
+    others = [e for e in os.environ.get("LOCAL_KERNELS", "").split(":") if e and e.split("=", 1)[0] != repo_id]
+    env = {"LOCAL_KERNELS": ":".join([*others, f"{repo_id}={variant_dir.resolve()}"])}
+    # A local override needs no network (kernels 0.17.2 makes no request), and offline, whatever
+    # else the tests fetch fails at once instead of waiting on an unreachable Hub. An explicit
+    # HF_HUB_OFFLINE from the caller stands.
+    if "HF_HUB_OFFLINE" not in os.environ:
+        env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+def _own_pytest_config(root: Path) -> Path | None:
+    """The kernel's own pytest config file, found as pytest finds one (its names, its order), but
+    only in the kernel root."""
+    for name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini"):  # these always count
+        if (root / name).is_file():
+            return root / name
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            if "pytest" in tomllib.loads(pyproject.read_text()).get("tool", {}):
+                return pyproject
+        except tomllib.TOMLDecodeError:
+            return pyproject  # pytest reports the error in the test log
+    for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        path = root / name
+        if path.is_file() and re.search(rf"^\[{re.escape(section)}\]", path.read_text(), re.M):
+            return path
+    return None
 
 
 def _outcome_line(output: str) -> str:

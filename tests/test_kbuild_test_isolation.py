@@ -1,0 +1,210 @@
+"""`kbuild test` runs a kernel's tests in isolation from the folders around it, and gives tests that
+load their kernel through Hugging Face's loader (`kernels.get_kernel("<repo-id>", ...)`) the
+variant under test.
+
+The integration tests build a copy of the corpus's relu kernel (its CPU variant, about half a
+minute) inside a folder whose pytest.ini and conftest.py would break any test run they reach.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from builder.cli import main
+from builder.testing import _hub_env, _own_pytest_config
+
+CORPUS_RELU = Path("/work/shared/corpus/relu")
+REPO_ID = "kernels-community/relu"
+IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
+
+# Added to the copy's tests/: a fixture from the kernel's own conftest.py, and a test that says
+# what Hugging Face's loader loaded and which environment it ran in (printed: run with -s).
+OWN_CONFTEST = '''\
+import pytest
+
+
+@pytest.fixture
+def own_conftest():
+    return "tests/conftest.py"
+'''
+PROBE_TEST = '''\
+import os
+from pathlib import Path
+
+import kernels
+
+
+def test_get_kernel_loads_the_variant_under_test(own_conftest):
+    relu = kernels.get_kernel("kernels-community/relu", version=1)
+    print("loaded from", Path(relu.__file__).parent.resolve())
+    print("LOCAL_KERNELS=" + os.environ.get("LOCAL_KERNELS", "<unset>"))
+    print("HF_HUB_OFFLINE=" + os.environ.get("HF_HUB_OFFLINE", "<unset>"))
+    print("fixture from", own_conftest)
+'''
+
+
+# --- the helpers, pure -----------------------------------------------------------------------
+
+pure = pytest.mark.usefixtures("no_subprocess")
+
+
+@pure
+@pytest.mark.parametrize(("name", "text", "found"), [
+    ("pytest.ini", "", True),  # a pytest.ini counts even without a [pytest] section
+    ("pytest.toml", "[pytest]\n", True),
+    ("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-ra'\n", True),
+    ("pyproject.toml", "[tool.pytest]\naddopts = ['-ra']\n", True),
+    ("pyproject.toml", "[project]\nname = 'x'\n", False),
+    ("tox.ini", "[tox]\nenvlist = py311\n\n[pytest]\naddopts = -ra\n", True),
+    ("tox.ini", "[tox]\nenvlist = py311\n", False),
+    ("setup.cfg", "[metadata]\nname = x\n[tool:pytest]\naddopts = -ra\n", True),
+    ("setup.cfg", "[metadata]\nname = x\n", False),
+])
+def test_own_pytest_config_is_found_only_where_pytest_would_read_it(tmp_path, name, text, found):
+    (tmp_path / name).write_text(text)
+    assert _own_pytest_config(tmp_path) == (tmp_path / name if found else None)
+
+
+@pure
+def test_own_pytest_config_follows_pytests_order(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    assert _own_pytest_config(tmp_path) == tmp_path / "pyproject.toml"
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    assert _own_pytest_config(tmp_path) == tmp_path / "pytest.ini"
+
+
+@pure
+def test_own_pytest_config_ignores_parent_folders(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "kernel").mkdir()
+    assert _own_pytest_config(tmp_path / "kernel") is None
+
+
+@pure
+def test_hub_env_sets_nothing_without_a_repo_id(tmp_path, monkeypatch):
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    assert _hub_env(None, tmp_path) == {}
+
+
+@pure
+def test_hub_env_keeps_the_callers_other_local_kernels(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/a=/a::{REPO_ID}=/stale:org/b=/b")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    env = _hub_env(REPO_ID, tmp_path)
+    assert env == {"LOCAL_KERNELS": f"org/a=/a:org/b=/b:{REPO_ID}={tmp_path.resolve()}", "HF_HUB_OFFLINE": "1"}
+
+
+@pure
+def test_hub_env_leaves_an_explicit_hf_hub_offline_alone(tmp_path, monkeypatch):
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert _hub_env(REPO_ID, tmp_path) == {"LOCAL_KERNELS": f"{REPO_ID}={tmp_path.resolve()}"}
+
+
+# --- kbuild test, for real -------------------------------------------------------------------
+
+def hostile_parent(folder: Path) -> Path:
+    """A folder whose pytest configuration breaks every run that picks it up."""
+    folder.mkdir(parents=True)
+    (folder / "pytest.ini").write_text("[pytest]\naddopts = --this-option-does-not-exist\n")
+    (folder / "conftest.py").write_text("raise RuntimeError('a parent folder conftest.py was loaded')\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cpu_variant() -> str:
+    pytest.importorskip("torch")
+    pytest.importorskip("kernels")
+    from kbuild.variants import detect_system
+
+    return detect_system("cpu").compiled_variant().name
+
+
+@pytest.fixture(scope="module")
+def built_relu(tmp_path_factory, cpu_variant) -> Path:
+    """The corpus relu kernel, its tests plus the probe, its CPU variant built."""
+    if not CORPUS_RELU.is_dir():
+        pytest.skip(f"no corpus kernel at {CORPUS_RELU}")
+    kernel = hostile_parent(tmp_path_factory.mktemp("built") / "outer") / "relu"
+    shutil.copytree(CORPUS_RELU, kernel, ignore=IGNORE)
+    (kernel / "tests" / "conftest.py").write_text(OWN_CONFTEST)
+    (kernel / "tests" / "test_kbuild_probe.py").write_text(PROBE_TEST)
+    assert main(["build", str(kernel), "--variant", cpu_variant]) == 0
+    assert (kernel / "build" / cpu_variant / "metadata.json").is_file()
+    return kernel
+
+
+@pytest.fixture
+def relu(built_relu, tmp_path) -> Path:
+    """A copy of the built kernel (build/ included) of this test's own, under a hostile parent."""
+    kernel = hostile_parent(tmp_path / "outer") / "relu"
+    shutil.copytree(built_relu, kernel, ignore=shutil.ignore_patterns(".kbuild", "__pycache__"))
+    return kernel
+
+
+def kbuild_test(kernel: Path, variant: str, *pytest_args: str) -> tuple[int, str]:
+    # Options before the folder: argparse rejects `DIR --variant V -- ARGS` (the folder and the
+    # pytest arguments are one run of positionals).
+    code = main(["test", "--variant", variant, str(kernel), *(("--", *pytest_args) if pytest_args else ())])
+    log = kernel / ".kbuild" / variant / "test.log"
+    return code, log.read_text() if log.is_file() else "(no test.log)"
+
+
+@pytest.mark.slow
+def test_get_kernel_tests_get_the_variant_under_test(relu, cpu_variant, monkeypatch):
+    # The caller's own overrides: another repo's stays, a stale one for relu is replaced.
+    monkeypatch.setenv("LOCAL_KERNELS", f"other-org/other=/elsewhere:{REPO_ID}=/nowhere")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    variant = (relu / "build" / cpu_variant).resolve()
+    code, log = kbuild_test(relu, cpu_variant, "-s")
+    assert code == 0, log
+    # test_relu.py's two tests (each runs kernels.get_kernel's module) and the probe.
+    assert re.search(r"^3 passed\b", log, re.M), log
+    assert f"loaded from {variant}\n" in log, log
+    assert f"LOCAL_KERNELS=other-org/other=/elsewhere:{REPO_ID}={variant}\n" in log, log
+    assert "HF_HUB_OFFLINE=1\n" in log, log
+    assert "fixture from tests/conftest.py" in log, log  # the kernel's own conftest.py still loads
+    assert "this-option-does-not-exist" not in log and "parent folder conftest.py" not in log, log
+
+
+@pytest.mark.slow
+def test_the_kernels_own_pytest_config_applies(relu, cpu_variant, monkeypatch):
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    (relu / "pyproject.toml").write_text(
+        "[tool.pytest.ini_options]\n"
+        'addopts = "-rA --strict-markers"\n'
+        'markers = ["kernels_ci: run in the kernels CI"]\n'
+    )
+    code, log = kbuild_test(relu, cpu_variant)
+    assert code == 0, log
+    assert "PASSED tests/test_relu.py::test_relu_layer" in log, log  # -rA from the kernel's addopts
+    assert "PytestUnknownMarkWarning" not in log, log  # its markers are registered
+    assert re.search(r"^3 passed\b", log, re.M), log
+
+
+@pytest.mark.slow
+def test_without_a_repo_id_hugging_faces_loader_is_not_redirected(relu, cpu_variant, monkeypatch):
+    """No [general.hub] repo-id: kbuild sets neither LOCAL_KERNELS nor HF_HUB_OFFLINE, so the
+    relu tests' get_kernel goes to the Hub; only the tests that import the kernel by name run."""
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    manifest = relu / "build.toml"
+    manifest.write_text(re.sub(r"\[general\.hub\]\nrepo-id = .*\n", "", manifest.read_text()))
+    (relu / "tests" / "test_relu.py").unlink()
+    (relu / "tests" / "test_kbuild_probe.py").write_text(
+        "import os\n\n\n"
+        "def test_environment(own_conftest):\n"
+        "    import relu\n"
+        "    assert relu.relu is not None\n"
+        "    print('LOCAL_KERNELS=' + os.environ.get('LOCAL_KERNELS', '<unset>'))\n"
+        "    print('HF_HUB_OFFLINE=' + os.environ.get('HF_HUB_OFFLINE', '<unset>'))\n"
+    )
+    code, log = kbuild_test(relu, cpu_variant, "-s")
+    assert code == 0, log
+    assert "LOCAL_KERNELS=<unset>\n" in log and "HF_HUB_OFFLINE=<unset>\n" in log, log
+    assert re.search(r"^1 passed\b", log, re.M), log
