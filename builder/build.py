@@ -5,14 +5,20 @@ Each step is a named function; the plan and the ninja text are pure, the rest do
 
 from __future__ import annotations
 
+import math
+import os
 import shutil
-from dataclasses import dataclass, replace
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import compile_cache, ninja_file
 from .abi_check import library_problems
 from .compile_cache import CompileCache
-from .errors import BuildError, KbuildError, ToolchainError
+from .diagnose import failure_reason
+from .cuda_arch import Capability, parse_arch_list, parse_capability
+from .dependencies import BUILT_BACKENDS, parse_dependency, pick_cutlass
+from .errors import BuildError, KbuildError, ToolchainError, UsageError
 from .gitid import SourceId, source_id
 from .manifest import Manifest, load_manifest
 from .ninja_run import run_ninja
@@ -44,6 +50,13 @@ class BuildOptions:
     all_variants: bool = False  # `--all`: every variant of the matrix, toolchains provisioned
     toolchains_dir: Path = Path.home() / ".cache" / "kbuild" / "toolchains"  # KBUILD_TOOLCHAINS
     torch_index: str = "https://pypi.org/simple"  # where CUDA builds of torch come from
+    cuda_archs: str | None = None  # "8.0;9.0a" or "native": only these archs (partial build)
+    cuda_archs_from: str = "--cuda-archs"  # where cuda_archs came from, for errors
+    nvcc_threads: int | None = None  # threads per nvcc (NVCC_THREADS); None sizes them from the cores
+    # filled in by the build: the parsed archs, and each kernel's dependency include folders (None
+    # until resolved: `kbuild variants` plans without provisioning them)
+    resolved_archs: tuple[Capability, ...] | None = None
+    dependency_includes: dict | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -77,7 +90,7 @@ class Job:
 def plan_kernels(options: BuildOptions, toolchain: Toolchain, sources: dict | None = None) -> list[BuildPlan]:
     """Load every selected manifest and plan its variants for this toolchain (`sources` receives
     each kernel folder's SourceId, so the build does not ask git twice)."""
-    return [plan_build(_inputs(m, toolchain, source), options.variants)
+    return [plan_build(_inputs(m, toolchain, source, options), options.variants)
             for m, source in _kernels(options, sources)]
 
 
@@ -91,9 +104,77 @@ def _kernels(options: BuildOptions, sources: dict | None = None) -> list[tuple[M
     return out
 
 
-def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId) -> PlanInputs:
+def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, options: BuildOptions) -> PlanInputs:
     work = m.root / WORK_DIR
-    return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include")
+    includes = options.dependency_includes
+    return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include",
+                      cuda_archs=options.resolved_archs,
+                      dependency_includes=None if includes is None else includes.get(m.root, {}))
+
+
+def resolve_archs(options: BuildOptions) -> BuildOptions:
+    """Parse --cuda-archs / TORCH_CUDA_ARCH_LIST once; `native` asks the torch building the kernels
+    for the capabilities of the GPUs it sees."""
+    text = options.cuda_archs
+    if text is None:
+        return options
+    if text.strip() == "native":
+        caps = _native_capabilities(options.python)
+        if not caps:
+            raise UsageError(f"{options.cuda_archs_from} native: torch in {options.python} sees no GPU",
+                             hint='name the archs instead, e.g. --cuda-archs "8.0;9.0a"')
+        return replace(options, resolved_archs=caps)
+    try:
+        return replace(options, resolved_archs=parse_arch_list(text, options.cuda_archs_from))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+_NATIVE_PROBE = ("import torch\nfor i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
+                 "    print('%d.%d' % torch.cuda.get_device_capability(i))")
+
+
+def _native_capabilities(python: str) -> tuple[Capability, ...]:
+    from . import proc
+
+    out = proc.run([python, "-c", _NATIVE_PROBE], timeout=300, what="GPU capability probe").stdout
+    return tuple(dict.fromkeys(parse_capability(line.strip()) for line in out.splitlines() if line.strip()))
+
+
+def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], cuda: bool,
+                         reporter) -> BuildOptions:
+    """Provision the headers (CUTLASS) that the sections this build compiles depend on, once per
+    release, and record each kernel's include folders. `cuda`: whether CUDA sections are built."""
+    from .provision import ToolchainStore, load_versions_table  # only builds that need them pay
+
+    table = None
+    found: dict = {}
+    includes: dict = {}
+    for m, _ in kernels:
+        mine = {}
+        for section in m.kernels:
+            if section.backend not in BUILT_BACKENDS or (section.backend == "cuda" and not cuda):
+                continue
+            for name in section.depends:
+                dep = parse_dependency(name)
+                if dep is None or not dep.headers or name in mine:
+                    continue
+                if name not in found:
+                    table = table or load_versions_table().get("cutlass", {})
+                    release = pick_cutlass(dep.version, table.get("releases", []))
+                    if release is None:
+                        raise ToolchainError(
+                            f"{m.where('kernel', section.name, 'depends')}: {name}: PyPI's nvidia-cutlass has no "
+                            f"{dep.version[0]}.x release (known: {', '.join(table.get('releases', []))})")
+                    if warning := release.warning(name):
+                        warnings.warn(warning, stacklevel=2)
+                    store = ToolchainStore(options.toolchains_dir, log=reporter.info,
+                                           probe_dir=options.cache_dir / "probes")
+                    found[name] = store.cutlass_includes(release.release,
+                                                         table["requirement"].format(release=release.release))
+                mine[name] = found[name]
+        includes[m.root] = mine
+    return replace(options, dependency_includes=includes)
 
 
 def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple[list[Job], list[VariantResult]]:
@@ -102,17 +183,20 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
     environment cannot build gets a provisioned one. A toolchain that cannot be provisioned
     fails its variants only."""
     kernels = _kernels(options, sources)
+    options = resolve_archs(options)
     if not options.all_variants and not options.variants:
         toolchain = find_toolchain(options)
-        return [Job(plan_build(_inputs(m, toolchain, s)), toolchain) for m, s in kernels], []
+        options = resolve_dependencies(options, kernels, toolchain.cuda is not None, reporter)
+        return [Job(plan_build(_inputs(m, toolchain, s, options)), toolchain) for m, s in kernels], []
     choice, where = workspace_matrix(options.folder)
     matrix = select(choice, where) if options.all_variants else full_matrix()
     wanted = set(options.variants)
     jobs, failed = [], []
     current = _current_toolchain(options) if options.variants else None
+    options = resolve_dependencies(options, kernels, True, reporter)
     by_target: dict = {}
     for m, source in kernels:
-        here = plan_build(_inputs(m, current, source), options.variants) if current else None
+        here = plan_build(_inputs(m, current, source, options), options.variants) if current else None
         done = {v.name for v in here.variants} if here else set()
         if here and here.variants:
             jobs.append(Job(replace(here, skipped=()), current))
@@ -139,7 +223,7 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             if error:
                 failed.append(VariantResult(m.name, name, "failed", reason=f"{target}: {error}"))
                 continue
-            plan = plan_build(_inputs(m, toolchain, source), (name,))
+            plan = plan_build(_inputs(m, toolchain, source, options), (name,))
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
             jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
     return _prune_skips(jobs, wanted), failed
@@ -196,8 +280,12 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
         cache = _compile_cache(options, reporter)
         ninja_path = _write_graph(options, jobs, cache)
         reporter.start_variants(_steps(compiled))
-        outcome = run_ninja(ninja_path, [str(v.library) for v in compiled], options.jobs, reporter,
-                            env={"SOURCE_DATE_EPOCH": options.source_date_epoch})
+        env = {"SOURCE_DATE_EPOCH": options.source_date_epoch}
+        threads = nvcc_threads(compiled, options.jobs, os.cpu_count() or 1, options.nvcc_threads)
+        if threads > 1:
+            env["KBUILD_NVCC_THREADS"] = str(threads)
+            reporter.info(f"nvcc compiles each unit's archs in {threads} threads")
+        outcome = run_ninja(ninja_path, [str(v.library) for v in compiled], options.jobs, reporter, env=env)
         if outcome.compiles_run == 0 and outcome.returncode == 0:
             reporter.info("nothing to compile: every object is up to date")
         elif cache:
@@ -206,8 +294,23 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     for j in jobs:
         provenance = Provenance(sources[j.plan.manifest.root], kbuild_source)
         for v in j.plan.variants:
-            results.append(_finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain))
+            results.append(_finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,
+                                           options.folder / WORK_DIR))
     return results
+
+
+def nvcc_threads(variants, jobs: int | None, cores: int, override: int | None = None) -> int:
+    """Threads per nvcc process. nvcc compiles a unit's archs one after another unless told
+    otherwise: when the graph has fewer nvcc units than ninja runs at once, each unit gets the
+    share of the cores the others leave idle (at most one thread per arch). NVCC_THREADS wins."""
+    if override:
+        return override
+    units = {(u.compiler, u.flags, u.source) for v in variants for u in v.units if u.tool == "nvcc"}
+    if not units:
+        return 1
+    archs = max(sum(f.startswith("-gencode=") and "code=sm_" in f for f in flags) for _, flags, _ in units)
+    at_once = min(jobs or cores + 2, len(units))  # ninja's default -j is cores + 2
+    return max(1, min(archs, math.ceil(cores / at_once)))
 
 
 def _steps(variants) -> dict[str, int]:
@@ -266,7 +369,8 @@ def _copy_if_changed(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
-def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain) -> VariantResult:
+def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain,
+                    graph_dir: Path) -> VariantResult:
     build_dir = manifest.root / BUILD_DIR
     used = toolchain.describe(v.variant.backend) if v.compiled else ""
     seconds, log = 0.0, None
@@ -276,9 +380,8 @@ def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, tool
         failed = {out: text for out, text in (outcome.failed_outputs if outcome else {}).items()
                   if out in _outputs(v)}
         if failed or not v.library.is_file():
-            first = next(iter(failed), "link")
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
-                                 reason=f"compiling {Path(first).name} failed; see the log")
+                                 reason=_failure(v, failed, manifest, graph_dir))
         relinked = outcome is not None and str(v.library) in outcome.step_times
         if relinked and (problems := library_problems(v.library)):
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
@@ -289,6 +392,17 @@ def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, tool
         raise BuildError(f"{manifest.name}: cannot write {build_dir / v.name}: {e}") from None
     return VariantResult(manifest.name, v.name, "built" if changed else "unchanged", seconds, path=path, log=log,
                          toolchain=used)
+
+
+def _failure(v, failed: dict[str, str], manifest: Manifest, graph_dir: Path) -> str:
+    """One line: the first failed unit and why (a missing header names the `depends` it needs)."""
+    units = {str(u.output): u for u in v.units}
+    for output, text in failed.items():
+        if unit := units.get(output):
+            return failure_reason(unit, text, manifest.root, graph_dir)
+    if failed:
+        return f"{Path(next(iter(failed))).name} failed; see the log"
+    return "linking failed; see the log"
 
 
 def _outputs(v) -> set[str]:
@@ -322,7 +436,7 @@ def variant_rows(options: BuildOptions) -> list[dict]:
     current = _current_toolchain(options)
     rows = []
     for m, source in _kernels(options):
-        here = {v.name: v for v in plan_build(_inputs(m, current, source)).variants} if current else {}
+        here = {v.name: v for v in plan_build(_inputs(m, current, source, options)).variants} if current else {}
         found, skips = matrix_variants(m, matrix)
         for mv in found:
             name, cuda = mv.variant.name, mv.target.cuda if mv.target else None

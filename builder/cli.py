@@ -25,7 +25,14 @@ from .workspace import kernel_dirs
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # What follows `--` goes to pytest untouched (`kbuild test DIR --variant V -- -k name`):
+    # split here, since argparse cannot tell optional DIR and trailing arguments apart.
+    passthrough = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if passthrough and args.command != "test":
+        parser.error(f"arguments after -- are for kbuild test only, got {' '.join(passthrough)}")
+    args.pytest_args = passthrough
     reporter = Reporter(verbose=getattr(args, "verbose", False), plain=_plain())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -81,6 +88,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="every variant of the torch x CUDA matrix (builder/versions.toml, [workspace.matrix]), "
                         "provisioning the toolchains under $KBUILD_TOOLCHAINS")
     p.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
+    p.add_argument("--cuda-archs", default=None, metavar="LIST",
+                   help='only these CUDA capabilities, e.g. "8.0;9.0a", or "native" for the visible GPUs '
+                        "(default: $TORCH_CUDA_ARCH_LIST, else every capability the kernel lists; "
+                        "publish refuses such partial builds unless --allow-partial-archs)")
     p.add_argument("-v", "--verbose", action="store_true", help="show compiler output")
     p.add_argument("--no-cache", dest="compile_cache", action="store_false",
                    help="compile without the compile cache (ccache)")
@@ -102,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                    "(default: $KBUILD_HUB, else ~/.cache/kbuild/hub)")
     p.add_argument("--allow-dirty", action="store_true", help="publish builds of uncommitted sources")
     p.add_argument("--force", action="store_true", help="allow removing public names from the branch")
+    p.add_argument("--allow-partial-archs", action="store_true",
+                   help="publish variants built for fewer CUDA archs than the kernel lists (--cuda-archs)")
     p.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     p.set_defaults(handler=_publish)
@@ -113,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
     p.add_argument("dir", nargs="?", default=".", type=Path)
     p.add_argument("--variant", action="append", default=[], metavar="V")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    p.epilog = "Arguments after -- go to pytest, e.g. kbuild test kernels/relu -- -k fp16 -x"
     _python_option(p)
     p.set_defaults(handler=_test)
     return parser
@@ -144,7 +157,26 @@ def _options(args) -> BuildOptions:
         all_variants=getattr(args, "all_variants", False),
         toolchains_dir=Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains"),
         torch_index=os.environ.get("KBUILD_TORCH_INDEX") or "https://pypi.org/simple",
+        **_cuda_archs(args), nvcc_threads=_nvcc_threads(),
     )
+
+
+def _cuda_archs(args) -> dict:
+    # the flag, else torch's own variable (what torch.utils.cpp_extension and kernel-builder read)
+    if getattr(args, "cuda_archs", None) is not None:
+        return {"cuda_archs": args.cuda_archs, "cuda_archs_from": "--cuda-archs"}
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return {"cuda_archs": os.environ["TORCH_CUDA_ARCH_LIST"], "cuda_archs_from": "TORCH_CUDA_ARCH_LIST"}
+    return {}
+
+
+def _nvcc_threads() -> int | None:
+    text = os.environ.get("NVCC_THREADS")
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"NVCC_THREADS: expected a positive number, got {text!r}")
+    return int(text)
 
 
 def _folder(path: Path) -> Path:
@@ -199,7 +231,7 @@ def _publish(args, reporter: Reporter) -> int:
     manifest = load_manifest(_folder(args.dir).resolve())
     options = PublishOptions(folder=manifest.root, repo_id=args.repo_id, branch=args.branch,
                              variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
-                             dry_run=args.dry_run)
+                             dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs)
     hub = open_hub(parse_hub(args.hub or os.environ.get("KBUILD_HUB")), os.environ.get("HF_TOKEN"))
     result = publish(manifest, options, hub, reporter)
     if args.json:

@@ -56,6 +56,40 @@ def parse_capability(text: str) -> Capability:
     return Capability(major, minor, m["suffix"], bool(m["ptx"]))
 
 
+def well_formed_capability(text: str) -> bool:
+    """Spelled like a capability (`11.8`, `9.0a+PTX`), known or not."""
+    return bool(_CAP_RE.match(text.strip()))
+
+
+def parse_arch_list(text: str, where: str) -> tuple[Capability, ...]:
+    """A TORCH_CUDA_ARCH_LIST-style list: `8.0;9.0a`, `8.0 9.0+PTX` or `8.0,9.0`. ValueError names
+    `where` and the bad entry."""
+    items = [t for t in re.split(r"[;,\s]+", text) if t]
+    if not items:
+        raise ValueError(f"{where}: expected capabilities like \"8.0;9.0a\", got {text!r}")
+    caps = []
+    for item in items:
+        try:
+            caps.append(parse_capability(item))
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+    return tuple(dict.fromkeys(caps))
+
+
+def restrict(requested: list[Capability], allowed: tuple[Capability, ...] | None,
+             explicit: bool) -> list[Capability]:
+    """The capabilities of `requested` a build restricted to `allowed` compiles. A section that
+    names its own capabilities keeps its spelling of each one `allowed` names by number (9.0a
+    for 9.0 stays 9.0a: the code may need the arch-specific features); a section on the defaults
+    takes `allowed` as written."""
+    if allowed is None:
+        return list(requested)
+    if not explicit:
+        return list(allowed)
+    wanted = {(c.major, c.minor) for c in allowed}
+    return [c for c in requested if (c.major, c.minor) in wanted]
+
+
 def default_capabilities(cuda: tuple[int, int]) -> list[Capability]:
     """kernel-builder's default list for a CUDA version (DESIGN.md §5)."""
     for since, caps in _DEFAULTS:

@@ -14,18 +14,14 @@ from pathlib import Path
 
 from kbuild.variants import BACKENDS
 
-from .cuda_arch import Capability, parse_capability
+from .cuda_arch import Capability, parse_capability, well_formed_capability
+from .dependencies import BUILT_BACKENDS, check_dependency
 from .errors import ManifestError
 from .toml_lines import key_lines
 
 NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 EDITIONS = (4, 5)
-# Dependencies kernel-builder projects name in `depends`; only torch is provided so far.
-KNOWN_DEPENDS = (
-    "torch", "cutlass_2_10", "cutlass_3_5", "cutlass_3_6", "cutlass_3_8", "cutlass_3_9", "cutlass_4_0",
-    "cutlass_sycl", "metal-cpp",
-)
 
 # kind per key: "str", "int", "strs" (list of strings), "table", "stable-abi" (str or table).
 _GENERAL = {"name": "str", "version": "int", "edition": "int", "license": "str", "backends": "strs",
@@ -98,6 +94,7 @@ class Manifest:
     torch: TorchSection | None = None
     noarch: NoarchSection | None = None
     kernels: tuple[KernelSection, ...] = ()
+    kernel_builder: bool = False  # a kernel-builder project (its flake.nix builds it with kernel-builder)
     lines: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -165,12 +162,24 @@ def load_manifest(path: Path) -> Manifest:
         loc = f"{_display(path)}:{line.group(1)}" if line else _display(path)
         reason = re.sub(r" \(at line.*", "", str(e))
         raise ManifestError(f"{loc}: invalid TOML: {reason}") from None
-    return _Parser(path, data, key_lines(text)).manifest()
+    return _Parser(path, data, key_lines(text), is_kernel_builder_project(path.parent)).manifest()
+
+
+def is_kernel_builder_project(folder: Path) -> bool:
+    """A project kernel-builder builds: its flake.nix takes kernel-builder (or its successor, the
+    huggingface/kernels flake) as an input. Such projects get kernel-builder's leniency where
+    kbuild is stricter (a capability no GPU has is dropped with a warning, not refused)."""
+    try:
+        flake = (folder / "flake.nix").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(re.search(r"kernel-builder|huggingface/kernels|genKernelFlakeOutputs", flake))
 
 
 class _Parser:
-    def __init__(self, path: Path, data: dict, lines: dict):
+    def __init__(self, path: Path, data: dict, lines: dict, kernel_builder: bool = False):
         self.path, self.data, self.lines = path, data, lines
+        self.kernel_builder = kernel_builder
         self.w = _Where(path, lines)
 
     def manifest(self) -> Manifest:
@@ -205,7 +214,7 @@ class _Parser:
             kernel_depends=tuple(general.get("kernel-depends", ())),
             hub_repo_id=hub.get("repo-id"), hub_branch=hub.get("branch"),
             cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
-            torch=torch, noarch=noarch, kernels=kernels, lines=self.lines,
+            torch=torch, noarch=noarch, kernels=kernels, kernel_builder=self.kernel_builder, lines=self.lines,
         )
 
     # -- sections -----------------------------------------------------------------------------
@@ -286,9 +295,12 @@ class _Parser:
         t = self._table(keys, body, spec, backend_note=backend)
         for key in ("depends", "src"):
             self._require(keys, t, key)
-        for dep in t["depends"]:
-            if dep not in KNOWN_DEPENDS:
-                raise self.w.error(keys + ("depends",), f'unknown dependency "{dep}" (known: {", ".join(KNOWN_DEPENDS)})')
+        # Sections of backends kbuild never compiles keep their dependencies unchecked: their
+        # names (sycl_tla, metal-cpp, ...) never reach a build here.
+        if backend in BUILT_BACKENDS:
+            for dep in t["depends"]:
+                if problem := check_dependency(dep, backend):
+                    raise self.w.error(keys + ("depends",), problem)
         if "cuda-minver" in t:
             self._version(keys + ("cuda-minver",), t["cuda-minver"])
         return KernelSection(
@@ -357,7 +369,13 @@ class _Parser:
             try:
                 caps.append(parse_capability(v))
             except ValueError as e:
-                raise self.w.error(keys, str(e)) from None
+                if not (self.kernel_builder and well_formed_capability(v)):
+                    raise self.w.error(keys, str(e)) from None
+                # kernel-builder drops capabilities no nvcc knows; its projects must still build
+                warnings.warn(f'{self.w.at(keys)}: unknown capability "{v}" dropped, as kernel-builder '
+                              "does (a kbuild project gets an error)", stacklevel=2)
+        if not caps:
+            raise self.w.error(keys, "no known capability left: name at least one (or leave the key out for the defaults)")
         return tuple(dict.fromkeys(caps))
 
     def _paths(self, keys, values: list[str]) -> tuple[str, ...]:

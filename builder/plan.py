@@ -5,17 +5,18 @@ A pure function of its inputs (no disk, no processes), so plans are tested by va
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
 
-from .cuda_arch import Capability, default_capabilities, select
-from .errors import ManifestError
+from .cuda_arch import Capability, default_capabilities, restrict, select
+from .dependencies import BUILT_BACKENDS, parse_dependency
+from .errors import ManifestError, ToolchainError
 from .manifest import KernelSection, Manifest
 from .toolchain import CudaInfo, TorchInfo
 
-COMPILED_BACKENDS = ("cpu", "cuda")
+COMPILED_BACKENDS = BUILT_BACKENDS
 SOURCE_SUFFIXES = {".cpp": "cxx", ".cc": "cxx", ".cxx": "cxx", ".c": "cxx", ".cu": "nvcc"}
 # torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
 # kernel-builder projects are written without.
@@ -35,6 +36,8 @@ class CompileUnit:
     flags: tuple[str, ...]
     implicit: tuple[Path, ...] = ()  # headers listed in src: rebuild when they change
     compiler: str = ""  # for nvcc units, the nvcc (variants of one graph may use several)
+    section: str = ""  # the [kernel.<name>] it belongs to; "" for the [torch] binding
+    depends: tuple[str, ...] = ()  # that section's dependencies (for errors about missing headers)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class VariantPlan:
     library: Path | None = None  # the linked .so inside the work folder
     link_flags: tuple[str, ...] = ()
     archs: tuple[str, ...] = ()
+    partial_archs: bool = False  # built for fewer archs than a full build (--cuda-archs)
 
     @property
     def name(self) -> str:
@@ -78,6 +82,9 @@ class PlanInputs:
     source_id: str  # SourceId.short
     work_dir: Path  # where objects and the generated include folder go
     generated_include: Path  # holds registration.h
+    cuda_archs: tuple[Capability, ...] | None = None  # --cuda-archs: build only these
+    # `depends` name -> its include folders; None when not provisioned (`kbuild variants` lists plans)
+    dependency_includes: dict | None = field(default_factory=dict)
 
 
 def ops_name(manifest: Manifest, backend: str, source_id: str) -> str:
@@ -177,12 +184,9 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         variant = Variant(COMPILED, backend, torch.torch, compute, host_cpu(), host_os(), torch.cxx11)
     name = ops_name(m, backend, inputs.source_id)
     obj_dir = inputs.work_dir / variant.name
-    # Only sections with device code compile for GPU archs; metadata lists what was compiled.
-    section_caps = {s.name: _capabilities(inputs, s) for s in _sections(inputs, backend)
-                    if _has_cu(s.src)} if backend == "cuda" else {}
-    caps = sorted({c for cs in section_caps.values() for c in cs})
-    if backend == "cuda" and not caps and _has_cu(m.torch.src):
-        caps = _capabilities(inputs, None)
+    section_caps, caps = _device_caps(inputs, backend)
+    # a --cuda-archs build that leaves archs out is partial: publish refuses it unless told
+    partial = inputs.cuda_archs is not None and caps != _device_caps(replace(inputs, cuda_archs=None), backend)[1]
     units = []
     binding_flags = _binding_flags(inputs, backend, name, abi)
     headers = tuple(m.root / s for s in m.torch.src if Path(s).suffix not in SOURCE_SUFFIXES)
@@ -198,8 +202,20 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
     return VariantPlan(
         variant=variant, ops_name=name, python_src=m.root / "torch-ext" / m.python_name,
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
-        link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps),
+        link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps), partial_archs=partial,
     )
+
+
+def _device_caps(inputs: PlanInputs, backend: str) -> tuple[dict[str, list[Capability]], list[Capability]]:
+    """Each section's GPU capabilities, and the variant's: only sections with device code compile
+    for GPU archs (metadata lists what was compiled); a binding .cu alone gets the defaults."""
+    if backend != "cuda":
+        return {}, []
+    section_caps = {s.name: _capabilities(inputs, s) for s in _sections(inputs, backend) if _has_cu(s.src)}
+    caps = sorted({c for cs in section_caps.values() for c in cs})
+    if not caps and _has_cu(inputs.manifest.torch.src):
+        caps = _capabilities(inputs, None)
+    return section_caps, caps
 
 
 def _sections(inputs: PlanInputs, backend: str) -> list[KernelSection]:
@@ -213,18 +229,25 @@ def _has_cu(sources) -> bool:
     return any(SOURCE_SUFFIXES.get(Path(src).suffix) == "nvcc" for src in sources)
 
 
-def _unit(inputs: PlanInputs, obj_dir: Path, src: str, tool: str, flags, implicit) -> CompileUnit:
+def _unit(inputs: PlanInputs, obj_dir: Path, src: str, tool: str, flags, implicit,
+          section: KernelSection | None = None) -> CompileUnit:
     out = obj_dir / "obj" / PurePosixPath(src).with_suffix(PurePosixPath(src).suffix + ".o")
     compiler = inputs.cuda.nvcc if tool == "nvcc" else ""
-    return CompileUnit(inputs.manifest.root / src, out, tool, tuple(flags), tuple(implicit), compiler)
+    return CompileUnit(inputs.manifest.root / src, out, tool, tuple(flags), tuple(implicit), compiler,
+                       section.name if section else "", section.depends if section else ("torch",))
 
 
 def _capabilities(inputs: PlanInputs, section: KernelSection | None) -> list[Capability]:
-    requested = (section and section.cuda_capabilities) or default_capabilities(inputs.cuda.version)
+    explicit = bool(section and section.cuda_capabilities)
+    listed = section.cuda_capabilities if explicit else default_capabilities(inputs.cuda.version)
+    requested = restrict(list(listed), inputs.cuda_archs, explicit)
+    where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
+    if not requested:
+        raise ManifestError(f"{where}: none of {', '.join(map(str, listed))} is in --cuda-archs "
+                            f"{';'.join(map(str, inputs.cuda_archs))} (build with archs this kernel lists)")
     ok, _ = select(list(requested), inputs.cuda.archs)
     if not ok:
         have = ".".join(map(str, inputs.cuda.version))
-        where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
         raise ManifestError(f"{where}: none of {', '.join(map(str, requested))} is supported by nvcc {have} "
                                 f"(it supports {', '.join(sorted(inputs.cuda.archs, key=int))})")
     return sorted(ok)
@@ -266,7 +289,7 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
                    abi: tuple[int, int] | None = None) -> list[CompileUnit]:
     m = inputs.manifest
     uses_torch = "torch" in section.depends
-    common = [f"-I{m.root / d}" for d in section.include]
+    common = [f"-I{m.root / d}" for d in section.include] + _dependency_includes(inputs, section)
     if uses_torch:
         common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.torch, abi),
                    *_torch_includes(inputs, section.backend), f"-I{inputs.torch.python_include}"]
@@ -282,12 +305,30 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
             flags = [*_HOST_FLAGS, _std(inputs.torch), *common, *section.cxx_flags]
         else:
             continue
-        units.append(_unit(inputs, obj_dir, src, tool, flags, headers))
+        units.append(_unit(inputs, obj_dir, src, tool, flags, headers, section))
     return units
 
 
+def _dependency_includes(inputs: PlanInputs, section: KernelSection) -> list[str]:
+    """-I for the headers of each dependency the section names (CUTLASS): only its own units get
+    them, and the include folders name the release, so a new release is a new compile command."""
+    flags = []
+    for name in section.depends:
+        dep = parse_dependency(name)
+        if dep is None or not dep.headers or inputs.dependency_includes is None:  # None: listing only
+            continue
+        if name not in inputs.dependency_includes:
+            raise ToolchainError(f"{inputs.manifest.where('kernel', section.name, 'depends')}: "
+                                 f"{name} was not provisioned for this build")
+        flags += [f"-I{d}" for d in inputs.dependency_includes[name]]
+    return flags
+
+
 def _nvcc_flags(inputs: PlanInputs, caps, section: KernelSection | None) -> list[str]:
+    # torch.utils.cpp_extension's flags, plus what torch's CMake config adds to every CUDA compile
+    # of a CMake-built extension (--expt-extended-lambda, ...): kernel-builder builds with CMake.
     common = [f for f in inputs.torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS]
+    common += [f for f in inputs.torch.cmake_nvcc_flags if f not in common]
     fp8 = ["-DENABLE_FP8"] if inputs.cuda.version >= (11, 8) else []
     host = [x for f in _HOST_FLAGS for x in ("-Xcompiler", f)]
     gencode = [g for c in caps for g in c.gencode_flags()]

@@ -3,6 +3,7 @@ cached under one folder (`~/.cache/kbuild/toolchains/` unless the CLI says other
 
     torch-2.13.0/   a venv holding exactly torch==2.13.0 (CPU or CUDA build)
     cuda-13.2/      a venv holding NVIDIA's cuda-toolkit wheels; CUDA_HOME is its nvidia/cu13
+    cutlass-4.2/    the headers of PyPI's nvidia-cutlass 4.2.0.0 (`cutlass_X_Y` dependencies)
     .<name>.lock    held while <name> is installed, so two kbuild processes install it once
     <name>.install.log   pip's output of the last install
 
@@ -205,6 +206,45 @@ class ToolchainStore:
             self._write_marker(dest, kind="cuda", version=f"{version[0]}.{version[1]}", requirement=requirement,
                                home=str(home), nvcc=full)
 
+    # -- CUTLASS -----------------------------------------------------------------------------
+
+    def cutlass_includes(self, release: str, requirement: str) -> tuple[str, ...]:
+        """The include folders of CUTLASS `release` (include/ and tools/util/include/, as CUTLASS's
+        own CMake exports them), installed from `requirement` if missing. Headers only: the
+        wheel's Python dependencies are not installed."""
+        name = "cutlass-" + ".".join(release.split(".")[:2])
+        dest = self.root / name
+        if not self._cutlass_ready(dest, release):
+            with self._locked(name):
+                if not self._cutlass_ready(dest, release):
+                    self._install_cutlass(name, release, requirement)
+        marker = _read_marker(dest)
+        dirs = tuple(str(dest / d) for d in marker["include"])
+        if not (Path(dirs[0]) / "cutlass" / "cutlass.h").is_file():
+            raise ToolchainError(f"{name}: {dirs[0]}/cutlass/cutlass.h is missing",
+                                 hint=f"kbuild toolchain prune {name}, then install it again")
+        return dirs
+
+    def _cutlass_ready(self, dest: Path, release: str) -> bool:
+        marker = _read_marker(dest)
+        return bool(marker and marker.get("kind") == "cutlass" and marker.get("release") == release)
+
+    def _install_cutlass(self, name: str, release: str, requirement: str) -> None:
+        dest = self.root / name
+        self._log(f"installing {requirement} (headers) into {dest}")
+        with self._building(name, venv=False) as (tmp, pip):
+            pip([self.base_python, "-m", "pip", "install", "--no-deps", "--progress-bar", "off",
+                 "--target", str(tmp), requirement], f"pip install {requirement}")
+            source = tmp / "cutlass_library" / "source"
+            include = [source / "include", source / "tools" / "util" / "include"]
+            if not (include[0] / "cutlass" / "cutlass.h").is_file():
+                raise ToolchainError(f"{requirement} installed no cutlass_library/source/include/cutlass/cutlass.h "
+                                     f"into {tmp}", hint="check [cutlass] in builder/versions.toml")
+            found = [str(d.relative_to(tmp)) for d in include if d.is_dir()]
+            os.rename(tmp, dest)
+            self._write_marker(dest, kind="cutlass", version=".".join(release.split(".")[:2]), release=release,
+                               requirement=requirement, include=found)
+
     # -- the store ---------------------------------------------------------------------------
 
     def list(self) -> list[ToolchainRecord]:
@@ -289,9 +329,9 @@ class ToolchainStore:
         return False
 
     @contextmanager
-    def _building(self, name: str, upgrading: Path | None = None):
-        """Under the lock: a fresh `.<name>.tmp-<pid>` venv (or, when `upgrading`, an empty one for
-        downloads) and a `pip(cmd, what)` that logs to <name>.install.log. On any failure or
+    def _building(self, name: str, upgrading: Path | None = None, venv: bool = True):
+        """Under the lock: a fresh `.<name>.tmp-<pid>` venv (or, when `upgrading` or not `venv`, an
+        empty folder) and a `pip(cmd, what)` that logs to <name>.install.log. On any failure or
         interrupt the tmp folder goes, and so does a toolchain left without its marker."""
         dest = self.root / name
         tmp = self.root / f".{name}.tmp-{os.getpid()}"
@@ -305,7 +345,7 @@ class ToolchainStore:
                 def pip(cmd: list[str], what: str) -> None:
                     _run_logged(cmd, what, log_file, log_path)
 
-                if upgrading:
+                if upgrading or not venv:
                     tmp.mkdir()
                 else:
                     pip([self.base_python, "-m", "venv", str(tmp)], "python -m venv")
@@ -396,6 +436,8 @@ def _detail(marker: dict) -> str:
         return f"{'CUDA ' + cuda if cuda else 'CPU'} build ({marker.get('torch_version')})"
     if marker.get("kind") == "cuda":
         return f"nvcc {marker.get('nvcc')} ({marker.get('requirement')})"
+    if marker.get("kind") == "cutlass":
+        return f"CUTLASS {marker.get('release')} headers ({marker.get('requirement')})"
     return ""
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbuild.digest import git_blob_oid
+from kbuild.metadata import PARTIAL_ARCHS
 
 from .card import render_card
 from .errors import KbuildError, UsageError
@@ -38,6 +39,7 @@ class PublishOptions:
     allow_dirty: bool = False
     force: bool = False
     dry_run: bool = False
+    allow_partial_archs: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,9 @@ def local_variants(manifest: Manifest, only: tuple[str, ...]) -> list[LocalVaria
     return variants
 
 
-def check_publishable(variants: list[LocalVariant], allow_dirty: bool) -> int:
-    """One version for the whole slice, and clean provenance; returns that version."""
+def check_publishable(variants: list[LocalVariant], allow_dirty: bool, allow_partial_archs: bool = False) -> int:
+    """One version for the whole slice, clean provenance, every arch the kernel lists; returns
+    that version."""
     versions = {v.metadata.get("version") for v in variants}
     if len(versions) != 1:
         listing = ", ".join(f"{v.name}: {v.metadata.get('version')}" for v in variants)
@@ -123,6 +126,14 @@ def check_publishable(variants: list[LocalVariant], allow_dirty: bool) -> int:
         raise PublishError(f"variants built from different sources cannot be published together ({listing})",
                            hint="rebuild the stale ones (kbuild build --all, or --variant), delete them, "
                                 "or publish a slice with --variant")
+    if not allow_partial_archs:
+        for v in variants:
+            backend = v.metadata.get("backend") or {}
+            if backend.get(PARTIAL_ARCHS):
+                raise PublishError(f"{v.name} was built for CUDA archs {' '.join(backend.get('archs', []))} only "
+                                   "(--cuda-archs), not every arch the kernel lists",
+                                   hint="rebuild without --cuda-archs (and TORCH_CUDA_ARCH_LIST unset), "
+                                        "or pass --allow-partial-archs")
     if not allow_dirty:
         for v in variants:
             kernel = (v.metadata.get("provenance") or {}).get("kernel")
@@ -194,7 +205,7 @@ def breaking_changes(local: dict[str, set[str] | None], remote: dict[str, set[st
 
 def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, reporter) -> PublishResult:
     variants = local_variants(manifest, options.variants)
-    version = check_publishable(variants, options.allow_dirty)
+    version = check_publishable(variants, options.allow_dirty, options.allow_partial_archs)
     repo_id, branch = resolve_target(manifest, options, version)
     extra = _benchmarks(manifest)
     if not options.dry_run:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbuild.digest import digest_tree
+from kbuild.metadata import PARTIAL_ARCHS
 
 from . import __version__
 from .gitid import SourceId
@@ -72,10 +73,17 @@ def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[s
         "version": manifest.version,
         "license": manifest.license,
         "python-depends": list(manifest.python_depends),
-        "backend": {"type": plan.variant.backend, "archs": list(plan.archs)},
+        "backend": _backend(plan),
         "digest": {"algorithm": "sha256", "files": files},
         "provenance": _provenance(provenance),
     }
+
+
+def _backend(plan: VariantPlan) -> dict:
+    backend = {"type": plan.variant.backend, "archs": list(plan.archs)}
+    if plan.partial_archs:
+        backend[PARTIAL_ARCHS] = True  # only when set: full builds keep kernel-builder's exact shape
+    return backend
 
 
 def _provenance(provenance: Provenance) -> dict:

@@ -34,6 +34,7 @@ info = {
     "common_nvcc_flags": list(ce.COMMON_NVCC_FLAGS),
     "python_include": sysconfig.get_paths()["include"],
     "nvidia_include": [],
+    "cmake_cuda_config": os.path.join(os.path.dirname(torch.__file__), "share", "cmake", "Caffe2", "public", "cuda.cmake"),
 }
 if torch.version.cuda:
     major = torch.version.cuda.split(".")[0]
@@ -54,6 +55,8 @@ class TorchInfo:
     common_nvcc_flags: tuple[str, ...]
     python_include: str
     nvidia_include: tuple[str, ...]
+    cmake_cuda_config: str = ""  # torch's CMake CUDA settings (share/cmake/Caffe2/public/cuda.cmake)
+    cmake_nvcc_flags: tuple[str, ...] = ()  # what that file adds to every CUDA compile
 
     @property
     def torch(self) -> tuple[int, int]:
@@ -101,7 +104,35 @@ def probe_torch(python: str, cache_dir: Path) -> TorchInfo:
             tmp = cached.with_suffix(".tmp")
             tmp.write_text(json.dumps(data))
             tmp.replace(cached)
+    data["cmake_nvcc_flags"] = cmake_nvcc_flags(Path(data["cmake_cuda_config"]))
     return TorchInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+_CMAKE_APPEND = re.compile(r"^\s*list\s*\(\s*APPEND\s+CUDA_NVCC_FLAGS\s+(.*?)\s*\)\s*(?:#.*)?$")
+
+
+def cmake_nvcc_flags(config: Path) -> tuple[str, ...]:
+    """The nvcc flags torch's CMake config appends to every CUDA compile of an extension built with
+    CMake (kernel-builder's way): the literal `list(APPEND CUDA_NVCC_FLAGS "...")` lines outside
+    any if() block. torch 2.x: --expt-relaxed-constexpr --expt-extended-lambda. Read from the
+    torch being built against, so a torch that changes them changes kbuild's flags too."""
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()  # a torch without its CMake files: torch.utils.cpp_extension's flags only
+    flags, depth = [], 0
+    for line in text.splitlines():
+        code = line.split("#", 1)[0].strip()
+        if re.match(r"(if|foreach|function|macro)\s*\(", code):
+            depth += 1
+        elif re.match(r"end(if|foreach|function|macro)\s*\(", code):
+            depth -= 1
+        elif depth == 0 and (m := _CMAKE_APPEND.match(code)) and "$" not in m[1]:
+            flags += [f.strip('"') for f in m[1].split()]
+    return tuple(dict.fromkeys(flags))
+
+
+_PROBE_SCHEMA = 2  # bump when the probe reports new fields: cached probes are then redone
 
 
 def _cache_key(python: str) -> str | None:
@@ -110,7 +141,7 @@ def _cache_key(python: str) -> str | None:
     versions = sorted(env.glob("lib/python3*/site-packages/torch/version.py"))
     if not versions:
         return None
-    stamp = f"{Path(python).absolute()}|{versions[0]}|{versions[0].stat().st_mtime_ns}"
+    stamp = f"{_PROBE_SCHEMA}|{Path(python).absolute()}|{versions[0]}|{versions[0].stat().st_mtime_ns}"
     return hashlib.sha256(stamp.encode()).hexdigest()[:16]
 
 

@@ -6,7 +6,8 @@ for matrix builds (builder/provision.py), under $KBUILD_TOOLCHAINS, else ~/.cach
     kbuild toolchain prune [NAME...] [--all] [--dry-run]
 
 A SPEC is torch-X.Y (the release versions.toml pins), torch-X.Y.Z, either with +cuda for the CUDA
-build from $KBUILD_TORCH_INDEX (default PyPI), or cuda-X.Y. The CLI wires this in with
+build from $KBUILD_TORCH_INDEX (default PyPI), cuda-X.Y, or cutlass-X.Y (the headers of PyPI's
+nvidia-cutlass X.Y, a release versions.toml lists). The CLI wires this in with
 `toolchain_cli.add_parsers(sub)`; `open_store()` is how other commands get the same store.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from .dependencies import cutlass_for
 from .errors import KbuildError, UsageError
 from .provision import PYPI, ToolchainStore, disk_usage, load_versions_table
 from .toolchain import find_cuda
@@ -38,10 +40,10 @@ def open_store(log: Callable[[str], None] | None = None) -> ToolchainStore:
 
 @dataclass(frozen=True)
 class Spec:
-    kind: str              # "torch" | "cuda"
-    version: str           # 2.13.0 | 13.2
+    kind: str              # "torch" | "cuda" | "cutlass"
+    version: str           # 2.13.0 | 13.2 | 4.2.0.0
     cuda: bool = False     # torch: the CUDA build
-    requirement: str = ""  # cuda: the pip requirement providing nvcc
+    requirement: str = ""  # cuda, cutlass: the pip requirement providing nvcc / the headers
 
     @property
     def name(self) -> str:
@@ -58,7 +60,12 @@ def parse_spec(text: str, table: dict) -> Spec:
     elif m := re.fullmatch(r"cuda-(\d+\.\d+)", text):
         if m[1] in cudas:
             return Spec("cuda", m[1], requirement=cudas[m[1]]["toolkit"])
-    known = [f"torch-{v}" for v in torches] + [f"cuda-{v}" for v in cudas]
+    elif text.startswith("cutlass-"):
+        cutlass = table.get("cutlass", {})
+        if release := cutlass_for(text, cutlass.get("releases", [])):
+            return Spec("cutlass", release.release, requirement=cutlass["requirement"].format(release=release.release))
+    known = [f"torch-{v}" for v in torches] + [f"cuda-{v}" for v in cudas] + sorted(
+        {"cutlass-" + ".".join(r.split(".")[:2]) for r in table.get("cutlass", {}).get("releases", [])})
     raise UsageError(f"unknown toolchain {text!r}: expected one of {', '.join(known)} "
                      "(torch-X.Y.Z for another release of a known torch, +cuda for a torch's CUDA build)")
 
@@ -71,7 +78,8 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print a machine-readable listing")
     p.set_defaults(handler=_list)
 
-    p = sub.add_parser("install", help="install toolchains: torch-2.13, torch-2.13.0, torch-2.13+cuda, cuda-13.2")
+    p = sub.add_parser("install", help="install toolchains: torch-2.13, torch-2.13.0, torch-2.13+cuda, cuda-13.2, "
+                                       "cutlass-4.2 (CUTLASS headers)")
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--no-system-cuda", action="store_true",
                    help="install NVIDIA's wheels even when the system CUDA is this version")
@@ -119,6 +127,9 @@ def _install(args, reporter) -> int:
         if spec.kind == "torch":
             python = store.torch_python(spec.version, cuda=spec.cuda)
             reporter.result(f"{spec.name}: {python} ({time.monotonic() - start:.1f}s)")
+        elif spec.kind == "cutlass":
+            dirs = store.cutlass_includes(spec.version, spec.requirement)
+            reporter.result(f"{spec.name}: {' '.join(dirs)} ({time.monotonic() - start:.1f}s)")
         else:
             major, minor = map(int, spec.version.split("."))
             home, how = store.cuda_home((major, minor), spec.requirement, system=not args.no_system_cuda)

@@ -19,10 +19,14 @@ FILENAME = "metadata.json"
 _OURS = " (provenance says kbuild built this variant, and kbuild always records it)"
 
 
+PARTIAL_ARCHS = "archs-partial"  # backend key: built for fewer CUDA archs than the kernel lists
+
+
 @dataclass(frozen=True)
 class BackendInfo:
     type: str
     archs: tuple[str, ...] = ()
+    partial: bool = False  # a development build (--cuda-archs): publish refuses it unless told
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,8 @@ def _backend(check: _Checker, data: dict) -> BackendInfo | None:
     kind = check.opt(raw, "type", str, required=True, where="backend.type")
     if kind not in BACKENDS:
         check.fail("backend.type", f"one of {', '.join(BACKENDS)}", kind)
-    return BackendInfo(kind, check.str_list(raw, "archs", where="backend.archs"))
+    partial = check.opt(raw, PARTIAL_ARCHS, bool, where=f"backend.{PARTIAL_ARCHS}")
+    return BackendInfo(kind, check.str_list(raw, "archs", where="backend.archs"), bool(partial))
 
 
 def _digest(check: _Checker, data: dict, required: bool) -> dict[str, str] | None:

@@ -8,7 +8,9 @@ byte-identical .so files; `--no-cache` → no cache, same bytes; no ccache → a
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import shutil
 import time
 from pathlib import Path
@@ -45,10 +47,22 @@ def test_launcher_sets_a_shareable_content_keyed_cache(tmp_path, no_subprocess):
     assert compile_cache.launcher_script(None).endswith('\nexec "$@"\n')  # no cache: same command line
 
 
-def test_nvcc_wrapper_keeps_intermediates_under_fixed_names(no_subprocess):
-    text = compile_cache.nvcc_script("/usr/local/cuda-13.0/bin/nvcc")
-    assert "/usr/local/cuda-13.0/bin/nvcc -keep -keep-dir \"$keep\" \"$@\"" in text
-    assert 'rm -rf "$keep"' in text and text.endswith("exit $status\n")
+def test_nvcc_wrapper_keeps_intermediates_and_threads_outside_the_command_line(tmp_path):
+    # a stand-in nvcc that prints its arguments and exits 3: the wrapper runs it for real
+    fake = tmp_path / "nvcc-real"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\nexit 3\n')
+    fake.chmod(0o755)
+    wrapper = tmp_path / "bin" / "nvcc"
+    compile_cache.install_script(wrapper, compile_cache.nvcc_script(str(fake)))
+    env = {k: v for k, v in os.environ.items() if k != "KBUILD_NVCC_THREADS"} | {"TMPDIR": str(tmp_path)}
+    plain = subprocess.run([str(wrapper), "-c", "a b.cu"], env=env, capture_output=True, text=True)
+    args = plain.stdout.splitlines()
+    assert plain.returncode == 3  # nvcc's status comes back
+    assert args[:2] == ["-keep", "-keep-dir"] and args[3:] == ["-c", "a b.cu"] and "--threads" not in args
+    assert not list(tmp_path.glob("kbuild-nvcc.*"))  # the scratch folder is removed
+    threaded = subprocess.run([str(wrapper), "-c", "x.cu"], env=env | {"KBUILD_NVCC_THREADS": "6"},
+                              capture_output=True, text=True).stdout.splitlines()
+    assert threaded[3:] == ["--threads", "6", "-c", "x.cu"]
 
 
 def test_rules_run_compilers_through_the_launcher_with_prefix_maps(tmp_path, no_subprocess):
