@@ -94,7 +94,8 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
     root = manifest.root.resolve()
     with tempfile.TemporaryDirectory(prefix="kbuild-test-") as tmp:
         (Path(tmp) / manifest.python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
-        env["PYTHONPATH"] = tmp
+        # ahead of the caller's path, which stays: packages the suites import may live there
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH")) if p)
         config = _own_pytest_config(root)
         if config is None:  # an empty one, so pytest stops looking for one in parent folders
             config = Path(tmp) / "pytest.ini"

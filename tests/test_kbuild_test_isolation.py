@@ -44,6 +44,11 @@ def test_get_kernel_loads_the_variant_under_test(own_conftest):
     print("LOCAL_KERNELS=" + os.environ.get("LOCAL_KERNELS", "<unset>"))
     print("HF_HUB_OFFLINE=" + os.environ.get("HF_HUB_OFFLINE", "<unset>"))
     print("fixture from", own_conftest)
+    try:
+        from caller_path_module import VALUE  # on the caller's PYTHONPATH, when the test sets one
+    except ImportError:
+        VALUE = "missing"
+    print("caller path:", VALUE)
 '''
 
 
@@ -148,17 +153,19 @@ def relu(built_relu, tmp_path) -> Path:
 
 
 def kbuild_test(kernel: Path, variant: str, *pytest_args: str) -> tuple[int, str]:
-    # Options before the folder: argparse rejects `DIR --variant V -- ARGS` (the folder and the
-    # pytest arguments are one run of positionals).
-    code = main(["test", "--variant", variant, str(kernel), *(("--", *pytest_args) if pytest_args else ())])
+    code = main(["test", str(kernel), "--variant", variant, *(("--", *pytest_args) if pytest_args else ())])
     log = kernel / ".kbuild" / variant / "test.log"
     return code, log.read_text() if log.is_file() else "(no test.log)"
 
 
 @pytest.mark.slow
-def test_get_kernel_tests_get_the_variant_under_test(relu, cpu_variant, monkeypatch):
+def test_get_kernel_tests_get_the_variant_under_test(relu, cpu_variant, monkeypatch, tmp_path):
     # The caller's own overrides: another repo's stays, a stale one for relu is replaced.
     monkeypatch.setenv("LOCAL_KERNELS", f"other-org/other=/elsewhere:{REPO_ID}=/nowhere")
+    # and the caller's PYTHONPATH stays behind the variant's folder (packages the suites import)
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "caller_path_module.py").write_text('VALUE = "kept"\n')
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "extra"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     variant = (relu / "build" / cpu_variant).resolve()
     code, log = kbuild_test(relu, cpu_variant, "-s")
@@ -168,6 +175,7 @@ def test_get_kernel_tests_get_the_variant_under_test(relu, cpu_variant, monkeypa
     assert f"loaded from {variant}\n" in log, log
     assert f"LOCAL_KERNELS=other-org/other=/elsewhere:{REPO_ID}={variant}\n" in log, log
     assert "HF_HUB_OFFLINE=1\n" in log, log
+    assert "caller path: kept\n" in log, log
     assert "fixture from tests/conftest.py" in log, log  # the kernel's own conftest.py still loads
     assert "this-option-does-not-exist" not in log and "parent folder conftest.py" not in log, log
 
