@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The development-set corpus on the H200 (device tool): the named kernels of ../shared/corpus,
+# unchanged (carried as .device/corpus), built by kbuild for this machine's torch in one ninja
+# graph (a workspace of just them), then each kernel's own tests on the GPU.
+#
+#   bench/gpu/corpus.sh ARCHS KERNEL...      e.g. bench/gpu/corpus.sh 9.0a relu causal-conv1d
+#
+# which runs, in /tmp/corpus (a git repo of the kernels, so builds have a source id):
+#   kbuild build /tmp/corpus --cuda-archs ARCHS --variant torch211-cxx11-cu130-x86_64-linux \
+#       --variant torch-stable-abi210-cu130-x86_64-linux --variant torch-stable-abi29-cu130-x86_64-linux -j 16
+#   kbuild test /tmp/corpus/KERNEL --variant <its variant> [-- $PYTEST_ARGS]     (each kernel)
+# CUTLASS and Python packages come from the carried wheels (.device/wheels): no internet there.
+# Output: $OUT/corpus.log (everything), $OUT/corpus.jsonl (one line per kernel), test logs.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+exec > >(tee -a "$OUT/corpus.log") 2>&1
+archs=$1; shift
+here=$PWD
+if [ ! -d /tmp/site/rich ]; then
+  python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    .device/wheels/{rich,markdown_it,mdurl,pygments,pyelftools,kernels,einops}*.whl || exit 1
+fi
+export PYTHONPATH=$here:/tmp/site CI=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=$here/.device/wheels
+kbuild() { python -m builder.cli "$@"; }
+work=/tmp/corpus
+if [ ! -d $work/.git ]; then
+  rm -rf $work; cp -r .device/corpus $work
+  (cd $work && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm corpus)
+fi
+members=$(printf '"%s", ' "$@")
+printf '[workspace]\nmembers = [%s]\n' "${members%, }" > $work/build.toml
+tag=$(python -c "import torch; v=torch.__version__.split('+')[0].split('.'); print(f'torch{v[0]}{v[1]}')")
+variants="$tag-cxx11-cu130-x86_64-linux torch-stable-abi210-cu130-x86_64-linux torch-stable-abi29-cu130-x86_64-linux"
+echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader), $(nproc) cores; --cuda-archs $archs: $*"
+start=$(date +%s)
+kbuild build $work --cuda-archs "$archs" $(printf -- "--variant %s " $variants) -j "$(nproc)" 2>&1 | tee /tmp/build.out
+echo "== graph wall time: $(( $(date +%s) - start )) s"
+for k in "$@"; do
+  row=$(grep -E "^(built|unchanged|failed) +$k/" /tmp/build.out | head -1)
+  v=$(echo "$row" | awk '{print $2}' | cut -d/ -f2); status=$(echo "$row" | awk '{print $1}')
+  secs=$(echo "$row" | awk '{print $3}')
+  summary="not run"
+  if [ "$status" = built ] || [ "$status" = unchanged ]; then
+    timeout ${TEST_TIMEOUT:-900} python -m builder.cli test $work/$k --variant "$v" -- ${PYTEST_ARGS:-}
+    summary=$(grep -E "[0-9]+ (passed|failed|skipped|error)|no tests ran" $work/$k/.kbuild/$v/test.log | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')
+    cp $work/$k/.kbuild/$v/test.log "$OUT/$k.test.log"
+  else
+    cp $work/$k/.kbuild/*/build.log "$OUT/$k.build.log" 2>/dev/null
+  fi
+  python -c "import json,sys; print(json.dumps(dict(zip(['kernel','variant','archs','build','build_s','tests','pytest_args'], sys.argv[1:]))))" \
+    "$k" "$v" "$archs" "${status:-missing}" "$secs" "$summary" "${PYTEST_ARGS:-}" | tee -a "$OUT/corpus.jsonl"
+done
