@@ -209,8 +209,8 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             by_target.setdefault(mv.target, []).append((m, source, name))
         left = wanted - done if wanted else set()
         # why the backends fall out (the per-name "not buildable here" lines would only nest)
-        reasons = [f"{s.backend}: {s.reason}" for s in [*skips, *(here.skipped if here else ())]
-                   if s.backend not in wanted]
+        reasons = list(dict.fromkeys(f"{s.backend}: {s.reason}" for s in [*skips, *(here.skipped if here else ())]
+                                     if s.backend not in wanted))  # the matrix and this environment agree
         skipped = [Skip(name, "neither this environment nor the versions table builds it"
                         + (f" ({'; '.join(reasons)})" if reasons else "")) for name in sorted(left)]
         if not wanted:

@@ -1,0 +1,95 @@
+"""Integration: what a kernel author porting a real project meets, with real nvcc and pip.
+
+A missing CUTLASS header reads as one line naming the unit, the include and the `depends` entry;
+naming that entry provisions CUTLASS from PyPI's nvidia-cutlass and the unit compiles; a build
+for fewer archs (`--cuda-archs`, TORCH_CUDA_ARCH_LIST) is recorded as partial and `kbuild
+publish` refuses it unless told. The CUDA unit of kernels/activation includes no torch header,
+so one arch compiles in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from builder.cli import main
+from kbuild.variants import STABLE_ABI, Variant, detect_system
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+torch = pytest.importorskip("torch")
+SYSTEM = detect_system()
+needs_cuda = pytest.mark.skipif(SYSTEM.backend != "cuda", reason="needs a CUDA build of torch and nvcc")
+IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
+
+
+def cuda_variant() -> str:
+    return Variant(STABLE_ABI, "cuda", (2, 10), SYSTEM.compute_version, SYSTEM.cpu, SYSTEM.os).name
+
+
+@pytest.fixture
+def activation(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("KBUILD_TOOLCHAINS", str(tmp_path / "toolchains"))  # CUTLASS lands here
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    return Path(shutil.copytree(REPO / "kernels" / "activation", tmp_path / "activation", ignore=IGNORE))
+
+
+def run(capsys, *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@needs_cuda
+def test_missing_cutlass_header_names_the_dependency_then_cutlass_is_provisioned(activation, capsys):
+    cu = activation / "activation_cuda" / "activation.cu"
+    cu.write_text("#include <cutlass/cutlass.h>\n" + cu.read_text())
+    variant = cuda_variant()
+    code, output = run(capsys, "build", str(activation), "--variant", variant, "--cuda-archs", "8.0")
+    assert code == 1
+    assert re.search(rf"failed\s+activation/{variant} .* — activation_cuda/activation\.cu: activation_cuda/"
+                     r"activation\.cu:1 includes cutlass/cutlass\.h, which no include folder of the unit has; "
+                     r"it comes with cutlass_X_Y: add it to \[kernel\.activation_cuda\] depends", output), output
+    toml = activation / "build.toml"
+    toml.write_text(toml.read_text().replace('depends = []', 'depends = ["cutlass_3_6"]', 1))
+    code, output = run(capsys, "build", str(activation), "--variant", variant, "--cuda-archs", "8.0")
+    assert code == 0, output
+    assert "installing nvidia-cutlass==3.6.0.0 (headers)" in output
+    code, output = run(capsys, "toolchain", "list")
+    assert re.search(r"cutlass-3\.6\s+cutlass 3\.6 .*CUTLASS 3\.6\.0\.0 headers", output), output
+
+
+@needs_cuda
+def test_partial_arch_builds_are_recorded_and_refused_by_publish(activation, tmp_path, capsys, monkeypatch):
+    variant = cuda_variant()
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0")  # torch's variable, read like --cuda-archs
+    code, output = run(capsys, "build", str(activation), "--variant", variant)
+    assert code == 0, output
+    backend = json.loads((activation / "build" / variant / "metadata.json").read_text())["backend"]
+    assert backend == {"type": "cuda", "archs": ["8.0"], "archs-partial": True}
+    hub = tmp_path / "hub"
+    publish = ["publish", str(activation), "--hub", str(hub), "--allow-dirty", "--variant", variant]
+    code, output = run(capsys, *publish)
+    assert code != 0
+    assert f"kbuild: error: {variant} was built for CUDA archs 8.0 only (--cuda-archs)" in output, output
+    assert not hub.exists() or not any(hub.rglob("*.git"))  # nothing was written
+    code, output = run(capsys, *publish, "--allow-partial-archs")
+    assert code == 0, output
+    assert f"published {variant} to kbuild/activation@v1" in output, output
+
+
+def test_cuda_arch_errors_are_one_line(activation, capsys):
+    code, output = run(capsys, "build", str(activation), "--cuda-archs", "8.0;8.5")
+    assert code != 0
+    assert 'kbuild: error: --cuda-archs: unknown capability "8.5"' in output, output
+    assert "Traceback" not in output
+    if not torch.cuda.is_available():
+        code, output = run(capsys, "build", str(activation), "--cuda-archs", "native")
+        assert code != 0
+        assert re.search(r"kbuild: error: --cuda-archs native: torch in \S+ sees no GPU", output), output
