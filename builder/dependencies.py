@@ -108,10 +108,10 @@ def cutlass_for(spec: str, releases: list[str]) -> CutlassRelease | None:
     m = re.fullmatch(r"cutlass-(\d+)\.(\d+)((?:\.\d+)*)", spec)
     if not m:
         return None
-    if m[3]:
-        return CutlassRelease((int(m[1]), int(m[2])), spec.removeprefix("cutlass-")) \
-            if spec.removeprefix("cutlass-") in releases else None
-    found = pick_cutlass((int(m[1]), int(m[2])), releases)
+    wanted, release = (int(m[1]), int(m[2])), spec.removeprefix("cutlass-")
+    if m[3]:  # a full release number: exactly that one
+        return CutlassRelease(wanted, release) if release in releases else None
+    found = pick_cutlass(wanted, releases)
     return found if found and found.exact else None
 
 
