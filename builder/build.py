@@ -12,6 +12,8 @@ import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kbuild.variants import parse_variant
+
 from . import compile_cache, ninja_file
 from .abi_check import library_problems
 from .compile_cache import CompileCache
@@ -193,7 +195,9 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
     wanted = set(options.variants)
     jobs, failed = [], []
     current = _current_toolchain(options) if options.variants else None
-    options = resolve_dependencies(options, kernels, True, reporter)
+    # CUDA sections' headers only when a CUDA variant may be built (not for `--variant <cpu>`)
+    options = resolve_dependencies(options, kernels, options.all_variants or any(
+        _backend_of(name) in ("cuda", None) for name in options.variants), reporter)
     by_target: dict = {}
     for m, source in kernels:
         here = plan_build(_inputs(m, current, source, options), options.variants) if current else None
@@ -227,6 +231,13 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
             jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
     return _prune_skips(jobs, wanted), failed
+
+
+def _backend_of(variant_name: str) -> str | None:
+    try:
+        return parse_variant(variant_name).backend
+    except ValueError:
+        return None  # not a variant name: the plan says so later
 
 
 def _prune_skips(jobs: list[Job], wanted: set[str]) -> list[Job]:
