@@ -94,18 +94,21 @@ def ops_name(manifest: Manifest, backend: str, source_id: str) -> str:
 def plan_build(inputs: PlanInputs, only: tuple[str, ...] = ()) -> BuildPlan:
     """Every variant this toolchain can build for the manifest (or only those named)."""
     m = inputs.manifest
-    variants, skipped = [], []
+    variants, skipped, names = [], [], set()
     for backend in m.backends:
         if m.noarch is not None:
             variants.append(_noarch_plan(inputs, backend))
+            names.add(variants[-1].name)
             continue
         reason = _cannot_build(inputs, backend)
         if reason:
             skipped.append(Skip(backend, reason))
             continue
-        variants.append(_compiled_plan(inputs, backend, stable_abi(m, backend)))
+        variant = _variant(inputs, backend, stable_abi(m, backend))
+        names.add(variant.name)
+        if not only or variant.name in only:  # others are never planned: their headers may be missing
+            variants.append(_compiled_plan(inputs, backend, stable_abi(m, backend)))
     if only:
-        names = {v.name for v in variants}
         for name in only:
             if name not in names:
                 why = {s.backend: s.reason for s in skipped}
@@ -175,13 +178,16 @@ def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
     )
 
 
-def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> VariantPlan:
-    m, torch = inputs.manifest, inputs.torch
+def _variant(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> Variant:
     compute = inputs.cuda.version if backend == "cuda" else None
     if abi:
-        variant = Variant(STABLE_ABI, backend, abi, compute, host_cpu(), host_os())
-    else:
-        variant = Variant(COMPILED, backend, torch.torch, compute, host_cpu(), host_os(), torch.cxx11)
+        return Variant(STABLE_ABI, backend, abi, compute, host_cpu(), host_os())
+    return Variant(COMPILED, backend, inputs.torch.torch, compute, host_cpu(), host_os(), inputs.torch.cxx11)
+
+
+def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> VariantPlan:
+    m = inputs.manifest
+    variant = _variant(inputs, backend, abi)
     name = ops_name(m, backend, inputs.source_id)
     obj_dir = inputs.work_dir / variant.name
     section_caps, caps = _device_caps(inputs, backend)

@@ -93,3 +93,17 @@ def test_cuda_arch_errors_are_one_line(activation, capsys):
         code, output = run(capsys, "build", str(activation), "--cuda-archs", "native")
         assert code != 0
         assert re.search(r"kbuild: error: --cuda-archs native: torch in \S+ sees no GPU", output), output
+
+
+def test_headers_of_cuda_sections_are_provisioned_only_for_cuda_builds(activation, capsys):
+    toml = activation / "build.toml"
+    toml.write_text(toml.read_text().replace('depends = []', 'depends = ["cutlass_2_10"]', 1))
+    cpu = Variant(STABLE_ABI, "cpu", (2, 10), None, SYSTEM.cpu, SYSTEM.os).name
+    code, output = run(capsys, "build", str(activation), "--variant", cpu)
+    assert code == 0, output  # the CUDA section is not compiled: its CUTLASS is never asked for
+    assert "nvidia-cutlass" not in output
+    if SYSTEM.backend == "cuda":
+        code, output = run(capsys, "build", str(activation), "--variant", cuda_variant())
+        assert code != 0
+        assert re.search(r"kbuild: error: \S*build\.toml:\d+: \[kernel\.activation_cuda\] depends: cutlass_2_10: "
+                         r"PyPI's nvidia-cutlass has no 2\.x release \(known: 3\.3\.0\.0", output), output
