@@ -146,11 +146,8 @@ def _native_capabilities(python: str) -> tuple[Capability, ...]:
 def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], cuda: bool,
                          reporter) -> BuildOptions:
     """Provision the headers (CUTLASS) that the sections this build compiles depend on, once per
-    release, and record each kernel's include folders. `cuda`: whether CUDA sections are built."""
-    from .provision import ToolchainStore, load_versions_table  # only builds that need them pay
-
-    table = None
-    found: dict = {}
+    name, and record each kernel's include folders. `cuda`: whether CUDA sections are built."""
+    found: dict = {}  # dependency name -> include folders, shared by the kernels naming it
     includes: dict = {}
     for m, _ in kernels:
         mine = {}
@@ -159,24 +156,28 @@ def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, So
                 continue
             for name in section.depends:
                 dep = parse_dependency(name)
-                if dep is None or not dep.headers or name in mine:
-                    continue
-                if name not in found:
-                    table = table or load_versions_table().get("cutlass", {})
-                    release = pick_cutlass(dep.version, table.get("releases", []))
-                    if release is None:
-                        raise ToolchainError(
-                            f"{m.where('kernel', section.name, 'depends')}: {name}: PyPI's nvidia-cutlass has no "
-                            f"{dep.version[0]}.x release (known: {', '.join(table.get('releases', []))})")
-                    if warning := release.warning(name):
-                        warnings.warn(warning, stacklevel=2)
-                    store = ToolchainStore(options.toolchains_dir, log=reporter.info,
-                                           probe_dir=options.cache_dir / "probes")
-                    found[name] = store.cutlass_includes(release.release,
-                                                         table["requirement"].format(release=release.release))
-                mine[name] = found[name]
+                if dep is not None and dep.headers:
+                    if name not in found:
+                        found[name] = _cutlass_includes(dep, m.where("kernel", section.name, "depends"),
+                                                        options, reporter)
+                    mine[name] = found[name]
         includes[m.root] = mine
     return replace(options, dependency_includes=includes)
+
+
+def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple[str, ...]:
+    """The include folders of the nvidia-cutlass release for `dep` (cutlass_X_Y), installed once."""
+    from .provision import ToolchainStore, load_versions_table  # only builds that need them pay
+
+    table = load_versions_table().get("cutlass", {})
+    release = pick_cutlass(dep.version, table.get("releases", []))
+    if release is None:
+        raise ToolchainError(f"{where}: {dep.name}: PyPI's nvidia-cutlass has no {dep.version[0]}.x release "
+                             f"(known: {', '.join(table.get('releases', []))})")
+    if warning := release.warning(dep.name):
+        warnings.warn(warning, stacklevel=2)
+    store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.cache_dir / "probes")
+    return store.cutlass_includes(release.release, table["requirement"].format(release=release.release))
 
 
 def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple[list[Job], list[VariantResult]]:
