@@ -281,12 +281,20 @@ def _torch_api(torch: TorchInfo, abi: tuple[int, int] | None) -> tuple[str, ...]
     return stable_defines(abi) if abi else (f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}",)
 
 
+def _project_includes(m) -> list[str]:
+    """kernel-builder's CMake gives every unit of the extension the project's `csrc` folder
+    (`target_include_directories(... PRIVATE csrc)`): bindings include `cumsum.h` from there
+    without naming it in [torch] include (megablocks). Same format, same search path."""
+    csrc = m.root / "csrc"
+    return [f"-I{csrc}"] if csrc.is_dir() else []
+
+
 def _binding_flags(inputs: PlanInputs, backend: str, name: str, abi: tuple[int, int] | None = None) -> list[str]:
     m = inputs.manifest
     return [
         *_HOST_FLAGS, _std(inputs.torch), f"-D{backend.upper()}_KERNEL",
         f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, *_torch_api(inputs.torch, abi),
-        f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include],
+        f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include], *_project_includes(m),
         *_torch_includes(inputs, backend), f"-I{inputs.torch.python_include}", *m.torch.cxx_flags,
     ]
 
@@ -295,7 +303,7 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
                    abi: tuple[int, int] | None = None) -> list[CompileUnit]:
     m = inputs.manifest
     uses_torch = "torch" in section.depends
-    common = [f"-I{m.root / d}" for d in section.include] + _dependency_includes(inputs, section)
+    common = [f"-I{m.root / d}" for d in section.include] + _project_includes(m) + _dependency_includes(inputs, section)
     if uses_torch:
         common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.torch, abi),
                    *_torch_includes(inputs, section.backend), f"-I{inputs.torch.python_include}"]

@@ -360,6 +360,19 @@ def test_section_flags_and_includes(kernel):
     assert "-DBINDING_ONLY" not in unit(variants[CPU_214], "relu_cpu/relu.cpp").flags
 
 
+def test_project_csrc_folder_is_on_every_units_include_path(kernel):
+    """kernel-builder's CMake gives every unit of the extension `<project>/csrc` (megablocks'
+    binding includes "cumsum.h" from there without naming the folder); no folder, no flag."""
+    m = kernel()
+    variants = by_name(plan_build(inputs(m)))
+    assert not [f for v in variants.values() for u in v.units for f in u.flags if f.endswith("/csrc")]
+    (m.root / "csrc").mkdir()
+    variants = by_name(plan_build(inputs(m)))
+    for v in variants.values():
+        for u in v.units:
+            assert f"-I{m.root / 'csrc'}" in u.flags, (v.name, u.source)
+
+
 def test_headers_in_src_are_implicit_dependencies_not_units(kernel):
     m = kernel()
     variants = by_name(plan_build(inputs(m)))
