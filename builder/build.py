@@ -293,7 +293,7 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
         ninja_path = _write_graph(options, jobs, cache)
         reporter.start_variants(_steps(compiled))
         env = {"SOURCE_DATE_EPOCH": options.source_date_epoch}
-        threads = nvcc_threads(compiled, options.jobs, os.cpu_count() or 1, options.nvcc_threads)
+        threads = nvcc_threads(compiled, options.jobs, usable_cores(), options.nvcc_threads)
         if threads > 1:
             env["KBUILD_NVCC_THREADS"] = str(threads)
             reporter.info(f"nvcc compiles each unit's archs in {threads} threads")
@@ -309,6 +309,15 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
             results.append(_finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,
                                            options.folder / WORK_DIR))
     return results
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (taskset, a container's cpuset), not
+    every core of the host, which os.cpu_count() reports."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return os.cpu_count() or 1
 
 
 def nvcc_threads(variants, jobs: int | None, cores: int, override: int | None = None) -> int:
