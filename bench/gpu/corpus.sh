@@ -9,11 +9,16 @@
 #   kbuild build /tmp/corpus --cuda-archs ARCHS --variant torch211-cxx11-cu130-x86_64-linux \
 #       --variant torch-stable-abi210-cu130-x86_64-linux --variant torch-stable-abi29-cu130-x86_64-linux -j 16
 #   kbuild test /tmp/corpus/KERNEL --variant <its variant> [-- $PYTEST_ARGS]     (each kernel)
+# WORK names another workspace folder (two lanes can build and test side by side, each with its
+# own CUDA_VISIBLE_DEVICES); PYTEST_ARGS_<kernel, - as _> gives one kernel its own pytest
+# arguments, shell-quoted (e.g. PYTEST_ARGS_flash_attn2='-k "causal and not varlen"'); TEST_TIMEOUT
+# caps each suite (default 900 s).
 # CUTLASS and Python packages come from the carried wheels (.device/wheels): no internet there.
 # Output: $OUT/corpus.log (everything), $OUT/corpus.jsonl (one line per kernel), test logs.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/corpus.log") 2>&1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 archs=$1; shift
 here=$PWD
 if [ ! -d /tmp/site/rich ]; then
@@ -22,7 +27,7 @@ if [ ! -d /tmp/site/rich ]; then
 fi
 export PYTHONPATH=$here:/tmp/site CI=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=$here/.device/wheels
 kbuild() { python -m builder.cli "$@"; }
-work=/tmp/corpus
+work=${WORK:-/tmp/corpus}
 if [ ! -d $work/.git ]; then
   rm -rf $work; cp -r .device/corpus $work
   (cd $work && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm corpus)
@@ -33,20 +38,24 @@ tag=$(python -c "import torch; v=torch.__version__.split('+')[0].split('.'); pri
 variants="$tag-cxx11-cu130-x86_64-linux torch-stable-abi210-cu130-x86_64-linux torch-stable-abi29-cu130-x86_64-linux"
 echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader), $(nproc) cores; --cuda-archs $archs: $*"
 start=$(date +%s)
-kbuild build $work --cuda-archs "$archs" $(printf -- "--variant %s " $variants) -j "$(nproc)" 2>&1 | tee /tmp/build.out
+kbuild build $work --cuda-archs "$archs" $(printf -- "--variant %s " $variants) -j "$(nproc)" 2>&1 | tee $work.build.out
 echo "== graph wall time: $(( $(date +%s) - start )) s"
 for k in "$@"; do
-  row=$(grep -E "^(built|unchanged|failed) +$k/" /tmp/build.out | head -1)
+  args=()
+  row=$(grep -E "^(built|unchanged|failed) +$k/" $work.build.out | head -1)
   v=$(echo "$row" | awk '{print $2}' | cut -d/ -f2); status=$(echo "$row" | awk '{print $1}')
   secs=$(echo "$row" | awk '{print $3}')
   summary="not run"
   if [ "$status" = built ] || [ "$status" = unchanged ]; then
-    timeout ${TEST_TIMEOUT:-900} python -m builder.cli test $work/$k --variant "$v" -- ${PYTEST_ARGS:-}
+    own=PYTEST_ARGS_${k//-/_}; eval "args=(${!own:-${PYTEST_ARGS:-}})"
+    tstart=$(date +%s)
+    timeout ${TEST_TIMEOUT:-900} python -m builder.cli test $work/$k --variant "$v" -- "${args[@]}"
+    rc=$?; echo "== $k tests: $(( $(date +%s) - tstart )) s (exit $rc)"
     summary=$(grep -E "[0-9]+ (passed|failed|skipped|error)|no tests ran" $work/$k/.kbuild/$v/test.log | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')
     cp $work/$k/.kbuild/$v/test.log "$OUT/$k.test.log"
   else
     cp $work/$k/.kbuild/*/build.log "$OUT/$k.build.log" 2>/dev/null
   fi
   python -c "import json,sys; print(json.dumps(dict(zip(['kernel','variant','archs','build','build_s','tests','pytest_args'], sys.argv[1:]))))" \
-    "$k" "$v" "$archs" "${status:-missing}" "$secs" "$summary" "${PYTEST_ARGS:-}" | tee -a "$OUT/corpus.jsonl"
+    "$k" "$v" "$archs" "${status:-missing}" "$secs" "$summary" "${args[*]:-}" | tee -a "$OUT/corpus.jsonl"
 done
