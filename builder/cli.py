@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
     p.add_argument("--hub", default=None, help="a folder/file:// (local hub) or http(s):// URL "
                    "(default: $KBUILD_HUB, else ~/.cache/kbuild/hub)")
-    p.add_argument("--allow-dirty", action="store_true", help="publish builds of uncommitted sources")
+    p.add_argument("--allow-dirty", action="store_true", help="publish builds of uncommitted sources, or of sources changed since the build")
     p.add_argument("--force", action="store_true", help="allow removing public names from the branch")
     p.add_argument("--allow-partial-archs", action="store_true",
                    help="publish variants built for fewer CUDA archs than the kernel lists (--cuda-archs)")

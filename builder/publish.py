@@ -17,8 +17,10 @@ from kbuild.metadata import PARTIAL_ARCHS
 
 from .card import render_card
 from .errors import KbuildError, UsageError
+from .gitid import source_id
 from .hub.backend import HubBackend, RemoteFile, Upload
 from .hub.errors import HubError, RefConflict
+from .integrity import regular_files, stale_reason, verify_variant
 from .manifest import Manifest
 from .pyapi import public_names
 
@@ -47,11 +49,11 @@ class LocalVariant:
     name: str
     path: Path
     metadata: dict
+    verified: dict[str, Path] = field(default_factory=dict, repr=False)  # relative path -> file, digest checked
 
     def files(self) -> dict[str, Path]:
-        """Repo path -> local file, bytecode skipped."""
-        return {f"build/{self.name}/{p.relative_to(self.path).as_posix()}": p for p in sorted(self.path.rglob("*"))
-                if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+        """Repo path -> local file: the regular files checked against the variant's digest."""
+        return {f"build/{self.name}/{rel}": path for rel, path in self.verified.items()}
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def local_variants(manifest: Manifest, only: tuple[str, ...]) -> list[LocalVaria
             metadata = json.loads(meta_path.read_text())
         except (OSError, ValueError) as e:
             raise PublishError(f"{meta_path}: unreadable metadata ({e})") from None
-        variants.append(LocalVariant(path.name, path, metadata))
+        variants.append(LocalVariant(path.name, path, metadata, verify_variant(path, metadata)))
     return variants
 
 
@@ -142,6 +144,17 @@ def check_publishable(variants: list[LocalVariant], allow_dirty: bool, allow_par
                 raise PublishError(f"{v.name} {why}; its source cannot be identified",
                                    hint="commit and rebuild, or pass --allow-dirty")
     return versions.pop()
+
+
+def check_current(manifest: Manifest, variants: list[LocalVariant]) -> None:
+    """Each variant is a build of the kernel folder as it is now: an edit or a commit since the
+    build would otherwise publish old code under the new sources' name."""
+    now = source_id(manifest.root)
+    for v in variants:
+        why = stale_reason(v.metadata, now)
+        if why:
+            raise PublishError(f"{v.name} {why}: publishing it would ship a stale build",
+                               hint=f"rebuild (kbuild build {manifest.root}), or pass --allow-dirty")
 
 
 def resolve_target(manifest: Manifest, options: PublishOptions, version) -> tuple[str, str]:
@@ -206,6 +219,8 @@ def breaking_changes(local: dict[str, set[str] | None], remote: dict[str, set[st
 def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, reporter) -> PublishResult:
     variants = local_variants(manifest, options.variants)
     version = check_publishable(variants, options.allow_dirty, options.allow_partial_archs)
+    if not options.allow_dirty:
+        check_current(manifest, variants)
     repo_id, branch = resolve_target(manifest, options, version)
     extra = _benchmarks(manifest)
     if not options.dry_run:
@@ -274,8 +289,7 @@ def _benchmarks(manifest: Manifest) -> dict[str, Path]:
     folder = manifest.root / "benchmarks"
     if not folder.is_dir():
         return {}
-    return {f"benchmarks/{p.relative_to(folder).as_posix()}": p for p in sorted(folder.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {f"benchmarks/{rel}": path for rel, path in regular_files(folder).items()}
 
 
 def _publish_card(manifest, hub: HubBackend, repo_id, branch, variants) -> str | None:

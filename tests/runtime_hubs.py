@@ -106,6 +106,21 @@ class Kernel:
         return branch_head(hub, self.repo_id, _branch(args) or "v1") if isinstance(hub, Path) else ""
 
 
+def upload_as_another_builder(hub: Path, repo_id: str, branch: str, variant: Path) -> str:
+    """Commit a variant folder to the hub as another tool would (kernel-builder's builds may have
+    no digest, which `kbuild publish` refuses to upload); the branch's new commit."""
+    from builder.hub.address import parse_hub
+    from builder.hub.backend import Upload
+    from builder.hub.open import open_hub
+
+    backend = open_hub(parse_hub(str(hub)), None)
+    backend.ensure_repo(repo_id)
+    uploads = [Upload(f"build/{variant.name}/{p.relative_to(variant).as_posix()}", p)
+               for p in sorted(variant.rglob("*")) if p.is_file()]
+    return backend.commit(repo_id, branch, uploads=uploads, deletes=[], message="another builder",
+                          parent=backend.head(repo_id, branch))
+
+
 def _branch(args) -> str | None:
     return args[args.index("--branch") + 1] if "--branch" in args else None
 

@@ -160,6 +160,7 @@ def test_branch_rules(kernel, hub, capsys):
     assert code != 0 and "does not match [general] version = 1" in output
     write_kernel(kernel, hub='[general.hub]\nrepo-id = "org/tiny"\nbranch = "stable"\n')
     commit(kernel)
+    build(kernel)
     code, output = publish(kernel, hub, capsys=capsys)
     assert code != 0 and "is not v<N>" in output and "build.toml:" in output
     assert publish(kernel, hub, "--branch", "stable")[0] == 0  # explicit: on purpose
