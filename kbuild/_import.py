@@ -2,11 +2,17 @@
 
 The name is the build's unique id, not the package's own name, so two builds of one kernel can
 live in one process; the package's relative imports resolve under that name.
+
+Only verified bytes run: a variant's digest covers its sources, not bytecode, so the package and
+its submodules compile from source and never read (or write) `__pycache__` — a planted `.pyc`
+that matches a source's size and mtime would otherwise be imported in its place.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import os
 import sys
 import threading
 from pathlib import Path
@@ -43,9 +49,29 @@ def loaded_from(name: str, package_dir: Path) -> ModuleType | None:
     )
 
 
+class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """A source loader that neither reads nor writes bytecode caches."""
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+
+def _source_only_finders(package_dir: Path) -> None:
+    """Submodules are found through sys.path_importer_cache, one finder per folder: give every
+    folder of the package a finder whose source loader is SourceOnlyLoader."""
+    loaders = [(importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
+               (SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES)]
+    for dirpath, dirnames, _ in os.walk(package_dir):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        sys.path_importer_cache[dirpath] = importlib.machinery.FileFinder(dirpath, *loaders)
+
+
 def _exec_package(name: str, package_dir: Path) -> ModuleType:
     init = package_dir / "__init__.py"
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(package_dir)])
+    _source_only_finders(package_dir)
+    spec = importlib.util.spec_from_file_location(name, init, loader=SourceOnlyLoader(name, str(init)),
+                                                  submodule_search_locations=[str(package_dir)])
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {init}")
     module = importlib.util.module_from_spec(spec)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import py_compile
 import subprocess
 import sys
 from pathlib import Path
@@ -258,12 +261,31 @@ def test_digest_skips_metadata_and_bytecode(tmp_path):
     verify_tree(tmp_path, digests)
 
 
-def test_importing_leaves_the_digest_valid(project, monkeypatch):
+def test_importing_leaves_the_digest_valid_and_writes_no_bytecode(project, monkeypatch):
     monkeypatch.setattr(sys, "dont_write_bytecode", False)  # in case PYTHONDONTWRITEBYTECODE is set
     variant = find_variant(project, CUDA130)
     load_variant(variant)
-    assert (variant / "__pycache__").is_dir()
+    assert not (variant / "__pycache__").exists()
     verify_tree(variant, VariantMetadata.for_variant(variant).digest)
+
+
+@pytest.mark.parametrize("module", ["__init__", "_ops"])
+def test_planted_bytecode_is_never_imported(tmp_path, module):
+    """A .pyc whose header matches the verified source (same size, same mtime) is what Python's
+    own loader would import instead of it; the digest does not cover bytecode, so it must not run."""
+    variant = make_variant(tmp_path / "build", "torch-cuda")
+    source = variant / f"{module}.py"
+    real = source.read_text()
+    evil = real.replace("NAMESPACE", "PLANTED__", 1) if module == "_ops" else real.replace("'torch-cuda'", "'planted!!!'")
+    assert len(evil) == len(real) and evil != real
+    planted_src = tmp_path / f"{module}_planted.py"
+    planted_src.write_text(evil)
+    st = source.stat()
+    os.utime(planted_src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    py_compile.compile(str(planted_src), cfile=importlib.util.cache_from_source(str(source)), doraise=True)
+    loaded = load_variant(variant)
+    assert loaded.VARIANT == "torch-cuda" and loaded.NAMESPACE == loaded.__name__
+    assert not hasattr(loaded._ops, "PLANTED__")
 
 
 # --- metadata.json ----------------------------------------------------------------------------
