@@ -60,14 +60,16 @@ class KernelCache:
         return Refs.from_json(data) if isinstance(data, dict) else None
 
     def save_refs(self, hub_key: str, repo_id: str, refs: Refs) -> None:
-        _write_json(self.repo_dir(hub_key, repo_id) / "refs.json", refs.to_json())
+        """Best effort: the record is only the offline fallback, and a read-only cache (a
+        container image, a shared mount) must still load what it holds."""
+        _try_write_json(self.repo_dir(hub_key, repo_id) / "refs.json", refs.to_json())
 
     def load_variants(self, hub_key: str, repo_id: str, commit: str) -> list[str] | None:
         data = _read_json(self.commit_dir(hub_key, repo_id, commit) / "variants.json")
         return list(data) if isinstance(data, list) else None
 
     def save_variants(self, hub_key: str, repo_id: str, commit: str, names: list[str]) -> None:
-        _write_json(self.commit_dir(hub_key, repo_id, commit) / "variants.json", sorted(names))
+        _try_write_json(self.commit_dir(hub_key, repo_id, commit) / "variants.json", sorted(names))  # a memo
 
     # -- variant folders -------------------------------------------------------------------------
 
@@ -224,6 +226,13 @@ def _write_json(path: Path, data) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _try_write_json(path: Path, data) -> None:
+    try:
+        _write_json(path, data)
+    except OSError:
+        pass
 
 
 @contextmanager

@@ -444,3 +444,39 @@ def test_import_kbuild_stays_light():
     code = ("import kbuild, sys; heavy = [m for m in ('torch', 'huggingface_hub', 'subprocess', 'builder', "
             "'setuptools', 'ninja') if m in sys.modules]; assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(kbuild.__file__).parent.parent)
+
+
+@pytest.fixture
+def read_only_view(tmp_path):
+    """`view(folder)`: the folder bind-mounted read-only (EROFS for every write, root included)."""
+    mounts = []
+
+    def view(folder: Path) -> Path:
+        target = tmp_path / f"ro-{len(mounts)}"
+        target.mkdir()
+        done = subprocess.run(["mount", "--bind", str(folder), str(target)], capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
+        mounts.append(target)
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True)
+        return target
+
+    yield view
+    for target in mounts:
+        subprocess.run(["umount", str(target)], check=False)
+
+
+def test_a_read_only_populated_cache_loads_branches_and_pinned_commits(hub, runtime_env, monkeypatch, read_only_view):
+    sha = branch_head(hub, "org/tiny", "v1")
+    assert get_kernel("org/tiny@v1", hub=str(hub)).VARIANT == "?"
+    assert get_kernel(f"org/tiny@{sha}", hub=str(hub)).VARIANT == "?"
+    frozen = read_only_view(runtime_env.parent)  # runtime_env is <KBUILD_CACHE>/kernels
+    with pytest.raises(OSError, match="Read-only"):
+        (frozen / "probe").write_text("x")
+    monkeypatch.setenv("KBUILD_CACHE", str(frozen))
+    for request in ("org/tiny@v1", f"org/tiny@{sha}"):  # online: the refs record cannot be rewritten
+        new_process()
+        assert get_kernel(request, hub=str(hub)).VARIANT == "?"
+    monkeypatch.setenv("KBUILD_OFFLINE", "1")
+    new_process()
+    assert get_kernel("org/tiny@v1", hub=str(hub)).VARIANT == "?"
