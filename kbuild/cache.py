@@ -83,7 +83,7 @@ class KernelCache:
         return path
 
     def install(self, hub_key: str, repo_id: str, commit: str, variant: str,
-                fetch: Callable[[Path], list[RemoteFile]]) -> Path:
+                fetch: Callable[[Path], list[RemoteFile]], require_digest: bool = True) -> Path:
         """The variant folder, fetched with `fetch(tmp)` and verified when it is not cached yet.
         One process fetches; others that want it at the same time wait on the lock and reuse it."""
         path = self.cached(hub_key, repo_id, commit, variant)
@@ -98,7 +98,8 @@ class KernelCache:
             tmp = path.with_name(f".tmp-{variant}-{os.getpid()}-{os.urandom(4).hex()}")
             try:
                 listed = fetch(tmp)
-                marker = verify_fetched(tmp, listed, where=f"{repo_id}@{commit[:12]} build/{variant}")
+                marker = verify_fetched(tmp, listed, where=f"{repo_id}@{commit[:12]} build/{variant}",
+                                        require_digest=require_digest)
                 _write_json(marker_path(path), marker)
                 os.replace(tmp, path)
             finally:
@@ -113,7 +114,13 @@ def marker_path(variant_dir: Path) -> Path:
     return variant_dir.with_name(variant_dir.name + ".verified")
 
 
-def verify_fetched(folder: Path, listed: list[RemoteFile], where: str) -> dict:
+def no_digest_message(where: str) -> str:
+    return (f"{where}: its metadata.json records no digest, so its files cannot be checked against what was "
+            "built; pass allow_no_digest=True to load it anyway (its files are then checked only against the "
+            "hub's blob ids)")
+
+
+def verify_fetched(folder: Path, listed: list[RemoteFile], where: str, require_digest: bool = True) -> dict:
     """Check freshly fetched files: the set against the hub's listing, metadata.json's digest for
     the files it covers (hashed once, here), the hub's blob ids for the others (metadata.json
     itself, or every file of a build without a digest); the marker that records them."""
@@ -123,6 +130,8 @@ def verify_fetched(folder: Path, listed: list[RemoteFile], where: str) -> dict:
         odd = sorted(present ^ expected)
         raise IntegrityError(f"{where}: the files fetched differ from the hub's listing ({', '.join(odd[:5])})")
     meta = VariantMetadata.for_variant(folder)  # a malformed metadata.json is refused here
+    if meta.digest is None and require_digest:
+        raise IntegrityError(no_digest_message(where))
     digest = meta.digest or {}
     for f in listed:
         if f.path in digest:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .cache import KernelCache
+from .cache import KernelCache, no_digest_message
+from .digest import IntegrityError
 from .hubs import HubReader, HubUnreachable, RepoNotFound, open_reader
 from .local import find_variant, load_variant
 from .metadata import VariantMetadata
@@ -56,30 +57,34 @@ class Resolution:
 
 def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
                backend: str | None = None, trust_remote_code: bool | list[str] = False,
-               system: SystemInfo | None = None) -> ModuleType:
+               system: SystemInfo | None = None, allow_no_digest: bool = False) -> ModuleType:
     """Import the variant of `repo_id` that fits this system.
 
     Pin exactly once: `"org/repo@v1"` (or `version=1`) for a version branch, `"org/repo@<sha>"` or
     `revision=` for a branch, tag or commit. `hub` is a folder / file:// URL (a local git hub) or an
     http(s):// URL; by default `$KBUILD_HUB`, else `$HF_ENDPOINT`, else ~/.cache/kbuild/hub.
     `backend="cpu"` picks CPU builds in a CUDA torch; `system` overrides detection altogether.
+    A variant whose metadata.json records no digest (older kernel-builder builds) is refused
+    unless `allow_no_digest=True`: its files are then checked only against the hub's blob ids.
     """
     settings = from_environment()
     ref = parse_request(repo_id, revision, version)
     if ref.repo_id in settings.local_kernels:
         return load_variant(find_variant(settings.local_kernels[ref.repo_id], system or _system(backend)))
-    session = Session(hub, settings)
+    session = Session(hub, settings, allow_no_digest)
     check_trust(ref.repo_id, session.reader.local, trust_remote_code, settings)
     found = session.resolve(ref, system or _system(backend))
     return session.load(ref.repo_id, found.commit, found.chosen or session.raise_no_fit(found))
 
 
 def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
-                   backend: str | None = None, variant: str | None = None, system: SystemInfo | None = None) -> Path:
-    """Download and verify the variant that fits (or `variant`, by name) without importing it; its folder."""
+                   backend: str | None = None, variant: str | None = None, system: SystemInfo | None = None,
+                   allow_no_digest: bool = False) -> Path:
+    """Download and verify the variant that fits (or `variant`, by name) without importing it; its
+    folder. `allow_no_digest` as for get_kernel."""
     settings = from_environment()
     ref = parse_request(repo_id, revision, version)
-    session = Session(hub, settings)
+    session = Session(hub, settings, allow_no_digest)
     found = session.resolve(ref, system or _system(backend))
     if variant is not None:
         if variant not in {c.name for c in found.trace}:
@@ -126,8 +131,9 @@ def resolve_kernel(repo_id: str, *, revision: str | None = None, version: int | 
 # -- one call's view of a hub and the cache -----------------------------------------------------
 
 class Session:
-    def __init__(self, hub: str | HubReader | None, settings: Settings):
+    def __init__(self, hub: str | HubReader | None, settings: Settings, allow_no_digest: bool = False):
         self.settings = settings
+        self.allow_no_digest = allow_no_digest
         self.reader = hub if hasattr(hub, "refs") else open_reader(hub or settings.hub, settings.token)
         self.cache = KernelCache(settings.kernels_cache)
         self.offline = settings.offline and not self.reader.local
@@ -185,12 +191,15 @@ class Session:
     def install(self, repo_id: str, commit: str, variant: str) -> Path:
         cached = self.cache.cached(self.reader.key, repo_id, commit, variant)
         if cached is not None:
+            if not self.allow_no_digest and VariantMetadata.for_variant(cached).digest is None:
+                raise IntegrityError(no_digest_message(f"{repo_id}@{commit[:12]} build/{variant}"))
             return cached
         if self.offline:
             raise OfflineMiss(f"{repo_id}@{commit[:12]} build/{variant} is not in the cache and offline mode is on "
                               "(KBUILD_OFFLINE / HF_HUB_OFFLINE); load it once online or run `kbuild download`")
         return self.cache.install(self.reader.key, repo_id, commit, variant,
-                                  lambda dest: self.reader.fetch(repo_id, commit, variant, dest))
+                                  lambda dest: self.reader.fetch(repo_id, commit, variant, dest),
+                                  require_digest=not self.allow_no_digest)
 
     def load(self, repo_id: str, commit: str, variant: str, check=None) -> ModuleType:
         """Import a variant (fetched and verified first when needed), once per process;

@@ -132,8 +132,27 @@ def test_kernel_builder_builds_load_too(kernel, tmp_path):
     hub = tmp_path / "hub"
     kernel.publish(hub, "--variant", "torch-cpu")
     upload_as_another_builder(hub, "org/tiny", "v1", variant)
-    module = get_kernel("org/tiny@v1", hub=str(hub), system=ROCM)
+    with pytest.raises(IntegrityError, match="records no digest.*pass allow_no_digest=True"):
+        get_kernel("org/tiny@v1", hub=str(hub), system=ROCM)
+    module = get_kernel("org/tiny@v1", hub=str(hub), system=ROCM, allow_no_digest=True)
     assert module.VARIANT == "kb" and module.double(2) == 4
+    new_process()  # cached now: the cached copy is refused the same way without the opt-in
+    with pytest.raises(IntegrityError, match="records no digest"):
+        get_kernel("org/tiny@v1", hub=str(hub), system=ROCM)
+
+
+def test_a_variant_without_metadata_is_refused_even_when_its_files_match_the_hub(kernel, tmp_path):
+    """Finding 4: no metadata.json at all (so no digest, no provenance), and a file changed before
+    upload: the hub's blob ids match what was uploaded, so only the digest rule stops it."""
+    variant = kernel.variant("torch-universal")
+    shutil.copytree(kernel.variant("torch-cpu"), variant)
+    (variant / "metadata.json").unlink()
+    (variant / "_ops.py").write_text("import os  # changed, and nothing records what was built\n")
+    hub = tmp_path / "hub"
+    kernel.publish(hub, "--variant", "torch-cpu")
+    upload_as_another_builder(hub, "org/tiny", "v1", variant)
+    with pytest.raises(IntegrityError, match="allow_no_digest=True"):
+        install_kernel("org/tiny@v1", hub=str(hub), variant="torch-universal")
 
 
 def test_a_new_commit_on_the_branch_is_seen_by_a_new_process(kernel, hub):
