@@ -5,22 +5,28 @@ file lock, verified before it is first used and cheaply re-checked after.
         refs.json                  the last refs seen (branch/tag -> commit): the offline fallback
         <commit>/variants.json     the variant names under build/ at that commit (never changes)
         <commit>/<variant>/        the variant's files, exactly as published
-        <commit>/<variant>.verified  what was verified: (size, mtime_ns, sha256) of every file,
-                                   metadata.json included
+        <commit>/<variant>.verified  what was verified: (size, mtime_ns, ctime_ns, inode, sha256)
+                                   of every file, metadata.json included, and an HMAC of that
+                                   under this user's key ($XDG_CONFIG_HOME/kbuild/cache.key)
         <commit>/<variant>.lock    held while fetching
 
 A variant folder appears only by renaming a complete, verified temporary folder, and its marker
 is written before that rename, so a folder that exists is complete and has its marker. Later
-loads compare each file's size and mtime with the marker (one stat per file) and hash only the
-files that differ; a changed file refuses to load, naming it.
+loads compare each file's size, mtime, ctime and inode with the marker (one lstat per file; an
+edit that restores size and mtime still moves ctime) and hash only the files that differ. A
+changed file, a link, or a marker that is missing or not signed with this user's key (editing the
+cache cannot forge one) is never trusted: the copy is re-verified against the hub's metadata.json,
+or fetched again, and when the hub cannot be reached the error says what failed verification.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
@@ -30,7 +36,7 @@ from .hubs import RemoteFile
 from .metadata import VariantMetadata
 from .refs import Refs
 
-MARKER_VERSION = 1
+MARKER_VERSION = 2
 _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # sha1 or sha256 object ids
 _VARIANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
@@ -73,40 +79,47 @@ class KernelCache:
 
     # -- variant folders -------------------------------------------------------------------------
 
-    def cached(self, hub_key: str, repo_id: str, commit: str, variant: str) -> Path | None:
-        """The verified variant folder, or None when it is not in the cache.
-        IntegrityError when it is there but was changed."""
+    def cached(self, hub_key: str, repo_id: str, commit: str, variant: str,
+               anchor: Callable[[], bytes] | None = None) -> Path | None:
+        """The verified variant folder, or None when it is not in the cache. IntegrityError when it
+        is there but cannot be trusted. `anchor()` returns the hub's metadata.json for the
+        variant: what a copy without a valid marker is re-verified against."""
         path = self.variant_dir(hub_key, repo_id, commit, variant)
         if not path.is_dir():
             return None
-        check(path)
+        check(path, anchor)
         return path
 
     def install(self, hub_key: str, repo_id: str, commit: str, variant: str,
-                fetch: Callable[[Path], list[RemoteFile]], require_digest: bool = True) -> Path:
-        """The variant folder, fetched with `fetch(tmp)` and verified when it is not cached yet.
-        One process fetches; others that want it at the same time wait on the lock and reuse it."""
-        path = self.cached(hub_key, repo_id, commit, variant)
-        if path is not None:
-            return path
+                fetch: Callable[[Path], list[RemoteFile]], require_digest: bool = True,
+                anchor: Callable[[], bytes] | None = None) -> Path:
+        """The variant folder, fetched with `fetch(tmp)` and verified when it is not cached yet, or
+        when the cached copy fails verification (it is replaced). One process fetches; others that
+        want it at the same time wait on the lock and reuse it."""
         path = self.variant_dir(hub_key, repo_id, commit, variant)
         path.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(path.with_name(variant + ".lock")):
-            if path.is_dir():  # another process finished while this one waited
-                check(path)
-                return path
+            doubtful = None
+            if path.is_dir():  # another process finished while this one waited, or a doubtful copy
+                try:
+                    check(path, anchor)
+                    return path
+                except IntegrityError:
+                    doubtful = path.with_name(f".doubtful-{variant}-{os.getpid()}-{os.urandom(4).hex()}")
+                    os.replace(path, doubtful)
             tmp = path.with_name(f".tmp-{variant}-{os.getpid()}-{os.urandom(4).hex()}")
             try:
                 listed = fetch(tmp)
                 marker = verify_fetched(tmp, listed, where=f"{repo_id}@{commit[:12]} build/{variant}",
                                         require_digest=require_digest)
-                _write_json(marker_path(path), marker)
+                _write_json(marker_path(path), _sign(path, marker))
                 os.replace(tmp, path)
             finally:
-                if tmp.exists():  # a failed fetch or verification leaves nothing behind
-                    import shutil
+                import shutil
 
-                    shutil.rmtree(tmp, ignore_errors=True)
+                for leftover in (tmp, doubtful):  # a failed fetch or verification leaves nothing behind
+                    if leftover is not None and leftover.exists():
+                        shutil.rmtree(leftover, ignore_errors=True)
         return path
 
 
@@ -146,14 +159,14 @@ def verify_fetched(folder: Path, listed: list[RemoteFile], where: str, require_d
     return _marker(folder, present, digest)
 
 
-def check(variant_dir: Path) -> None:
-    """Raise IntegrityError when a cached variant changed since it was verified. Cheap when it did
-    not: one stat per file, no hashing."""
+def check(variant_dir: Path, anchor: Callable[[], bytes] | None = None) -> None:
+    """Raise IntegrityError when a cached variant cannot be trusted. Cheap when it can: one lstat
+    per file, no hashing, when this user's signed marker matches."""
     marker = _read_json(marker_path(variant_dir))
-    if not isinstance(marker, dict) or marker.get("version") != MARKER_VERSION:
-        _reverify(variant_dir)
+    if not _signed(variant_dir, marker):
+        _reverify(variant_dir, anchor)
         return
-    present, recorded = _files(variant_dir), marker.get("files", {})
+    present, recorded = _files(variant_dir), marker["files"]
     for rel in sorted(present | set(recorded)):
         if rel not in present:
             _changed(variant_dir, rel, "is missing")
@@ -161,41 +174,109 @@ def check(variant_dir: Path) -> None:
             _changed(variant_dir, rel, "was added")
     stale = False
     for rel in sorted(present):
-        size_mtime = recorded[rel][:2]
-        if _stat(variant_dir / rel) == size_mtime:
+        entry = recorded[rel]
+        if not isinstance(entry, list) or len(entry) != 5:
+            _changed(variant_dir, "the verification record", "is malformed")
+        if _stat(variant_dir / rel) == entry[:4]:
             continue
-        if file_digest(variant_dir / rel) != recorded[rel][2]:
+        if file_digest(variant_dir / rel) != entry[4]:
             _changed(variant_dir, rel)
         stale = True  # same bytes, new mtime (touched or copied): record it so the next check is cheap
     if stale:
-        try:
-            _write_json(marker_path(variant_dir), _marker(variant_dir, present, {r: recorded[r][2] for r in present}))
-        except OSError:
-            pass  # a read-only cache: still verified, just not cheaper next time
+        _try_write_marker(variant_dir, _marker(variant_dir, present, {r: recorded[r][4] for r in present}))
 
 
-def _reverify(variant_dir: Path) -> None:
-    """No usable marker (an older cache, or the marker was removed): verify from metadata.json's
-    digest, then record a marker; a variant without a digest cannot be checked and is refused."""
+def _reverify(variant_dir: Path, anchor: Callable[[], bytes] | None) -> None:
+    """No trustworthy marker (an older cache, a removed or edited marker, another user's key):
+    metadata.json must be the hub's, and every file must match its digest; then a new marker.
+    A variant without a digest cannot be checked this way and is refused."""
     meta = VariantMetadata.for_variant(variant_dir)
     if meta.digest is None:
         raise IntegrityError(f"kernel variant {variant_dir}: its verification record is missing and its "
                              f"metadata.json has no digest to check it with; delete {variant_dir} to fetch it again")
+    if anchor is None:
+        raise IntegrityError(f"kernel variant {variant_dir}: its verification record is missing or not signed by "
+                             "this user, and nothing to re-verify it against was given")
+    try:
+        published = anchor()
+    except OSError as e:  # unreachable, offline: nothing to re-verify against
+        raise IntegrityError(f"kernel variant {variant_dir}: its verification record is missing or not signed by "
+                             f"this user, and re-verifying it needs the hub: {e}") from None
+    if (variant_dir / "metadata.json").read_bytes() != published:
+        _changed(variant_dir, "metadata.json", "does not match the hub's copy")
     verify_tree(variant_dir, meta.digest)
-    _write_json(marker_path(variant_dir), _marker(variant_dir, _files(variant_dir), meta.digest))
+    _try_write_marker(variant_dir, _marker(variant_dir, _files(variant_dir), meta.digest))
 
 
 def _marker(folder: Path, files: set[str], known: dict[str, str] | None = None) -> dict:
     """`known`: digests just verified, not hashed again. metadata.json is one of the files: its
     recorded hash binds the digest the others were checked with."""
     known = known or {}
-    return {"version": MARKER_VERSION,
-            "files": {rel: [*_stat(folder / rel), known.get(rel) or file_digest(folder / rel)] for rel in sorted(files)}}
+    entries = {rel: [*_stat(folder / rel), known.get(rel) or file_digest(folder / rel)] for rel in sorted(files)}
+    return {"version": MARKER_VERSION, "files": entries}
+
+
+def _sign(variant_dir: Path, marker: dict) -> dict:
+    """The marker with this user's HMAC for the variant's final place (not a temporary folder's)."""
+    key = cache_key()
+    return {**marker, "mac": _mac(key, variant_dir, marker["files"])} if key is not None else marker
+
+
+def _mac(key: bytes, folder: Path, entries: dict) -> str:
+    # The variant's place in the cache (hub/org/name/commit/variant) is signed too: a marker
+    # copied from another variant does not verify.
+    where = "/".join(folder.parts[-5:])
+    text = json.dumps({"where": where, "files": entries}, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def _signed(folder: Path, marker) -> bool:
+    key = cache_key()
+    if key is None or not isinstance(marker, dict) or marker.get("version") != MARKER_VERSION:
+        return False
+    files, mac = marker.get("files"), marker.get("mac")
+    return isinstance(files, dict) and isinstance(mac, str) and hmac.compare_digest(_mac(key, folder, files), mac)
+
+
+def cache_key_path() -> Path:
+    from .settings import config_file
+
+    return config_file().parent / "cache.key"
+
+
+def cache_key() -> bytes | None:
+    """This user's key for signing verification records, made once (0600, never through a link);
+    None when it cannot be read or made (then every load re-verifies against the hub)."""
+    path = cache_key_path()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(os.urandom(32).hex())
+        except FileExistsError:  # another process made it first
+            pass
+        except OSError:
+            return None
+        return cache_key()
+    except OSError:
+        return None
+    with os.fdopen(fd) as f:
+        key = f.read().strip()
+    return key.encode() if len(key) == 64 else None
+
+
+def _try_write_marker(variant_dir: Path, marker: dict) -> None:
+    try:
+        _write_json(marker_path(variant_dir), _sign(variant_dir, marker))
+    except OSError:
+        pass  # a read-only cache: verified all the same, just not cheaper next time
 
 
 def _changed(variant_dir: Path, rel: str, how: str = "was changed") -> None:
-    raise IntegrityError(f"kernel variant {variant_dir}: {rel} {how} after it was downloaded and verified; "
-                         f"refusing to load it (delete {variant_dir} to fetch it again)")
+    raise IntegrityError(f"kernel variant {variant_dir}: {rel} {how} after it was downloaded and verified")
 
 
 def _files(root: Path) -> set[str]:
@@ -210,8 +291,11 @@ def _files(root: Path) -> set[str]:
 
 
 def _stat(path: Path) -> list[int]:
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns]
+    st = path.lstat()
+    if not stat.S_ISREG(st.st_mode):  # a fetch only ever writes regular files
+        raise IntegrityError(f"kernel variant file {path} is no longer a regular file (a link?) after it was "
+                             "downloaded and verified")
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def _sha256_hex(path: Path) -> str:

@@ -189,17 +189,38 @@ class Session:
         return names
 
     def install(self, repo_id: str, commit: str, variant: str) -> Path:
-        cached = self.cache.cached(self.reader.key, repo_id, commit, variant)
+        """The verified variant folder: the cached copy when it verifies, else fetched (again)."""
+        def anchor() -> bytes:  # the hub's metadata.json: what a copy without a valid marker must match
+            if self.offline:
+                raise OfflineMiss("offline mode is on (KBUILD_OFFLINE / HF_HUB_OFFLINE)")
+            return self.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
+
+        where = f"{repo_id}@{commit[:12]} build/{variant}"
+        try:
+            cached = self.cache.cached(self.reader.key, repo_id, commit, variant, anchor)
+            doubt = None
+        except IntegrityError as e:
+            cached, doubt = None, e
         if cached is not None:
             if not self.allow_no_digest and VariantMetadata.for_variant(cached).digest is None:
-                raise IntegrityError(no_digest_message(f"{repo_id}@{commit[:12]} build/{variant}"))
+                raise IntegrityError(no_digest_message(where))
             return cached
         if self.offline:
-            raise OfflineMiss(f"{repo_id}@{commit[:12]} build/{variant} is not in the cache and offline mode is on "
+            if doubt is not None:
+                raise IntegrityError(f"{doubt}; offline mode is on, so it cannot be fetched again") from None
+            raise OfflineMiss(f"{where} is not in the cache and offline mode is on "
                               "(KBUILD_OFFLINE / HF_HUB_OFFLINE); load it once online or run `kbuild download`")
-        return self.cache.install(self.reader.key, repo_id, commit, variant,
-                                  lambda dest: self.reader.fetch(repo_id, commit, variant, dest),
-                                  require_digest=not self.allow_no_digest)
+        try:
+            path = self.cache.install(self.reader.key, repo_id, commit, variant,
+                                      lambda dest: self.reader.fetch(repo_id, commit, variant, dest),
+                                      require_digest=not self.allow_no_digest, anchor=anchor)
+        except (OSError, IntegrityError) as e:
+            if doubt is None:
+                raise
+            raise IntegrityError(f"{doubt}; fetching it again from {self.reader.describe()} failed: {e}") from None
+        if doubt is not None:
+            _warn(f"{doubt}; fetched it again from {self.reader.describe()}")
+        return path
 
     def load(self, repo_id: str, commit: str, variant: str, check=None) -> ModuleType:
         """Import a variant (fetched and verified first when needed), once per process;

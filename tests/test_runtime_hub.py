@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import kbuild
-from kbuild import IntegrityError, get_kernel, get_kernel_variants, has_kernel, install_kernel
+from kbuild import IntegrityError, digest_tree, get_kernel, get_kernel_variants, has_kernel, install_kernel
 from kbuild.hub_loader import OfflineMiss
 from kbuild.refs import UnknownRevision
 
@@ -247,24 +247,86 @@ def test_no_fit_anywhere(hub):
 # -- integrity ---------------------------------------------------------------------------------------
 
 
-def test_a_changed_cached_file_refuses_to_load(hub):
+def tamper_and_load(hub, path, message):
+    """The next load notices, warns naming what failed verification, fetches the variant again
+    and runs the published code."""
+    new_process()
+    with pytest.warns(UserWarning, match=message + ".*fetched it again"):
+        module = get_kernel("org/tiny@v1", hub=str(hub))
+    assert module.double(1) == 2 and "injected" not in (path / "_ops.py").read_text()
+    assert not (path / "extra.py").exists()
+    assert not list(path.parent.glob(".doubtful-*")) and not list(path.parent.glob(".tmp-*"))
+
+
+def test_a_changed_cached_file_is_fetched_again(hub):
     path = install_kernel("org/tiny@v1", hub=str(hub))
     (path / "_ops.py").write_text((path / "_ops.py").read_text() + "import os  # injected\n")
-    with pytest.raises(IntegrityError, match=r"torch-cuda: _ops.py was changed after it was downloaded"):
-        get_kernel("org/tiny@v1", hub=str(hub))
-    assert not any(n.startswith("_tiny_") for n in sys.modules)
+    tamper_and_load(hub, path, r"torch-cuda: _ops.py was changed after it was downloaded and verified")
+
+
+def test_a_same_size_edit_with_its_mtime_restored_is_caught(hub):
+    path = install_kernel("org/tiny@v1", hub=str(hub))
+    ops = path / "_ops.py"
+    st, text = ops.stat(), ops.read_text()
+    ops.write_text(text.replace("ops", "op2", 1) if "ops" in text else text[:-1] + "#")
+    os.utime(ops, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert ops.stat().st_size == st.st_size and ops.stat().st_mtime_ns == st.st_mtime_ns
+    tamper_and_load(hub, path, "_ops.py was changed")
+
+
+def test_a_file_replaced_by_a_link_is_caught(hub, tmp_path):
+    path = install_kernel("org/tiny@v1", hub=str(hub))
+    ops = path / "_ops.py"
+    twin = tmp_path / "twin.py"
+    twin.write_text(ops.read_text().replace("ops", "op2", 1))
+    st = ops.stat()
+    os.utime(twin, ns=(st.st_atime_ns, st.st_mtime_ns))
+    ops.unlink()
+    ops.symlink_to(twin)
+    tamper_and_load(hub, path, "is no longer a regular file")
+
+
+def test_a_forged_verification_record_is_not_trusted(hub):
+    """Edit a file, then rewrite the marker (stats and hash of the edit) and metadata.json's digest
+    to match: without this user's key the marker does not verify, and metadata.json is then held
+    against the hub's copy."""
+    path = install_kernel("org/tiny@v1", hub=str(hub))
+    ops = path / "_ops.py"
+    ops.write_text(ops.read_text() + "import os  # injected\n")
+    meta = json.loads((path / "metadata.json").read_text())
+    meta["digest"]["files"]["_ops.py"] = digest_tree(path)["_ops.py"]
+    (path / "metadata.json").write_text(json.dumps(meta))
+    marker = path.with_name("torch-cuda.verified")
+    forged = json.loads(marker.read_text())
+    for rel in ("_ops.py", "metadata.json"):
+        st = (path / rel).stat()
+        forged["files"][rel] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest_tree(path).get(rel)
+                                or forged["files"][rel][4]]
+    marker.write_text(json.dumps(forged))
+    tamper_and_load(hub, path, "metadata.json does not match the hub's copy")
 
 
 def test_added_removed_and_metadata_changes_are_caught(hub):
     path = install_kernel("org/tiny@v1", hub=str(hub))
     (path / "extra.py").write_text("")
-    with pytest.raises(IntegrityError, match="extra.py was added"):
-        get_kernel("org/tiny@v1", hub=str(hub))
-    (path / "extra.py").unlink()
+    tamper_and_load(hub, path, "extra.py was added")
+    (path / "_ops.py").unlink()
+    tamper_and_load(hub, path, "_ops.py is missing")
     meta = json.loads((path / "metadata.json").read_text())
     (path / "metadata.json").write_text(json.dumps({**meta, "digest": {"algorithm": "sha256", "files": {}}}))
-    with pytest.raises(IntegrityError, match="metadata.json was changed"):
-        get_kernel("org/tiny@v1", hub=str(hub))
+    tamper_and_load(hub, path, "metadata.json was changed")
+
+
+def test_a_doubtful_copy_and_an_unreachable_hub_say_both(hub, tmp_path):
+    path = install_kernel("org/tiny@v1", hub=str(hub))
+    (path / "_ops.py").write_text("import os  # injected\n")
+    sha = branch_head(hub, "org/tiny", "v1")
+    hub.rename(tmp_path / "hub-gone")
+    new_process()
+    with pytest.raises(IntegrityError, match=r"_ops.py was changed after it was downloaded and verified; "
+                                             r"fetching it again from .* failed"):
+        get_kernel(f"org/tiny@{sha}", hub=str(hub))
+    assert not any(n.startswith("_tiny_") for n in sys.modules)
 
 
 def test_touched_but_unchanged_files_load_and_are_re_recorded(hub):
@@ -274,7 +336,7 @@ def test_touched_but_unchanged_files_load_and_are_re_recorded(hub):
     os.utime(path / "_ops.py", ns=(1, 1))
     assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
     after = json.loads(marker.read_text())
-    assert after["files"]["_ops.py"][1] == 1 and after["files"]["_ops.py"][2] == before["files"]["_ops.py"][2]
+    assert after["files"]["_ops.py"][1] == 1 and after["files"]["_ops.py"][4] == before["files"]["_ops.py"][4]
 
 
 def test_a_lost_marker_is_rebuilt_from_the_digest(hub):
@@ -420,18 +482,16 @@ def test_offline_never_asks_the_server(http_hub, server, monkeypatch):
     assert server.requests(mark) == []
 
 
-def test_a_server_that_went_away_falls_back_with_a_warning(http_hub, server, tmp_path):
-    get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True)
+def test_a_server_that_went_away_falls_back_with_a_warning(kernel, tmp_path, monkeypatch):
+    own, stop = start_server(tmp_path / "own")
+    monkeypatch.setenv("HF_TOKEN", own.token)
+    kernel.publish(own.url)
+    monkeypatch.delenv("HF_TOKEN")
+    get_kernel("org/tiny@v1", hub=own.url, trust_remote_code=True)
     new_process()
-    gone, stop = start_server(tmp_path / "gone")
     stop()
-    # Same repo, as if recorded from a hub that is now down: copy the cache entry to that hub's key.
-    from kbuild.hubs import cache_key
-
-    cache = Path(os.environ["KBUILD_CACHE"]) / "kernels"
-    (cache / cache_key("http", gone.url)).symlink_to(cache / cache_key("http", server.url))
     with pytest.warns(UserWarning, match="using the refs of .* recorded when it was last reached"):
-        assert get_kernel(f"{http_hub}@v1", hub=gone.url, trust_remote_code=True).double(1) == 2
+        assert get_kernel("org/tiny@v1", hub=own.url, trust_remote_code=True).double(1) == 2
 
 
 # -- trust -----------------------------------------------------------------------------------------
