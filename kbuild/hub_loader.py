@@ -72,7 +72,8 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     if ref.repo_id in settings.local_kernels:
         return load_variant(find_variant(settings.local_kernels[ref.repo_id], system or _system(backend)))
     session = Session(hub, settings, allow_no_digest)
-    check_trust(ref.repo_id, session.reader.local, trust_remote_code, settings)
+    endpoint = None if session.reader.local else session.reader.endpoint
+    check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
     found = session.resolve(ref, system or _system(backend))
     return session.load(ref.repo_id, found.commit, found.chosen or session.raise_no_fit(found))
 

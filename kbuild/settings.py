@@ -8,7 +8,7 @@ Nothing else in the runtime reads `os.environ`; tests pass a Settings instead of
 | `HF_ENDPOINT` | an HTTP hub, used when neither `hub=` nor `KBUILD_HUB` names one |
 | `KBUILD_CACHE` | kbuild's cache folder (kernels go to `<it>/kernels`; default ~/.cache/kbuild) |
 | `KBUILD_OFFLINE`, `HF_HUB_OFFLINE` | never make a network request; load from the cache only |
-| `KBUILD_TRUSTED_ORGS` | comma-separated organisations whose kernels load without trust_remote_code |
+| `KBUILD_TRUSTED_ORGS` | comma-separated `org` (on the official Hub) or `org@http://host:port` (on that hub) entries whose kernels load without trust_remote_code |
 | `LOCAL_KERNELS` | `org/a=/path:org/b=/path`: load these repos from local builds instead |
 | `HF_TOKEN` | the token for HTTP hubs (huggingface_hub also reads its own token file) |
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 
 DEFAULT_LOCAL_HUB = Path.home() / ".cache" / "kbuild" / "hub"
 DEFAULT_CACHE = Path.home() / ".cache" / "kbuild"
-# Hugging Face marks this organisation a trusted kernel publisher; it is trusted here too.
+# Hugging Face marks this organisation a trusted kernel publisher; trusted here on the official
+# Hub only (kbuild.trust: an entry without @hub names the official Hub).
 BUILTIN_TRUSTED_ORGS = ("kernels-community",)
 _TRUE = ("1", "true", "yes", "on")
 

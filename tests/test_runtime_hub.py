@@ -498,18 +498,34 @@ def test_a_server_that_went_away_falls_back_with_a_warning(kernel, tmp_path, mon
 
 
 def test_untrusted_orgs_need_trust_remote_code(http_hub, server, monkeypatch):
-    with pytest.raises(ValueError, match=r"organisation 'org' is not trusted.*trust_remote_code=True.*"
-                                         r"KBUILD_TRUSTED_ORGS=org.*trusted-orgs"):
+    with pytest.raises(ValueError, match=rf"organisation 'org' is not trusted on {server.url}.*trust_remote_code=True.*"
+                                         rf"KBUILD_TRUSTED_ORGS=org@{server.url}.*trusted-orgs"):
         get_kernel(f"{http_hub}@v1", hub=server.url)
     assert get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=[http_hub]).double(1) == 2
-    monkeypatch.setenv("KBUILD_TRUSTED_ORGS", "someone, org")
+    new_process()
+    monkeypatch.setenv("KBUILD_TRUSTED_ORGS", "someone, org")  # org on the official Hub, not on this one
+    with pytest.raises(ValueError, match="not trusted"):
+        get_kernel(f"{http_hub}@v1", hub=server.url)
+    monkeypatch.setenv("KBUILD_TRUSTED_ORGS", f"someone, org@{server.url}/")
     assert get_kernel(f"{http_hub}@v1", hub=server.url).double(1) == 2
+
+
+def test_kernels_community_is_trusted_on_the_official_hub_only(kernel, server, monkeypatch):
+    """Finding 3: any endpoint can serve a repo named kernels-community/*."""
+    name = f"kernels-community/tiny-{os.urandom(3).hex()}"
+    kernel.repo_id = name
+    monkeypatch.setenv("HF_TOKEN", server.token)
+    kernel.write().build().publish(server.url, "--repo-id", name)
+    monkeypatch.delenv("HF_TOKEN")
+    with pytest.raises(ValueError, match=rf"'kernels-community' is not trusted on {server.url}"):
+        get_kernel(f"{name}@v1", hub=server.url)
+    assert get_kernel(f"{name}@v1", hub=server.url, trust_remote_code=True).double(1) == 2
 
 
 def test_trusted_orgs_from_the_config_file(http_hub, server, runtime_env):
     config = runtime_env.parent.parent / "config" / "kbuild" / "trusted-orgs"
     config.parent.mkdir(parents=True)
-    config.write_text("# orgs I trust\norg  # mine\n")
+    config.write_text(f"# orgs I trust\norg  # on the official Hub\norg@{server.url}  # mine\n")
     assert get_kernel(f"{http_hub}@v1", hub=server.url).double(1) == 2
 
 
@@ -559,3 +575,17 @@ def test_a_read_only_populated_cache_loads_branches_and_pinned_commits(hub, runt
     monkeypatch.setenv("KBUILD_OFFLINE", "1")
     new_process()
     assert get_kernel("org/tiny@v1", hub=str(hub)).VARIANT == "?"
+
+
+def test_trust_entries_name_an_organisation_on_a_hub():
+    from kbuild.settings import BUILTIN_TRUSTED_ORGS, Settings
+    from kbuild.trust import check_trust
+
+    settings = Settings(trusted_orgs=BUILTIN_TRUSTED_ORGS + ("acme@http://10.0.0.1:8000",))
+    check_trust("kernels-community/x", "https://huggingface.co/", False, settings)
+    check_trust("acme/x", "HTTP://10.0.0.1:8000/", False, settings)
+    check_trust("anyone/x", None, False, settings)  # a local hub: you published it
+    for repo, endpoint in [("kernels-community/x", "http://127.0.0.1:8000"), ("acme/x", "https://huggingface.co"),
+                           ("acme/x", "http://10.0.0.1:8001")]:
+        with pytest.raises(ValueError, match="is not trusted on"):
+            check_trust(repo, endpoint, False, settings)
