@@ -8,7 +8,9 @@ its users: a slice that would drop a public name is refused unless forced.
 from __future__ import annotations
 
 import json
+import random
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +27,15 @@ from .manifest import Manifest
 from .pyapi import public_names
 
 BRANCH_RE = re.compile(r"^v(\d+)$")
-ATTEMPTS = 5
+# Parallel CI jobs publish slices of one branch: each lost compare-and-swap means planning again.
+# Jittered exponential backoff spreads the retries (16 publishers settle within a few seconds);
+# the cap bounds a pathological run at about a minute.
+ATTEMPTS = 25
+BACKOFF_S, BACKOFF_CAP_S = 0.05, 3.0
+
+
+def backoff(attempt: int) -> None:
+    time.sleep(min(BACKOFF_CAP_S, BACKOFF_S * 2 ** attempt) * random.uniform(0.5, 1.5))
 
 
 class PublishError(KbuildError):
@@ -235,6 +245,7 @@ def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, report
                                 message=message, parent=plan.parent)
         except RefConflict:
             reporter.info(f"{branch} moved while publishing (attempt {attempt}/{ATTEMPTS}); planning again")
+            backoff(attempt)
             continue
         card = _publish_card(manifest, hub, repo_id, branch, variants)
         return PublishResult(plan, commit, hub.url(repo_id, commit), card)
@@ -305,10 +316,10 @@ def _publish_card(manifest, hub: HubBackend, repo_id, branch, variants) -> str |
     card = manifest.root / ".kbuild" / "README.md"
     card.parent.mkdir(parents=True, exist_ok=True)
     card.write_bytes(text)
-    for _ in range(ATTEMPTS):
+    for attempt in range(1, ATTEMPTS + 1):
         try:
             return hub.commit(repo_id, "main", uploads=[Upload("README.md", card)], deletes=[],
                               message=f"Card for {manifest.name} {branch}", parent=hub.head(repo_id, "main"))
         except RefConflict:
-            continue
+            backoff(attempt)
     raise PublishError(f"{repo_id}@main kept moving while writing the card")
