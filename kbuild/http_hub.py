@@ -95,13 +95,45 @@ class HttpHub:
 
         url = hf_hub_url(repo_id, path, repo_type=REPO_TYPE, revision=commit, endpoint=self.endpoint)
         headers = build_hf_headers(token=self.token, library_name="kbuild")
+        limit = (size if size is not None else READ_LIMIT) + SIZE_SLACK
         with _errors(self, repo_id, f"download {path} at {commit[:12]} of"):
             if isinstance(target, Path):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with open(target, "wb") as f:
-                    http_get(url, f, headers=headers, expected_size=size, displayed_filename=path.rsplit("/", 1)[-1])
+                    http_get(url, _Capped(f, limit, f"{self.describe()}: {path} of {repo_id}@{commit[:12]}"),
+                             headers=headers, expected_size=size, displayed_filename=path.rsplit("/", 1)[-1])
             else:
-                http_get(url, target, headers=headers, expected_size=size)
+                http_get(url, _Capped(target, limit, f"{self.describe()}: {path} of {repo_id}@{commit[:12]}"),
+                         headers=headers, expected_size=size)
+
+
+class OversizedDownload(OSError):
+    """The hub sent more bytes than it listed for the file."""
+
+
+class _Capped:
+    """A binary file object that refuses to take more than `limit` bytes: a hub that lists a file
+    at 110 bytes and streams gigabytes fills no disk (the download stops at the listed size plus
+    a small slack; huggingface_hub only compares sizes once everything has been written)."""
+
+    def __init__(self, f, limit: int, what: str):
+        self._f, self._limit, self._what, self._written = f, limit, what, 0
+
+    def write(self, data) -> int:
+        self._written += len(data)
+        if self._written > self._limit:
+            raise OversizedDownload(f"{self._what}: the hub sent more than the {self._limit - SIZE_SLACK} bytes it "
+                                    "listed; download stopped")
+        return self._f.write(data)
+
+    def __getattr__(self, name):  # tell, seek, flush, name, ... of the real file
+        return getattr(self._f, name)
+
+
+# A file listed at N bytes may take N + SIZE_SLACK before the download is stopped; files read
+# whole (metadata.json, for re-verification) have no listed size and take at most READ_LIMIT.
+SIZE_SLACK = 64 * 1024
+READ_LIMIT = 16 * 1024 * 1024
 
 
 class _errors:

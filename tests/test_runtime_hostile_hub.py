@@ -1,0 +1,104 @@
+"""A hostile hub in front of a real one (issue 10, finding 8): a proxy on 127.0.0.1 that forwards
+every request to `kbuild hub serve` but streams far more bytes for one file than the hub listed.
+The loader stops at the listed size plus a small slack, leaves nothing in the cache, and says
+why in one line."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import pytest
+from runtime_hubs import Kernel, runtime_env, start_server, torch_probes
+
+from kbuild import get_kernel
+from kbuild.http_hub import SIZE_SLACK
+
+__all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
+
+OFFERED = 256 * 1024 * 1024  # what the hostile hub would send for a file listed at ~100 bytes
+CHUNK = 64 * 1024
+
+
+class InflatingProxy:
+    """Forwards to `upstream`; a GET of a path ending in `inflate` gets the real body followed by
+    zeros, up to OFFERED bytes, with no Content-Length. `sent` counts the bytes the client took."""
+
+    def __init__(self, upstream: str, inflate: str):
+        target = urlsplit(upstream)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self.forward(body=False)
+
+            def do_GET(self):
+                self.forward(body=True)
+
+            def forward(self, body: bool):
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                conn.request(self.command, self.path, headers=headers)
+                upstream_response = conn.getresponse()
+                data = upstream_response.read()
+                inflating = body and self.path.split("?")[0].endswith(inflate) and upstream_response.status == 200
+                self.send_response(upstream_response.status)
+                for k, v in upstream_response.getheaders():
+                    if k.lower() in ("content-length", "transfer-encoding", "connection"):
+                        continue
+                    if inflating and k.lower() in ("etag", "x-linked-size", "content-range"):
+                        continue
+                    self.send_header(k, v)
+                if not inflating:
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if not body:
+                    return
+                if not inflating:
+                    self.wfile.write(data)
+                    return
+                try:
+                    self.wfile.write(data)
+                    proxy.sent += len(data)
+                    zeros = b"\0" * CHUNK
+                    while proxy.sent < OFFERED:
+                        self.wfile.write(zeros)
+                        proxy.sent += CHUNK
+                except (BrokenPipeError, ConnectionResetError):
+                    proxy.aborted = True
+
+        self.sent, self.aborted = 0, False
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def hostile(tmp_path, monkeypatch):
+    served, stop = start_server(tmp_path / "served")
+    kernel = Kernel(tmp_path / "tiny").write().build()
+    monkeypatch.setenv("HF_TOKEN", served.token)
+    kernel.publish(served.url)
+    monkeypatch.delenv("HF_TOKEN")
+    proxy = InflatingProxy(served.url, "/_ops.py")
+    yield proxy
+    proxy.stop()
+    stop()
+
+
+def test_a_file_larger_than_listed_is_cut_off_at_the_listed_size(hostile, runtime_env):
+    with pytest.raises(OSError, match=r"_ops.py of org/tiny@\w+: the hub sent more than the \d+ bytes it listed"):
+        get_kernel("org/tiny@v1", hub=hostile.url, trust_remote_code=True)
+    # The client stopped reading: a few socket buffers past the slack, never the 256 MB offered.
+    assert hostile.sent < SIZE_SLACK + 16 * 1024 * 1024, hostile.sent
+    assert not [p for p in runtime_env.rglob("*") if p.is_dir() and p.name.startswith(("torch-", ".tmp-"))]
