@@ -11,6 +11,7 @@ from pathlib import Path
 import uvicorn
 
 from builder.hub.server import ServerConfig, Tokens, build_app, listen
+from builder.hub.server.connections import HEADER_TIMEOUT_S, MAX_CONNECTIONS, uvicorn_config
 
 TOKEN = "kb_test_write_token"
 
@@ -19,15 +20,18 @@ class ServerThread:
     """The real app under uvicorn on a free 127.0.0.1 port, in a daemon thread."""
 
     def __init__(self, root: Path, *, public_read: bool = True, max_file_size: int | None = None,
-                 trusted: tuple[str, ...] = ()):
+                 trusted: tuple[str, ...] = (), header_timeout: float = HEADER_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS, guarded: bool = True):
         config = ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"), public_read=public_read,
                               max_file_size=max_file_size, trusted_orgs=frozenset(trusted))
         self.log: list[str] = []
         sock = listen("127.0.0.1", 0)
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(build_app(config, self.log.append), log_level="warning",
-                                                    access_log=False, lifespan="off"))
+        app = build_app(config, self.log.append)
+        # guarded=False: uvicorn's own protocol, to show what the guard changes
+        self.server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections) if guarded else
+                                     uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 10

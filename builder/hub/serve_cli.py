@@ -40,6 +40,10 @@ def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:
     p.add_argument("--trusted-org", action="append", default=[], metavar="ORG",
                    help="answer trustedKernelPublisher=true for this organisation (repeatable); "
                         "others need the loader's trust_remote_code=True")
+    p.add_argument("--max-connections", type=int, default=512, metavar="N",
+                   help="open connections at most; more are closed at once (default: 512)")
+    p.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
+                   help="close a connection whose request headers are not complete after S seconds (default: 10)")
     p.set_defaults(handler=run)
     return p
 
@@ -49,11 +53,15 @@ def run(args, reporter) -> int:
         raise UsageError(f"--port: expected 0-65535, got {args.port}")
     if args.max_file_size < 1:
         raise UsageError(f"--max-file-size: expected a positive number of bytes, got {args.max_file_size}")
+    if args.max_connections < 1:
+        raise UsageError(f"--max-connections: expected a positive number, got {args.max_connections}")
+    if not args.header_timeout > 0:
+        raise UsageError(f"--header-timeout: expected a positive number of seconds, got {args.header_timeout}")
     if args.token_file is not None and not args.token_file.is_file():
         raise UsageError(f"--token-file: no file at {args.token_file}", hint="write one token per line")
     from .server import serve  # deferred: starlette and uvicorn load only for `hub serve`
 
     serve(args.root.expanduser(), host=args.host, port=args.port, token_file=args.token_file,
           public_read=args.public_read, max_file_size=args.max_file_size, trusted_orgs=tuple(args.trusted_org),
-          log=reporter.info)
+          log=reporter.info, max_connections=args.max_connections, header_timeout=args.header_timeout)
     return 0

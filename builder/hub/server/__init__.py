@@ -28,7 +28,7 @@ def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: No
 
 def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Path | None = None,
           public_read: bool = True, max_file_size: int | None = None, trusted_orgs: tuple[str, ...] = (),
-          log: Callable[[str], None] | None = None) -> None:
+          log: Callable[[str], None] | None = None, max_connections: int = 512, header_timeout: float = 10.0) -> None:
     """Serve `root` until interrupted. Without `token_file` the write token is `<root>/.token`
     (created, mode 0600, when missing)."""
     import uvicorn  # deferred: only the server needs it
@@ -45,7 +45,9 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
     log(f"kbuild hub serve: {root} on {url} "
         f"(reads {'public' if public_read else 'need a token'}; write token {made} {tokens.source})")
     log(f"  use it with HF_ENDPOINT={url} or HfApi(endpoint={url!r}, token=...)")
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    from .connections import uvicorn_config
+
+    server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections))
     with sock:
         server.run(sockets=[sock])
 
