@@ -485,3 +485,34 @@ def test_kernels_get_kernel_loads_from_the_server(api, hub, tmp_path):
     requests = hub.log[before:]
     assert any("/api/kernels/org/tiny/refs" in r for r in requests)
     assert any("/kernels/org/tiny/resolve/" in r and "torch-universal/__init__.py" in r for r in requests)
+
+
+# -- paths-info and body limits (issue 10, finding 7) -----------------------------------------------
+
+def test_paths_info_answers_many_paths_in_one_git_call(hub, api, published, monkeypatch):
+    from builder.hub.gitstore import GitStore
+
+    wanted = ["build/torch-cpu/__init__.py", "build/torch-cpu/layers", "build/nope.py"] + \
+        [f"missing/{i}.py" for i in range(2000)]
+    infos = api.get_paths_info("org/flow", wanted, revision="v1", repo_type="kernel")
+    assert sorted((i.path, type(i).__name__) for i in infos) == [
+        ("build/torch-cpu/__init__.py", "RepoFile"), ("build/torch-cpu/layers", "RepoFolder")]
+    calls = []
+    real = GitStore._git
+    monkeypatch.setattr(GitStore, "_git", lambda self, repo, *a, **k: calls.append(a[0]) or real(self, repo, *a, **k))
+    status, _, body = hub.raw("POST", "/api/kernels/org/flow/paths-info/v1",
+                              body="&".join(f"paths={p}" for p in wanted).encode(),
+                              headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 200 and len(json.loads(body)) == 2
+    assert calls.count("cat-file") <= 2 and len(calls) <= 4, calls  # was one git process per path
+
+
+def test_read_route_bodies_are_capped_before_they_are_read(hub, published):
+    big = b"paths=" + b"a" * (2 << 20)
+    status, headers, _ = hub.raw("POST", "/api/kernels/org/flow/paths-info/v1", body=big,
+                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 413 and "limit of 1048576 bytes" in headers["x-error-message"]
+    many = "&".join(f"paths=p{i}" for i in range(10_001)).encode()
+    status, headers, _ = hub.raw("POST", "/api/kernels/org/flow/paths-info/v1", body=many,
+                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 400 and "at most 10000 per request" in headers["x-error-message"]

@@ -196,6 +196,26 @@ class GitStore:
             return TreeEntry(path, "file", size, oid)
         raise EntryNotFound(f"{path} in {repo_id} is a {kind}, not a file or folder")
 
+    def files_info(self, repo_type: str, repo_id: str, commit: str, paths_: list[str]) -> list[TreeEntry]:
+        """The entries of `paths_` that exist at `commit` (folders too), in one git call however
+        many are asked for (paths-info)."""
+        repo = self._repo(repo_type, repo_id)
+        oid = self._commit_oid(repo, commit, repo_id)
+        wanted = [paths.validate_path(p) for p in paths_]  # no newline can reach the batch protocol
+        query = "".join(f"{oid}:{p}\n" for p in [""] + wanted).encode(errors="surrogateescape")
+        lines = self._text(repo, "cat-file", "--batch-check", input=query).split("\n")
+        found = [_batch_line(line) for line in lines[:len(wanted) + 1]]
+        if found[0] is None:
+            raise RevisionNotFound(f"commit {commit} not found in {repo_id}")
+        out = []
+        for path, hit in zip(wanted, found[1:]):
+            if hit is None or hit[0] not in ("blob", "tree"):
+                continue
+            kind, entry_oid, size = hit
+            out.append(TreeEntry(path, "file", size, entry_oid) if kind == "blob" else
+                       TreeEntry(path, "directory", 0, entry_oid))
+        return out
+
     def open_file(self, repo_type: str, repo_id: str, commit: str, path: str) -> BinaryIO:
         """A stream of the file's bytes; close it (or use `with`). Reading to the end raises
         CommandError if git failed midway."""

@@ -13,13 +13,15 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import HubError
+from ..errors import HubError, TooLarge
 from . import commits, files, repos
 from .auth import bearer, check_access
 from .context import Call, Hub
 from .routing import Route, match, resolve_target, split_raw_path
 
 JSON_BODY_MAX = 16 << 20
+# Bodies of read routes (paths-info's form) need no more: anyone may send them on a public hub.
+READ_BODY_MAX = 1 << 20
 SPOOL_IN_MEMORY = 8 << 20
 
 
@@ -107,7 +109,8 @@ class HubApp:
                 body.seek(0)
                 return await anyio.to_thread.run_sync(route.handler, self.hub, _with_body(call, body))
         if route.body != "none":
-            call = _with_body(call, await _read_body(request, route.body))
+            limit = READ_BODY_MAX if route.access == "read" else JSON_BODY_MAX
+            call = _with_body(call, await _read_body(request, route.body, limit))
         return await anyio.to_thread.run_sync(route.handler, self.hub, call)
 
 
@@ -115,12 +118,15 @@ def _with_body(call: Call, body) -> Call:
     return Call(call.method, call.params, call.query, call.base_url, body)
 
 
-async def _read_body(request: Request, kind: str):
+async def _read_body(request: Request, kind: str, limit: int):
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:  # refused before a byte of it is read
+        raise TooLarge(f"request body of {declared} bytes is over this route's limit of {limit} bytes")
     raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
-        if len(raw) > JSON_BODY_MAX:
-            raise HubError(f"request body over {JSON_BODY_MAX} bytes")
+        if len(raw) > limit:
+            raise TooLarge(f"request body over this route's limit of {limit} bytes")
     if not raw.strip():
         return {}
     if kind == "form":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from ..errors import EntryNotFound, HubError, InvalidRepoId, RefConflict, RepoExists
+from ..errors import HubError, InvalidRepoId, RefConflict, RepoExists
 from .context import Call, Hub, iso_date, repo_url
 from .routing import API_TYPES, branch_name, check_ref
 
@@ -142,18 +142,18 @@ def tree(hub: Hub, call: Call) -> JSONResponse:
     return JSONResponse([_entry(e) for e in entries])
 
 
+MAX_PATHS_INFO = 10_000
+
+
 def paths_info(hub: Hub, call: Call) -> JSONResponse:
     """`POST paths-info/{rev}` with form field `paths` (repeated): the entries that exist."""
     repo_type, repo_id = hub.require_repo(call)
     commit = hub.store.resolve(repo_type, repo_id, check_ref(call.params["rev"]))
     form = call.body if isinstance(call.body, dict) else {}
-    out = []
-    for path in form.get("paths", []):
-        try:
-            out.append(_entry(hub.store.file_info(repo_type, repo_id, commit, hub.store.validate_path(path))))
-        except EntryNotFound:
-            continue
-    return JSONResponse(out)
+    asked = form.get("paths", [])
+    if len(asked) > MAX_PATHS_INFO:
+        raise HubError(f"paths-info: {len(asked)} paths asked for; at most {MAX_PATHS_INFO} per request")
+    return JSONResponse([_entry(e) for e in hub.store.files_info(repo_type, repo_id, commit, asked)])
 
 
 def _entry(e) -> dict:
