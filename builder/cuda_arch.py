@@ -21,7 +21,7 @@ _DEFAULTS = (
     ((0, 0), "7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0+PTX"),
 )
 
-_CAP_RE = re.compile(r"^(?P<base>\d+\.\d)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+_CAP_RE = re.compile(r"^(?P<base>\d+\.\d)(?P<suffix>[af]?)(?P<ptx>\+PTX)?\Z")
 
 
 @dataclass(frozen=True, order=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 # Backends whose sections kbuild compiles; dependencies of the others are never resolved.
 BUILT_BACKENDS = ("cpu", "cuda")
 
-_CUTLASS = re.compile(r"^cutlass_(\d+)_(\d+)$")
+_CUTLASS = re.compile(r"^cutlass_(\d+)_(\d+)\Z")
 # kernel-builder's other dependency names, by what they are to a build.
 _BACKEND_ONLY = {"cutlass_sycl": "xpu", "sycl_tla": "xpu", "metal-cpp": "metal"}
 _RUNTIME_PYTHON = ("einops", "nvidia-cutlass-dsl")  # Python packages: nothing to compile against

@@ -19,8 +19,8 @@ from .dependencies import BUILT_BACKENDS, check_dependency
 from .errors import ManifestError
 from .toml_lines import key_lines
 
-NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
-VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
+VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?\Z")
 EDITIONS = (4, 5)
 
 # kind per key: "str", "int", "strs" (list of strings), "table", "stable-abi" (str or table).

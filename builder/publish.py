@@ -26,7 +26,7 @@ from .integrity import regular_files, stale_reason, verify_variant
 from .manifest import Manifest
 from .pyapi import public_names
 
-BRANCH_RE = re.compile(r"^v(\d+)$")
+BRANCH_RE = re.compile(r"^v(\d+)\Z")
 # Parallel CI jobs publish slices of one branch: each lost compare-and-swap means planning again.
 # Jittered exponential backoff spreads the retries (16 publishers settle within a few seconds);
 # the cap bounds a pathological run at about a minute.

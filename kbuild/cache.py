@@ -37,8 +37,8 @@ from .metadata import VariantMetadata
 from .refs import Refs
 
 MARKER_VERSION = 2
-_COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # sha1 or sha256 object ids
-_VARIANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?\Z")  # sha1 or sha256 object ids
+_VARIANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 
 
 class KernelCache:

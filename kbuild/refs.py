@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_SHA = re.compile(r"^[0-9a-f]{40}$")
-_VERSION_BRANCH = re.compile(r"^v(\d+)$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+_SHA = re.compile(r"^[0-9a-f]{40}\Z")
+_VERSION_BRANCH = re.compile(r"^v(\d+)\Z")
 
 
 class UnknownRevision(ValueError):

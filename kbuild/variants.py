@@ -25,7 +25,7 @@ _STABLE_RE = re.compile(
     r"^torch-stable-abi(?P<maj>\d)(?P<min>\d+)-(?P<compute>[a-z]+\d*)"
     r"-(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)$"
 )
-_NOARCH_RE = re.compile(r"^torch-(?P<backend>" + "|".join(BACKENDS) + r")$")
+_NOARCH_RE = re.compile(r"^torch-(?P<backend>" + "|".join(BACKENDS) + r")\Z")
 
 
 @dataclass(frozen=True)

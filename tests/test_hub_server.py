@@ -516,3 +516,19 @@ def test_read_route_bodies_are_capped_before_they_are_read(hub, published):
     status, headers, _ = hub.raw("POST", "/api/kernels/org/flow/paths-info/v1", body=many,
                                  headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert status == 400 and "at most 10000 per request" in headers["x-error-message"]
+
+
+def test_a_revision_ending_in_a_newline_and_a_branch_named_like_a_ref_are_refused(hub, api, published):
+    """Issue 10, finding 10: `$` in a validation pattern matches before a trailing newline."""
+    sha = published["commit"]
+    status, _, _ = hub.raw("GET", f"/api/kernels/org/flow/revision/{sha}%0A")
+    assert status == 400
+    status, _, _ = hub.raw("GET", f"/api/kernels/org/flow/revision/{sha}")
+    assert status == 200
+    for name in ("refs/tags/x", "refs/heads/refs/tags/x"):
+        with pytest.raises(HfHubHTTPError, match="invalid branch name"):
+            api.create_branch("org/flow", branch=name, repo_type="kernel")
+    from kbuild.cache import KernelCache
+
+    with pytest.raises(ValueError, match="not a hex object id"):  # a hub naming such a commit
+        KernelCache(Path("/nonexistent")).commit_dir("hub", "org/flow", f"{sha}\n")

@@ -118,14 +118,17 @@ def test_plain_paths_pass():
 
 
 def test_trust_rules():
+    official, other = "https://huggingface.co", "http://127.0.0.1:8000"
     settings = Settings(trusted_orgs=("kernels-community", "acme"))
-    check_trust("acme/k", False, False, settings)
-    check_trust("kernels-community/activation", False, False, settings)
-    check_trust("evil/k", True, False, settings)  # a local hub's repos
-    check_trust("evil/k", False, True, settings)
-    check_trust("evil/k", False, ["evil/k"], settings)
+    check_trust("acme/k", official, False, settings)
+    check_trust("kernels-community/activation", official, False, settings)
+    check_trust("evil/k", None, False, settings)  # a local hub's repos
+    check_trust("evil/k", other, True, settings)
+    check_trust("evil/k", other, ["evil/k"], settings)
     with pytest.raises(ValueError, match=r"evil/k: the organisation 'evil' is not trusted.*runs its code"):
-        check_trust("evil/k", False, ["evil/other"], settings)
+        check_trust("evil/k", official, ["evil/other"], settings)
+    with pytest.raises(ValueError, match=r"'acme' is not trusted on http://127.0.0.1:8000.*acme@http://127.0.0.1:8000"):
+        check_trust("acme/k", other, False, settings)
 
 
 def test_no_fit_message():

@@ -89,11 +89,12 @@ def validate_branch(branch: str) -> str:
     name = branch.removeprefix("refs/heads/") if isinstance(branch, str) else ""
     comps = name.split("/")
     if (not _BRANCH.fullmatch(name) or len(name) > MAX_BRANCH or name == "HEAD" or ".." in name
-            or name.startswith("-") or name.endswith(".")
+            or name.startswith("-") or name.endswith(".") or name.startswith("refs/")
             or any(not c or c.startswith(".") or c.endswith(".lock") for c in comps)):
         raise InvalidRevision(
             f"invalid branch name {branch!r}",
-            hint="use A-Z a-z 0-9 . _ - / without '..', a leading '-' or '.', or a '.lock' ending, e.g. 'v1'")
+            hint="use A-Z a-z 0-9 . _ - / without '..', a leading '-' or '.', 'refs/' (a branch named "
+                 "refs/tags/x would pass for a tag), or a '.lock' ending, e.g. 'v1'")
     return name
 
 

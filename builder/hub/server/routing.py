@@ -21,7 +21,7 @@ API_TYPES = {"models": "model", "kernels": "kernel", "datasets": "dataset", "spa
 URL_PREFIXES = {"model": "", "kernel": "kernels/", "dataset": "datasets/", "space": "spaces/"}
 
 # A branch or tag name, or a commit sha: git's ref rules, kept conservative.
-_REF = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9._/+-]{1,255}$")
+_REF = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9._/+-]{1,255}\Z")
 
 
 @dataclass(frozen=True)
