@@ -181,6 +181,7 @@ def main() -> int:
         results = {"publish_local": bench_local_publish(work, big)}
         token_file = work / "token"
         token_file.write_text("bench-token\n")
+        token_file.chmod(0o600)  # hub serve refuses a token file others can read
         server, url = start_server(work / "served-hub", token_file, work / "server.log")
         try:
             results["publish_http"] = bench_server_publish(url, "bench-token", big)

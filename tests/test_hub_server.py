@@ -165,7 +165,41 @@ def test_generated_token_is_private(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert load_tokens(None, tmp_path).values == tokens.values  # reused on the next start
     (tmp_path / "tokens.txt").write_text("# ci\nalpha\n\nbeta\n")
+    (tmp_path / "tokens.txt").chmod(0o600)
     assert load_tokens(tmp_path / "tokens.txt", tmp_path).values == ("alpha", "beta")
+
+
+def test_token_files_that_are_links_or_readable_by_others_are_refused(tmp_path):
+    """Issue 10, finding 10: a 0644 --token-file was accepted; a linked .token was followed (and a
+    link to a missing file was created through, its target given the token)."""
+    shared = tmp_path / "tokens.txt"
+    shared.write_text("alpha\n")
+    shared.chmod(0o644)
+    with pytest.raises(HubError, match=r"readable by others \(mode 0644\)"):
+        load_tokens(shared, tmp_path)
+    root = tmp_path / "hub"
+    root.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    (root / ".token").symlink_to(victim)
+    with pytest.raises(HubError, match="symbolic link"):
+        load_tokens(None, root)
+    assert victim.read_text() == "precious\n"
+    (root / ".token").unlink()
+    (root / ".token").symlink_to(tmp_path / "elsewhere")  # dangling: would be created through
+    with pytest.raises(HubError, match="symbolic link"):
+        load_tokens(None, root)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_token_in_the_query_string_is_not_logged(hub):
+    hub.raw("GET", "/api/whoami-v2?token=sekrit-123&x=1")
+    deadline = time.monotonic() + 5  # the line is written once the response has gone out
+    while not any("sekrit" in e or "token=***" in e for e in hub.log) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    line = next(entry for entry in reversed(hub.log) if "x=1" in entry)
+    assert "sekrit" not in line and "token=***" in line and "x=1" in line
 
 
 @pytest.mark.usefixtures("no_subprocess")

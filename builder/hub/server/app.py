@@ -83,7 +83,7 @@ class HubApp:
             await response(scope, receive, send_logged)
         finally:
             path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
-            query = scope.get("query_string", b"").decode("latin-1")
+            query = _redact(scope.get("query_string", b"").decode("latin-1"))
             ms = (time.perf_counter() - started) * 1000
             self.log(f"{scope['method']} {path}{'?' + query if query else ''} {status[0]} {ms:.1f}ms")
 
@@ -112,6 +112,12 @@ class HubApp:
             limit = READ_BODY_MAX if route.access == "read" else JSON_BODY_MAX
             call = _with_body(call, await _read_body(request, route.body, limit))
         return await anyio.to_thread.run_sync(route.handler, self.hub, call)
+
+
+def _redact(query: str) -> str:
+    """The query string for the log, with the value of any *token* parameter hidden."""
+    parts = [(k, "***" if "token" in k.lower() else v) for k, _, v in (p.partition("=") for p in query.split("&") if p)]
+    return "&".join(f"{k}={v}" for k, v in parts)
 
 
 def _with_body(call: Call, body) -> Call:
