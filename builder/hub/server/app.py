@@ -139,7 +139,7 @@ async def _read_body(request: Request, kind: str, limit: int):
         return parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting too deep
         raise HubError("the request body is not valid JSON") from None
 
 

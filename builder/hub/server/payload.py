@@ -53,8 +53,8 @@ def parse_commit(stream: BinaryIO, validate_path: Callable[[str], str], max_size
             if key != "header":
                 raise HubError("commit payload: the first line must be the header")
             seen_header = True
-            ops.summary = value.get("summary") or "Upload with huggingface_hub"
-            ops.description, ops.parent = value.get("description") or "", value.get("parentCommit")
+            ops.summary = _text(value, "summary") or "Upload with huggingface_hub"
+            ops.description, ops.parent = _text(value, "description"), _text(value, "parentCommit") or None
         elif key == "file":
             path = validate_path(value.get("path"))
             if value.get("encoding", "base64") != "base64":
@@ -72,6 +72,16 @@ def parse_commit(stream: BinaryIO, validate_path: Callable[[str], str], max_size
     if not seen_header:
         raise HubError("commit payload is empty: expected a header line")
     return ops
+
+
+def _text(value: dict, key: str) -> str:
+    """A header field as text: a string without NUL (git refuses NUL in a message), or absent."""
+    text = value.get(key)
+    if text is None:
+        return ""
+    if not isinstance(text, str) or "\0" in text:
+        raise HubError(f"commit payload: header {key!r} must be text without NUL characters")
+    return text
 
 
 def _read_line(stream: BinaryIO, number: int, max_size: int | None, spill: Path):
@@ -93,7 +103,7 @@ def _read_line(stream: BinaryIO, number: int, max_size: int | None, spill: Path)
     try:
         item = json.loads(head)
         item["key"], item["value"]  # noqa: B018 - both must be there
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nesting too deep
         raise HubError(f"commit payload, line {number}: expected {{\"key\": …, \"value\": {{…}}}}") from None
     if not isinstance(item["value"], dict):
         raise HubError(f"commit payload, line {number}: \"value\" must be an object")
