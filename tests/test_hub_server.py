@@ -568,17 +568,17 @@ def test_a_revision_ending_in_a_newline_and_a_branch_named_like_a_ref_are_refuse
         KernelCache(Path("/nonexistent")).commit_dir("hub", "org/flow", f"{sha}\n")
 
 
-def _ndjson(*lines) -> bytes:
+def _ndjson_body(*lines) -> bytes:
     return b"\n".join(json.dumps(line).encode() for line in lines)
 
 
 @pytest.mark.parametrize("route, body", [
     ("/api/repos/create", b"[" * 100_000 + b"]" * 100_000),
     ("/api/kernels/org/flow/commit/v1", b"[" * 100_000),
-    ("/api/kernels/org/flow/commit/v1", _ndjson({"key": "header", "value": {"summary": "a\0b"}},
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": "a\0b"}},
                                                {"key": "deletedFile", "value": {"path": "x"}})),
-    ("/api/kernels/org/flow/commit/v1", _ndjson({"key": "header", "value": {"summary": 5}})),
-    ("/api/kernels/org/flow/commit/v1", _ndjson({"key": "header", "value": {"summary": "s", "parentCommit": [1]}})),
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": 5}})),
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": "s", "parentCommit": [1]}})),
 ], ids=["deep-json", "deep-ndjson", "nul-summary", "int-summary", "list-parent"])
 def test_malformed_bodies_get_400_not_500(hub, published, route, body):
     """Issue 10, finding 10: deep nesting, wrong types and NUL in a summary were 500s."""
