@@ -459,3 +459,33 @@ def test_kill_during_commit_leaves_old_or_complete_new_commit(store, tmp_path):
     assert outcomes["old"] and outcomes["new"] and outcomes["killed mid-commit"], outcomes
     final = put(store, {"after": b"kills"})
     assert store.read_file(*K, final, "after") == b"kills"
+
+
+def test_gc_collects_what_failed_publishes_left(tmp_path):
+    """Issue 10, finding 8: the objects of a publish that never moved its branch, and scratch
+    folders of killed processes, stayed forever; `kbuild hub gc` collects them (after a grace
+    period that protects a publish in flight) and keeps everything a ref reaches."""
+    import os
+    import subprocess
+    import sys
+
+    from builder.hub.gitstore import GitStore
+
+    store = GitStore(tmp_path / "hub")
+    store.create_repo("kernel", "org/k")
+    kept = store.commit("kernel", "org/k", "main", add=[FileAdd("build/a.txt", b"keep me\n")], message="v1", parent=None)
+    repo = store.repo_dir("kernel", "org/k")
+    blob = os.urandom(4 << 20)  # a failed publish: its blob written, its branch never moved
+    orphan = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=blob, capture_output=True,
+                            check=True).stdout.decode().strip()
+    (tmp_path / "hub" / ".tmp" / "commit-killed").mkdir(parents=True)
+    (tmp_path / "hub" / ".tmp" / "commit-killed" / "part").write_bytes(blob)
+    gc = [sys.executable, "-m", "builder.cli", "hub", "gc", "--root", str(tmp_path / "hub")]
+    done = subprocess.run(gc, capture_output=True, text=True)  # default grace: young, so kept
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run(["git", "cat-file", "-e", orphan], cwd=repo).returncode == 0
+    done = subprocess.run(gc + ["--grace", "0"], capture_output=True, text=True)
+    assert done.returncode == 0 and "1 repo(s) collected, 1 scratch folder(s) removed" in done.stdout + done.stderr
+    assert subprocess.run(["git", "cat-file", "-e", orphan], cwd=repo).returncode != 0
+    assert not (tmp_path / "hub" / ".tmp" / "commit-killed").exists()
+    assert store.read_file("kernel", "org/k", kept, "build/a.txt") == b"keep me\n"

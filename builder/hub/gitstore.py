@@ -428,19 +428,53 @@ class GitStore:
         return entries
 
     @contextmanager
-    def _scratch(self, prefix: str) -> Iterator[Path]:
+    def scratch(self, prefix: str) -> Iterator[Path]:
         """A scratch folder under <root>/.tmp (same file system as the repos, so renames are
-        atomic); leftovers of killed processes are swept after a day."""
+        atomic, and never /tmp: what a killed process leaves stays where gc finds it); leftovers
+        of killed processes are swept after a day."""
+        self.sweep_scratch(STALE_TMP_S)
+        with tempfile.TemporaryDirectory(prefix=prefix, dir=self.root / ".tmp", ignore_cleanup_errors=True) as tmp:
+            yield Path(tmp)
+
+    _scratch = scratch
+
+    def sweep_scratch(self, older_than_s: float) -> int:
+        """Remove scratch folders older than `older_than_s`; how many."""
         tmp_root = self.root / ".tmp"
         tmp_root.mkdir(parents=True, exist_ok=True)
+        removed = 0
         for old in tmp_root.iterdir():
             try:
-                if time.time() - old.stat().st_mtime > STALE_TMP_S:
+                if time.time() - old.stat().st_mtime > older_than_s:
                     shutil.rmtree(old, ignore_errors=True)
+                    removed += 1
             except FileNotFoundError:
                 pass
-        with tempfile.TemporaryDirectory(prefix=prefix, dir=tmp_root, ignore_cleanup_errors=True) as tmp:
-            yield Path(tmp)
+        return removed
+
+    def gc(self, grace_s: float = 3600) -> dict:
+        """Collect what failed or killed publishes left: objects no ref reaches, older than
+        `grace_s` (a publish in flight writes its objects before it moves the branch, so they
+        must outlive it), and scratch folders as old. Returns the counts and bytes freed."""
+        before = _size(self.root)
+        repos = self.list_repos()
+        for repo_type, repo_id in repos:
+            repo = self._repo(repo_type, repo_id)
+            self._git(repo, "reflog", "expire", "--expire-unreachable=now", "--all")
+            self._git(repo, "gc", "--quiet", f"--prune={int(grace_s)}.seconds.ago")
+        swept = self.sweep_scratch(grace_s)
+        return {"repos": len(repos), "scratch_removed": swept, "freed_bytes": max(0, before - _size(self.root))}
+
+
+def _size(root: Path) -> int:
+    total = 0
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
 
 
 def _env(repo: Path) -> dict[str, str]:

@@ -16,7 +16,37 @@ DEFAULT_MAX_FILE_SIZE = 2 << 30
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register `hub` with its `serve` subcommand on the CLI's subparsers; returns `serve`'s parser."""
     hub = subparsers.add_parser("hub", help="work with a local hub")
-    return add_serve_parser(hub.add_subparsers(dest="hub_command", required=True, metavar="HUB_COMMAND"))
+    commands = hub.add_subparsers(dest="hub_command", required=True, metavar="HUB_COMMAND")
+    serve = add_serve_parser(commands)
+    add_gc_parser(commands)
+    return serve
+
+
+def add_gc_parser(hub_subparsers) -> argparse.ArgumentParser:
+    p = hub_subparsers.add_parser(
+        "gc", help="collect what failed or killed publishes left in a local hub",
+        description="Remove git objects no branch or tag reaches and scratch folders, older than the grace "
+                    "period (a publish in flight writes its objects before it moves its branch).")
+    p.add_argument("--root", type=Path, default=DEFAULT_LOCAL_HUB, metavar="DIR",
+                   help=f"the local hub (default: {DEFAULT_LOCAL_HUB})")
+    p.add_argument("--grace", type=float, default=3600.0, metavar="S",
+                   help="keep what is younger than S seconds (default: 3600; 0 only when nothing publishes)")
+    p.set_defaults(handler=run_gc)
+    return p
+
+
+def run_gc(args, reporter) -> int:
+    if args.grace < 0:
+        raise UsageError(f"--grace: expected seconds >= 0, got {args.grace}")
+    root = args.root.expanduser()
+    if not root.is_dir():
+        raise UsageError(f"--root: no local hub at {root}")
+    from .gitstore import GitStore
+
+    done = GitStore(root).gc(args.grace)
+    reporter.info(f"{root}: {done['repos']} repo(s) collected, {done['scratch_removed']} scratch folder(s) "
+                  f"removed, {done['freed_bytes'] / 1e6:.1f} MB freed")
+    return 0
 
 
 def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:

@@ -39,6 +39,7 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
     config = ServerConfig(root=root, tokens=tokens, public_read=public_read, max_file_size=max_file_size,
                           trusted_orgs=frozenset(trusted_orgs))
     app = build_app(config, log)
+    app.hub.store.sweep_scratch(3600)  # what a killed server left mid-upload (another may share the root)
     sock = listen(host, port)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     made = "created" if tokens.generated else "from"

@@ -7,9 +7,6 @@ one repository are serialised, so parallel CI jobs publishing different variants
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from starlette.responses import JSONResponse
 
 from ..errors import HubError, RefConflict, RevisionNotFound, TooLarge
@@ -40,8 +37,8 @@ def commit(hub: Hub, call: Call) -> JSONResponse:
     if call.flag("create_pr"):
         raise HubError("pull requests are not supported by `kbuild hub serve`", hint="commit to a branch instead")
     branch = branch_name(call.params["rev"])
-    with tempfile.TemporaryDirectory(prefix="kbuild-commit-") as tmp:
-        ops = parse_commit(call.body, hub.store.validate_path, hub.config.max_file_size, Path(tmp))
+    with hub.store.scratch("commit-") as tmp:
+        ops = parse_commit(call.body, hub.store.validate_path, hub.config.max_file_size, tmp)
         with hub.repo_lock(repo_type, repo_id):
             head = _branch_head(hub, repo_type, repo_id, branch)
             if ops.parent is not None and ops.parent != head:
