@@ -489,3 +489,30 @@ def test_gc_collects_what_failed_publishes_left(tmp_path):
     assert subprocess.run(["git", "cat-file", "-e", orphan], cwd=repo).returncode != 0
     assert not (tmp_path / "hub" / ".tmp" / "commit-killed").exists()
     assert store.read_file("kernel", "org/k", kept, "build/a.txt") == b"keep me\n"
+
+
+def test_a_full_disk_is_named_as_such(tmp_path):
+    """Issue 10, finding 8: ENOSPC read "git hash-object failed (exit 128)". A real full file
+    system: a 2 MiB tmpfs (root can mount one; skipped elsewhere)."""
+    import subprocess
+
+    from builder.hub.errors import NoSpace
+    from builder.hub.gitstore import GitStore
+
+    small = tmp_path / "small"
+    small.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        store = GitStore(small / "hub")
+        store.create_repo("kernel", "org/k")
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(4 << 20))
+        with pytest.raises(NoSpace, match="no space left on the device that holds the hub"):
+            store.commit("kernel", "org/k", "main", add=[FileAdd("build/big.bin", big)], message="m", parent=None)
+        with pytest.raises(NoSpace):  # bytes spilled to scratch first
+            store.commit("kernel", "org/k", "main", add=[FileAdd("build/big.bin", os.urandom(4 << 20))], message="m",
+                         parent=None)
+    finally:
+        subprocess.run(["umount", str(small)], check=False)

@@ -48,5 +48,11 @@ class TooLarge(HubError):
     http_status = 413
 
 
+class NoSpace(HubError):
+    """The device that holds the hub is full (ENOSPC)."""
+
+    http_status = 507
+
+
 class DigestMismatch(HubError):
     """Uploaded bytes do not match the sha256 the client announced."""

@@ -27,7 +27,7 @@ from urllib.parse import unquote
 from .. import proc
 from ..errors import CommandError
 from . import paths
-from .errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, RepoNotFound, RevisionNotFound, TooLarge
+from .errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, RepoNotFound, NoSpace, RevisionNotFound, TooLarge
 from .paths import REPO_TYPES, InvalidRevision
 
 __all__ = ["REPO_TYPES", "FileAdd", "GitStore", "InvalidRevision", "TreeEntry", "with_retry"]
@@ -41,6 +41,7 @@ IDENTITY = {"GIT_AUTHOR_NAME": "kbuild", "GIT_AUTHOR_EMAIL": "kbuild@localhost",
 REPO_CONFIG = {"core.logAllRefUpdates": "true", "core.looseCompression": "1"}
 STALE_LOCK_S = 10.0  # git holds a branch lock for milliseconds; an older one was left by a killed process
 STALE_TMP_S = 24 * 3600
+NEARLY_FULL = 1 << 20  # a git failure with less free than this is taken for ENOSPC
 PARALLEL_HASH_BYTES = 32 << 20  # above this, blobs are hashed by several git processes at once
 AUTO_REBASE_ATTEMPTS = 10  # for parent=None: redo the change on the new head this often
 
@@ -242,9 +243,24 @@ class GitStore:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def commit(self, repo_type: str, repo_id: str, branch: str, *, add: Iterable[FileAdd] = (),
-               delete: Iterable[str] = (), delete_dirs: Iterable[str] = (), message: str,
-               parent: str | None, create_branch_from: str | None = None) -> str:
+    def commit(self, repo_type: str, repo_id: str, branch: str, **kwargs) -> str:
+        """One commit on `branch` (see _commit); a full disk is named as such, whichever step
+        (a blob spilled to scratch, git hash-object, the ref update) ran out of space."""
+        try:
+            return self._commit(repo_type, repo_id, branch, **kwargs)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise self._no_space() from None
+            raise
+
+    def _no_space(self) -> NoSpace:
+        free = shutil.disk_usage(self.root).free
+        return NoSpace(f"no space left on the device that holds the hub {self.root} ({free} bytes free)",
+                       hint="free some space (kbuild hub gc collects what failed publishes left), then publish again")
+
+    def _commit(self, repo_type: str, repo_id: str, branch: str, *, add: Iterable[FileAdd] = (),
+                delete: Iterable[str] = (), delete_dirs: Iterable[str] = (), message: str,
+                parent: str | None, create_branch_from: str | None = None) -> str:
         """One commit on `branch`; returns its SHA.
 
         parent=<sha>: the branch must still be at that commit (else RefConflict).
@@ -367,7 +383,14 @@ class GitStore:
         return repo
 
     def _git(self, repo: Path, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
-        return proc.run_bytes(["git", *args], input=input, env={**_env(repo), **(env or {})}, what=f"git {args[0]}")
+        try:
+            return proc.run_bytes(["git", *args], input=input, env={**_env(repo), **(env or {})},
+                                  what=f"git {args[0]}")
+        except CommandError as e:
+            # git says "unable to write ... No space left on device" or only "exit 128"
+            if "No space left on device" in e.output_tail or shutil.disk_usage(self.root).free < NEARLY_FULL:
+                raise self._no_space() from None
+            raise
 
     def _text(self, repo: Path, *args: str, **kwargs) -> str:
         return self._git(repo, *args, **kwargs).decode().strip()
