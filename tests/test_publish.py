@@ -287,3 +287,23 @@ def test_two_version_branches_and_a_sha_pin_after_the_branch_moved(kernel, serve
     assert b"triple" in download(server, "v1", path, tmp_path / "c")
     old = download(server, first, path, tmp_path / "c")  # pinned: the old bytes, branch moved or not
     assert b"def double" in old and b"triple" not in old
+
+
+@pytest.mark.parametrize("token", [None, "kb_wrong_token"], ids=["no-token", "wrong-token"])
+def test_publishing_over_http_without_a_valid_token_is_one_line(kernel, server, tmp_path, token):
+    """Issue 10, finding 10: a missing or wrong token could end in a traceback."""
+    import os
+    import sys
+
+    build(kernel)
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_ENDPOINT", "KBUILD_HUB")}
+    env["HF_HOME"] = str(tmp_path / "hf-home")  # no stored `hf auth login` token either
+    if token:
+        env["HF_TOKEN"] = token
+    done = subprocess.run([sys.executable, "-m", "builder.cli", "publish", str(kernel), "--hub", server.url],
+                          capture_output=True, text=True, env=env)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("kbuild: error:")]
+    assert len(errors) == 1 and ("401" in errors[0] or "403" in errors[0]), output
+    assert "HF_TOKEN" in output  # the hint says what to do
