@@ -244,10 +244,22 @@ def cache_key_path() -> Path:
     return config_file().parent / "cache.key"
 
 
+_KEYS: dict[Path, bytes] = {}  # read once per process: a load checks a marker without opening the key
+
+
 def cache_key() -> bytes | None:
     """This user's key for signing verification records, made once (0600, never through a link);
     None when it cannot be read or made (then every load re-verifies against the hub)."""
     path = cache_key_path()
+    if path in _KEYS:
+        return _KEYS[path]
+    key = _load_key(path)
+    if key is not None:
+        _KEYS[path] = key
+    return key
+
+
+def _load_key(path: Path) -> bytes | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -260,7 +272,7 @@ def cache_key() -> bytes | None:
             pass
         except OSError:
             return None
-        return cache_key()
+        return _load_key(path)
     except OSError:
         return None
     with os.fdopen(fd) as f:

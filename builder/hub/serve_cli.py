@@ -22,13 +22,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return serve
 
 
+def _root_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", type=Path, default=DEFAULT_LOCAL_HUB, metavar="DIR",
+                   help=f"the local hub folder (default: {DEFAULT_LOCAL_HUB})")
+
+
 def add_gc_parser(hub_subparsers) -> argparse.ArgumentParser:
     p = hub_subparsers.add_parser(
         "gc", help="collect what failed or killed publishes left in a local hub",
         description="Remove git objects no branch or tag reaches and scratch folders, older than the grace "
                     "period (a publish in flight writes its objects before it moves its branch).")
-    p.add_argument("--root", type=Path, default=DEFAULT_LOCAL_HUB, metavar="DIR",
-                   help=f"the local hub (default: {DEFAULT_LOCAL_HUB})")
+    _root_argument(p)
     p.add_argument("--grace", type=float, default=3600.0, metavar="S",
                    help="keep what is younger than S seconds (default: 3600; 0 only when nothing publishes)")
     p.set_defaults(handler=run_gc)
@@ -55,8 +59,7 @@ def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:
         "serve", help="serve a local hub over the Hugging Face Hub HTTP API",
         description="Serve a local git-backed hub so huggingface_hub (HF_ENDPOINT / HfApi(endpoint=…)) and "
                     "Hugging Face's `kernels` loader can publish to it and load from it.")
-    p.add_argument("--root", type=Path, default=DEFAULT_LOCAL_HUB, metavar="DIR",
-                   help=f"the local hub folder (default: {DEFAULT_LOCAL_HUB})")
+    _root_argument(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
     p.add_argument("--token-file", type=Path, default=None, metavar="F",
