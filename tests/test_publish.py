@@ -295,12 +295,19 @@ def test_publishing_over_http_without_a_valid_token_is_one_line(kernel, server, 
     import os
     import sys
 
+    from huggingface_hub import HfApi
+    from hubserver import TOKEN
+
     build(kernel)
+    name = f"org/tiny-{os.urandom(3).hex()}"
+    # The repo exists: create_repo(exist_ok=True) then built a RepoUrl for a non-Hub host (HfUriError)
+    HfApi(endpoint=server.url, token=TOKEN).create_repo(name, repo_type="kernel")
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_ENDPOINT", "KBUILD_HUB")}
     env["HF_HOME"] = str(tmp_path / "hf-home")  # no stored `hf auth login` token either
     if token:
         env["HF_TOKEN"] = token
-    done = subprocess.run([sys.executable, "-m", "builder.cli", "publish", str(kernel), "--hub", server.url],
+    done = subprocess.run([sys.executable, "-m", "builder.cli", "publish", str(kernel), "--hub", server.url,
+                           "--repo-id", name],
                           capture_output=True, text=True, env=env)
     output = done.stdout + done.stderr
     assert done.returncode != 0 and "Traceback" not in output, output

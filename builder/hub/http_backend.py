@@ -18,8 +18,16 @@ class HttpHub:
         return f"hub {self.endpoint}"
 
     def ensure_repo(self, repo_id: str) -> None:
-        with _errors(f"create {repo_id}"):
-            self.api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True)
+        # Not create_repo(exist_ok=True): on a 401/403 for a repo that exists it builds a RepoUrl,
+        # which raises HfUriError for any host but huggingface.co (a traceback, not "set HF_TOKEN").
+        with _errors(f"look up {repo_id}"):
+            if self.api.repo_exists(repo_id, repo_type=REPO_TYPE):
+                return
+        try:
+            with _errors(f"create {repo_id}"):
+                self.api.create_repo(repo_id, repo_type=REPO_TYPE)
+        except RefConflict:  # 409: a parallel publisher created it meanwhile
+            pass
 
     def head(self, repo_id: str, branch: str) -> str | None:
         with _errors(f"list the branches of {repo_id}"):
