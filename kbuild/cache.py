@@ -281,10 +281,8 @@ def _load_key(path: Path) -> bytes | None:
 
 
 def _try_write_marker(variant_dir: Path, marker: dict) -> None:
-    try:
-        _write_json(marker_path(variant_dir), _sign(variant_dir, marker))
-    except OSError:
-        pass  # a read-only cache: verified all the same, just not cheaper next time
+    # a read-only cache: verified all the same, just not cheaper next time
+    _try_write_json(marker_path(variant_dir), _sign(variant_dir, marker))
 
 
 def _changed(variant_dir: Path, rel: str, how: str = "was changed") -> None:

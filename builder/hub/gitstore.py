@@ -101,7 +101,7 @@ class GitStore:
         target = self.repo_dir(repo_type, repo_id)
         if not self.exists(repo_type, repo_id):
             target.parent.mkdir(parents=True, exist_ok=True)
-            with self._scratch("init-") as tmp:
+            with self.scratch("init-") as tmp:
                 bare = tmp / "repo.git"
                 self._git(bare, "init", "--quiet", "--bare", "--template=")
                 for key, value in REPO_CONFIG.items():
@@ -279,7 +279,7 @@ class GitStore:
         start = None if create_branch_from is None else self._resolve(repo, create_branch_from, repo_id)
         self._check_sources(adds)
         base, expected = _base(name, self._ref(repo, ref), parent and parent.lower(), start)
-        with self._scratch("commit-") as tmp:
+        with self.scratch("commit-") as tmp:
             blobs = self._write_blobs(repo, tmp, adds)
             for attempt in range(1, AUTO_REBASE_ATTEMPTS + 1):
                 tree = self._write_tree(repo, tmp, base, blobs, deletes, dirs)
@@ -458,8 +458,6 @@ class GitStore:
         self.sweep_scratch(STALE_TMP_S)
         with tempfile.TemporaryDirectory(prefix=prefix, dir=self.root / ".tmp", ignore_cleanup_errors=True) as tmp:
             yield Path(tmp)
-
-    _scratch = scratch
 
     def sweep_scratch(self, older_than_s: float) -> int:
         """Remove scratch folders older than `older_than_s`; how many."""
