@@ -12,10 +12,12 @@ import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kbuild.variants import parse_variant
+from kbuild.metadata import VariantMetadata
+from kbuild.variants import STABLE_ABI, parse_variant
 
 from . import compile_cache, ninja_file
 from .abi_check import library_problems
+from .abi_floor import above, policy_name
 from .compile_cache import CompileCache
 from .diagnose import failure_reason
 from .cuda_arch import Capability, parse_arch_list, parse_capability
@@ -55,6 +57,7 @@ class BuildOptions:
     cuda_archs: str | None = None  # "8.0;9.0a" or "native": only these archs (partial build)
     cuda_archs_from: str = "--cuda-archs"  # where cuda_archs came from, for errors
     nvcc_threads: int | None = None  # threads per nvcc (NVCC_THREADS); None sizes them from the cores
+    manylinux: str | None = None  # `--manylinux`: the ABI floor no library may exceed (else [general] manylinux)
     # filled in by the build: the parsed archs, and each kernel's dependency include folders (None
     # until resolved: `kbuild variants` plans without provisioning them)
     resolved_archs: tuple[Capability, ...] | None = None
@@ -307,7 +310,7 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
         provenance = Provenance(sources[j.plan.manifest.root], kbuild_source)
         for v in j.plan.variants:
             results.append(_finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,
-                                           options.folder / WORK_DIR))
+                                           options.folder / WORK_DIR, options.manylinux or j.plan.manifest.manylinux))
     return results
 
 
@@ -391,7 +394,7 @@ def _copy_if_changed(src: Path, dest: Path) -> None:
 
 
 def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain,
-                    graph_dir: Path) -> VariantResult:
+                    graph_dir: Path, manylinux: str | None) -> VariantResult:
     build_dir = manifest.root / BUILD_DIR
     used = toolchain.describe(v.variant.backend) if v.compiled else ""
     seconds, log = 0.0, None
@@ -404,15 +407,36 @@ def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, tool
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason=_failure(v, failed, manifest, graph_dir))
         relinked = outcome is not None and str(v.library) in outcome.step_times
-        if relinked and (problems := library_problems(v.library)):
+        problems = library_problems(v.library, stable_abi=v.variant.kind == STABLE_ABI) if relinked else []
+        if manylinux:  # checked on every build: the policy may be new, the library not
+            problems += _above_policy(v.library, manylinux)
+        if problems:
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason="; ".join(problems))
     try:
         path, changed = stage_variant(v, manifest, build_dir, provenance)
     except OSError as e:
         raise BuildError(f"{manifest.name}: cannot write {build_dir / v.name}: {e}") from None
+    floor = VariantMetadata.for_variant(path).abi if v.compiled else None
     return VariantResult(manifest.name, v.name, "built" if changed else "unchanged", seconds, path=path, log=log,
-                         toolchain=used)
+                         toolchain=used, floor=_describe_floor(floor))
+
+
+def _above_policy(library: Path, manylinux: str) -> list[str]:
+    """One problem per symbol family that the policy does not allow: its newest version and the
+    first symbol that needs it."""
+    newest = {}
+    for need in above([library], manylinux):
+        newest.setdefault(need.family, need)
+    return [f"{library.name} needs {n.tag}{f' ({n.symbol})' if n.symbol else ''}, above {policy_name(manylinux)}"
+            for n in newest.values()]
+
+
+def _describe_floor(floor) -> str:
+    if floor is None:
+        return ""
+    parts = [f"glibc {floor.glibc}" if floor.glibc else "", f"GLIBCXX {floor.glibcxx}" if floor.glibcxx else ""]
+    return f"needs {floor.manylinux} ({', '.join(p for p in parts if p)})" if floor.manylinux else ""
 
 
 def _failure(v, failed: dict[str, str], manifest: Manifest, graph_dir: Path) -> str:

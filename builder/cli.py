@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from . import __version__
+from .abi_floor import policy_error
 from .build import BuildOptions, build, variant_rows
 from .errors import KbuildError, UsageError
 from . import lock_cli, toolchain_cli
@@ -95,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show compiler output")
     p.add_argument("--no-cache", dest="compile_cache", action="store_false",
                    help="compile without the compile cache (ccache)")
+    p.add_argument("--manylinux", default=None, metavar="POLICY",
+                   help='fail a variant whose libraries need newer glibc/libstdc++ symbols than this manylinux '
+                        'policy allows, e.g. "2_28" (default: [general] manylinux; without one the floor is '
+                        "recorded and shown)")
     _python_option(p)
     p.set_defaults(handler=_build)
 
@@ -157,8 +162,15 @@ def _options(args) -> BuildOptions:
         all_variants=getattr(args, "all_variants", False),
         toolchains_dir=Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains"),
         torch_index=os.environ.get("KBUILD_TORCH_INDEX") or "https://pypi.org/simple",
-        **_cuda_archs(args), nvcc_threads=_nvcc_threads(),
+        **_cuda_archs(args), nvcc_threads=_nvcc_threads(), manylinux=_manylinux(args),
     )
+
+
+def _manylinux(args) -> str | None:
+    policy = getattr(args, "manylinux", None)
+    if policy is not None and (problem := policy_error(policy)):
+        raise UsageError(f"--manylinux: {problem}")
+    return policy
 
 
 def _cuda_archs(args) -> dict:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kbuild.variants import BACKENDS
 
+from .abi_floor import policy_error
 from .cuda_arch import Capability, parse_capability, well_formed_capability
 from .dependencies import BUILT_BACKENDS, check_dependency
 from .errors import ManifestError
@@ -26,7 +27,7 @@ EDITIONS = (4, 5)
 # kind per key: "str", "int", "strs" (list of strings), "table", "stable-abi" (str or table).
 _GENERAL = {"name": "str", "version": "int", "edition": "int", "license": "str", "backends": "strs",
             "upstream": "str", "source": "str", "python-depends": "strs", "kernel-depends": "strs",
-            "hub": "table", "cuda": "table", "universal": "bool"}
+            "hub": "table", "cuda": "table", "universal": "bool", "manylinux": "str"}
 _HUB = {"repo-id": "str", "branch": "str"}
 _GENERAL_CUDA = {"minver": "str", "maxver": "str", "python-depends": "strs"}
 _TORCH = {"src": "strs", "include": "strs", "pyext": "strs", "minver": "str", "maxver": "str",
@@ -94,6 +95,7 @@ class Manifest:
     torch: TorchSection | None = None
     noarch: NoarchSection | None = None
     kernels: tuple[KernelSection, ...] = ()
+    manylinux: str | None = None  # kbuild's [general] manylinux: the ABI floor a build must not exceed
     kernel_builder: bool = False  # a kernel-builder project (its flake.nix builds it with kernel-builder)
     lines: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -202,6 +204,8 @@ class _Parser:
         for key in ("minver", "maxver"):
             if key in cuda:
                 self._version(("general", "cuda", key), cuda[key])
+        if "manylinux" in general and (problem := policy_error(general["manylinux"])):
+            raise self.w.error(("general", "manylinux"), problem)
         kernels = self._kernels(backends)
         if noarch is not None and kernels:
             raise self.w.error(("kernel", kernels[0].name), "[torch-noarch] kernels have no compiled [kernel.*] sections")
@@ -215,6 +219,7 @@ class _Parser:
             hub_repo_id=hub.get("repo-id"), hub_branch=hub.get("branch"),
             cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
             torch=torch, noarch=noarch, kernels=kernels, kernel_builder=self.kernel_builder, lines=self.lines,
+            manylinux=general.get("manylinux"),
         )
 
     # -- sections -----------------------------------------------------------------------------

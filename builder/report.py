@@ -24,6 +24,7 @@ class VariantResult:
     log: Path | None = None
     reason: str = ""
     toolchain: str = ""  # what built it: torch (python) + nvcc
+    floor: str = ""  # the ABI floor its libraries need, e.g. "needs manylinux_2_34_x86_64 (glibc 2.34, ...)"
 
     @property
     def ok(self) -> bool:
@@ -117,6 +118,8 @@ class Reporter:
                 log = f" (log {r.log})" if r.log and r.path else ""
                 extra = f" — {r.reason}" if r.reason else ""
                 self.info(f"{r.status:9} {r.kernel}/{r.variant} {r.seconds:.1f}s {where}{log}{extra}")
+                if r.floor:
+                    self.info(f"          {r.floor}")
                 if r.toolchain and self.verbose:
                     self.info(f"          with {r.toolchain}")
             return
@@ -127,6 +130,7 @@ class Reporter:
         for r in results:
             out = str(r.path or r.log or "") + (f"\nlog {r.log}" if r.log and r.path else "")
             out += f"\n{r.reason}" if r.reason else ""
+            out += f"\n{r.floor}" if r.floor else ""
             out += f"\n[dim]{r.toolchain}[/]" if r.toolchain else ""
             table.add_row(r.kernel, r.variant, f"[{style.get(r.status, '')}]{r.status}[/]", f"{r.seconds:.1f}s", out)
         self.console.print(table)

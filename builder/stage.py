@@ -16,6 +16,7 @@ from kbuild.digest import digest_tree
 from kbuild.metadata import PARTIAL_ARCHS
 
 from . import __version__
+from .abi_floor import floor
 from .gitid import SourceId
 from .plan import VariantPlan
 
@@ -39,7 +40,8 @@ def stage_variant(plan: VariantPlan, manifest, build_dir: Path, provenance: Prov
         _write_ops(plan, tmp)
         if plan.compiled:
             shutil.copy2(plan.library, tmp / f"{plan.ops_name}.abi3.so")
-        metadata = _metadata(plan, manifest, provenance, digest_tree(tmp))
+        abi = floor(sorted(tmp.glob("*.so"))).as_metadata() if plan.compiled else None
+        metadata = _metadata(plan, manifest, provenance, digest_tree(tmp), abi)
         (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
         if _same(final, metadata):
             shutil.rmtree(tmp)
@@ -66,8 +68,8 @@ def _write_ops(plan: VariantPlan, dest: Path) -> None:
     (dest / "_ops.py").write_text(text.format(ops_name=plan.ops_name, backend=plan.variant.backend))
 
 
-def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[str, str]) -> dict:
-    return {
+def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[str, str], abi: dict | None) -> dict:
+    metadata = {
         "name": manifest.name,
         "id": plan.ops_name,
         "version": manifest.version,
@@ -77,6 +79,9 @@ def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[s
         "digest": {"algorithm": "sha256", "files": files},
         "provenance": _provenance(provenance),
     }
+    if abi:  # the libraries' floor (builder/abi_floor.py): the loader skips a variant this host is below
+        metadata["abi"] = abi
+    return metadata
 
 
 def _backend(plan: VariantPlan) -> dict:

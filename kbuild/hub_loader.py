@@ -12,19 +12,20 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
 from .cache import KernelCache, no_digest_message
 from .digest import IntegrityError
+from .host_abi import floor_problem
 from .hubs import HubReader, HubUnreachable, RepoNotFound, open_reader
 from .local import find_variant, load_variant
 from .metadata import VariantMetadata
 from .refs import KernelRef, Refs, UnknownRevision, parse_request, resolve
 from .settings import Settings, from_environment
 from .trust import check_trust
-from .variants import Candidate, SystemInfo, choose, detect_system, format_trace
+from .variants import Candidate, SystemInfo, choose, detect_system, format_trace, reject
 from .variants import resolve as judge
 
 _MEMO_LOCK = threading.Lock()
@@ -32,6 +33,7 @@ _LOADED: dict[tuple, ModuleType] = {}  # (hub, repo, commit, variant) -> module
 _RESOLVED: dict[tuple, str] = {}  # (hub, repo, revision) -> commit
 _VARIANTS: dict[tuple, list[str]] = {}  # (hub, repo, commit) -> variant names
 _SYSTEMS: dict[str | None, SystemInfo] = {}
+_FLOORS: dict[tuple, object] = {}  # (hub, repo, commit, variant) -> its recorded ABI floor (AbiFloor | None)
 
 
 class OfflineMiss(FileNotFoundError):
@@ -74,8 +76,7 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     session = Session(hub, settings, allow_no_digest)
     endpoint = None if session.reader.local else session.reader.endpoint
     check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
-    found = session.resolve(ref, system or _system(backend))
-    return session.load(ref.repo_id, found.commit, found.chosen or session.raise_no_fit(found))
+    return session.load_best(session.resolve(ref, system or _system(backend)))
 
 
 def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
@@ -87,12 +88,11 @@ def install_kernel(repo_id: str, *, revision: str | None = None, version: int | 
     ref = parse_request(repo_id, revision, version)
     session = Session(hub, settings, allow_no_digest)
     found = session.resolve(ref, system or _system(backend))
-    if variant is not None:
-        if variant not in {c.name for c in found.trace}:
-            raise FileNotFoundError(f"{ref} (commit {found.commit[:12]}) has no variant {variant!r}; it has: "
-                                    f"{', '.join(c.name for c in found.trace) or 'none'}")
-    else:
-        variant = found.chosen or session.raise_no_fit(found)
+    if variant is None:
+        return session.install_best(found)[1]
+    if variant not in {c.name for c in found.trace}:
+        raise FileNotFoundError(f"{ref} (commit {found.commit[:12]}) has no variant {variant!r}; it has: "
+                                f"{', '.join(c.name for c in found.trace) or 'none'}")
     return session.install(ref.repo_id, found.commit, variant)
 
 
@@ -223,13 +223,35 @@ class Session:
             _warn(f"{doubt}; fetched it again from {self.reader.describe()}")
         return path
 
-    def load(self, repo_id: str, commit: str, variant: str, check=None) -> ModuleType:
+    def install_best(self, found: Resolution) -> tuple[str, Path]:
+        """The best variant whose recorded ABI floor this host meets, installed: (name, folder).
+        One the host is below is rejected in the trace, before anything of it is loaded."""
+        while True:
+            variant = found.chosen or self.raise_no_fit(found)
+            folder = self.install(found.ref.repo_id, found.commit, variant)
+            abi = VariantMetadata.for_variant(folder).abi
+            with _MEMO_LOCK:
+                _FLOORS[(self.reader.key, found.ref.repo_id, found.commit, variant)] = abi
+            if (problem := floor_problem(abi, found.system.glibc, found.system.glibcxx)) is None:
+                return variant, folder
+            found = replace(found, trace=tuple(reject(list(found.trace), variant, problem)))
+
+    def load_best(self, found: Resolution) -> ModuleType:
+        key = (self.reader.key, found.ref.repo_id, found.commit, found.chosen)
+        module = _LOADED.get(key) if found.chosen else None
+        if module is not None and floor_problem(_FLOORS.get(key), found.system.glibc, found.system.glibcxx) is None:
+            return module  # loaded before, and its floor (recorded then) fits this system too
+        variant, folder = self.install_best(found)
+        return self.load(found.ref.repo_id, found.commit, variant, folder=folder)
+
+    def load(self, repo_id: str, commit: str, variant: str, check=None, folder: Path | None = None) -> ModuleType:
         """Import a variant (fetched and verified first when needed), once per process;
-        `check(folder)` runs before the first import (the lock file's metadata check)."""
+        `check(folder)` runs before the first import (the lock file's metadata check); `folder`:
+        the variant already installed."""
         key = (self.reader.key, repo_id, commit, variant)
         module = _LOADED.get(key)
         if module is None:
-            folder = self.install(repo_id, commit, variant)
+            folder = folder or self.install(repo_id, commit, variant)
             if check is not None:
                 check(folder)
             # verified by install (digest or marker); the same build reached through another
@@ -310,6 +332,7 @@ def forget() -> None:
     already imported stay in sys.modules)."""
     with _MEMO_LOCK:
         _LOADED.clear()
+        _FLOORS.clear()
         _RESOLVED.clear()
         _VARIANTS.clear()
         _SYSTEMS.clear()

@@ -13,8 +13,9 @@ from types import ModuleType
 
 from ._import import import_package, loaded_from
 from .digest import verify_tree
+from .host_abi import floor_problem
 from .metadata import VariantMetadata
-from .variants import Candidate, SystemInfo, detect_system, format_trace, parse_variant, resolve
+from .variants import Candidate, SystemInfo, detect_system, format_trace, parse_variant, reject, resolve
 
 
 def get_local_kernel(path: str | Path, backend: str | None = None, *, verify: bool = True) -> ModuleType:
@@ -40,6 +41,9 @@ def find_variant(path: str | Path, system: SystemInfo) -> Path:
     if not names:
         raise FileNotFoundError(f"no kernel variants in {build} (this system: {system.describe()})")
     trace = resolve(names, system)
+    for c in [c for c in trace if c.accepted]:  # the recorded ABI floor, before anything is dlopen'ed
+        if problem := floor_problem(VariantMetadata.for_variant(build / c.name).abi, system.glibc, system.glibcxx):
+            trace = reject(trace, c.name, problem)
     if not trace[0].accepted:
         raise FileNotFoundError(_no_fit(build, system, trace))
     return build / trace[0].name
@@ -72,6 +76,9 @@ def _single_variant(path: Path, system: SystemInfo) -> Path:
     # A folder named like a variant is judged like one; any other name is the caller's choice.
     if _is_variant_name(path.name):
         trace = resolve([path.name], system)
+        if trace[0].accepted and (problem := floor_problem(VariantMetadata.for_variant(path).abi, system.glibc,
+                                                            system.glibcxx)):
+            trace = reject(trace, path.name, problem)
         if not trace[0].accepted:
             raise FileNotFoundError(_no_fit(path, system, trace))
     return path

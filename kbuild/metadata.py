@@ -30,6 +30,17 @@ class BackendInfo:
 
 
 @dataclass(frozen=True)
+class AbiFloor:
+    """The newest C library versions the variant's libraries need (`abi` in metadata.json)."""
+    glibc: str | None = None  # e.g. "2.34"
+    glibcxx: str | None = None  # libstdc++'s symbol version, e.g. "3.4.29"
+    manylinux: str | None = None  # e.g. "manylinux_2_34_x86_64"
+
+
+_ABI_KEYS = ("glibc", "glibcxx", "cxxabi", "gcc")
+
+
+@dataclass(frozen=True)
 class VariantMetadata:
     path: Path | None  # the metadata.json read, None when the variant has none
     name: str | None = None
@@ -39,6 +50,7 @@ class VariantMetadata:
     python_depends: tuple[str, ...] = ()
     backend: BackendInfo | None = None
     digest: dict[str, str] | None = field(default=None, compare=False)
+    abi: AbiFloor | None = None
     provenance: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
@@ -80,6 +92,7 @@ class VariantMetadata:
             python_depends=check.str_list(data, "python-depends"),
             backend=_backend(check, data),
             digest=_digest(check, data, required=ours),
+            abi=_abi(check, data),
             provenance=provenance,
         )
 
@@ -93,6 +106,17 @@ def _backend(check: _Checker, data: dict) -> BackendInfo | None:
         check.fail("backend.type", f"one of {', '.join(BACKENDS)}", kind)
     partial = check.opt(raw, PARTIAL_ARCHS, bool, where=f"backend.{PARTIAL_ARCHS}")
     return BackendInfo(kind, check.str_list(raw, "archs", where="backend.archs"), bool(partial))
+
+
+def _abi(check: _Checker, data: dict) -> AbiFloor | None:
+    raw = check.opt(data, "abi", dict)
+    if raw is None:
+        return None
+    for key in _ABI_KEYS:
+        value = check.opt(raw, key, str, where=f"abi.{key}")
+        if value is not None and not all(p.isdigit() for p in value.split(".")):
+            check.fail(f"abi.{key}", 'a dotted version such as "2.28"', value)
+    return AbiFloor(raw.get("glibc"), raw.get("glibcxx"), check.opt(raw, "manylinux", str, where="abi.manylinux"))
 
 
 def _digest(check: _Checker, data: dict, required: bool) -> dict[str, str] | None:

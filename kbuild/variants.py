@@ -11,6 +11,8 @@ import re
 import sys
 from dataclasses import dataclass
 
+from . import host_abi
+
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu", "neuron", "tpu", "cann")
 
 COMPILED, STABLE_ABI, NOARCH, UNIVERSAL = "compiled", "stable-abi", "noarch", "universal"
@@ -120,6 +122,10 @@ class SystemInfo:
     cpu: str
     os: str
     cxx11: bool = True
+    # this host's glibc and loaded libstdc++ (GLIBCXX) versions, checked against a variant's
+    # recorded ABI floor before it is loaded; None: unknown, not checked
+    glibc: tuple[int, ...] | None = None
+    glibcxx: tuple[int, ...] | None = None
 
     def compiled_variant(self) -> Variant:
         """The name a compiled build for exactly this system gets."""
@@ -154,7 +160,7 @@ def detect_system(backend: str | None = None) -> SystemInfo:
         raise ValueError(f"backend {backend!r} is not available in this torch ({torch.__version__}, {native})")
     if backend != native:
         compute = None
-    return SystemInfo(version, backend, compute, host_cpu(), host_os(), cxx11)
+    return SystemInfo(version, backend, compute, host_cpu(), host_os(), cxx11, host_abi.glibc(), host_abi.libstdcxx())
 
 
 def _native_backend(torch) -> tuple[str, tuple[int, int] | None]:
@@ -237,6 +243,15 @@ def resolve(names: list[str], system: SystemInfo) -> list[Candidate]:
     accepted = sorted((c for c in candidates if c.accepted), key=lambda c: _preference(c.variant), reverse=True)
     rejected = sorted((c for c in candidates if not c.accepted), key=lambda c: c.name)
     return accepted + rejected
+
+
+def reject(trace: list[Candidate], name: str, reason: str) -> list[Candidate]:
+    """The trace with candidate `name` rejected for `reason` (found out after resolve, e.g. from
+    its metadata): the accepted ones keep their order, the rejected ones stay sorted by name."""
+    accepted = [c for c in trace if c.accepted and c.name != name]
+    rejected = [Candidate(c.name, c.variant, reason if c.name == name else c.reason) for c in trace
+                if not c.accepted or c.name == name]
+    return accepted + sorted(rejected, key=lambda c: c.name)
 
 
 def choose(names: list[str], system: SystemInfo) -> Candidate | None:

@@ -1,0 +1,222 @@
+"""The ABI floor: symbol versions read from libraries linked here with the real gcc, the manylinux
+policy from auditwheel's data, the stable-ABI and limited-API checks, and the loader skipping a
+variant whose recorded floor this host is below (local folders and a real local hub)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from builder.abi_check import library_problems
+from builder.abi_floor import above, floor, needs, policy_error, policy_name
+from builder.cli import main
+from kbuild import get_kernel, get_kernel_variants, host_abi
+from kbuild.local import find_variant
+from kbuild.metadata import AbiFloor, VariantMetadata
+from runtime_hubs import CUDA130, Kernel, runtime_env, torch_probes  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+# dlsym moved into libc.so.6 in glibc 2.34: linked on a newer glibc, it needs GLIBC_2.34
+DLSYM = "#include <dlfcn.h>\nvoid *f(void *h) { return dlsym(h, \"x\"); }\n"
+PLAIN = "int f(int x) { return x + 1; }\n"
+STRING = "#include <string>\nstd::string f(const char *s) { return std::string(s) + \"!\"; }\n"
+
+
+def link(tmp_path: Path, source: str, name: str, compiler: str = "gcc", *flags: str) -> Path:
+    src = tmp_path / f"{name}.{'cpp' if compiler == 'g++' else 'c'}"
+    src.write_text(source)
+    out = tmp_path / f"{name}.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", str(src), "-o", str(out), *flags], check=True)
+    return out
+
+
+def host_glibc_at_least(version):
+    return host_abi.glibc() is not None and host_abi.glibc() >= version
+
+
+# --- reading the floor ----------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not host_glibc_at_least((2, 34)), reason="needs glibc >= 2.34 to link against")
+def test_a_new_glibc_symbol_sets_the_floor_and_names_itself(tmp_path):
+    lib = link(tmp_path, DLSYM, "dl")
+    found = floor([lib])
+    assert found.newest["GLIBC"].version == "2.34" and found.newest["GLIBC"].symbol == "dlsym"
+    assert found.manylinux == "manylinux_2_34_x86_64"
+    assert found.as_metadata()["glibc"] == "2.34"
+    bad = above([lib], "2_28")
+    assert [(n.tag, n.symbol, n.library) for n in bad][0] == ("GLIBC_2.34", "dlsym", "dl.so")
+    assert above([lib], "manylinux_2_34") == []
+
+
+def test_a_library_without_new_symbols_is_manylinux1(tmp_path):
+    lib = link(tmp_path, PLAIN, "plain")
+    assert floor([lib]).manylinux == "manylinux_2_5_x86_64"
+
+
+def test_libstdcxx_versions_are_recorded(tmp_path):
+    lib = link(tmp_path, STRING, "cxx", "g++")
+    record = floor([lib]).as_metadata()
+    assert record["glibcxx"].startswith("3.4.") and int(record["glibcxx"].split(".")[2]) >= 21  # the cxx11 string ABI
+    assert {n.family for n in needs(lib)} >= {"GLIBC", "GLIBCXX"}
+
+
+def test_the_newest_of_several_libraries_wins(tmp_path):
+    plain, cxx = link(tmp_path, PLAIN, "plain"), link(tmp_path, STRING, "cxx", "g++")
+    assert floor([plain, cxx]).as_metadata() == floor([cxx]).as_metadata()
+
+
+def test_policy_names():
+    assert policy_name("2_28") == policy_name("manylinux_2_28") == "manylinux_2_28_x86_64"
+    assert policy_error("2_28") is None
+    assert "unknown manylinux policy \"2_99\"" in policy_error("2_99") and "2_28" in policy_error("2_99")
+
+
+# --- what a kernel library may use ----------------------------------------------------------------
+
+
+def test_torch_cxx_symbols_break_the_stable_abi(tmp_path):
+    lib = link(tmp_path, "namespace c10 { void warn(int); }\nvoid f() { c10::warn(1); }\n", "cxxapi", "g++")
+    assert library_problems(lib) == []  # a compiled (torch-version-tagged) variant may use them
+    problem, = library_problems(lib, stable_abi=True)
+    assert "stable-ABI variant but uses torch's C++ API: _ZN3c104warnEi" in problem
+
+
+def test_stable_c_shim_symbols_are_fine(tmp_path):
+    source = "int aoti_torch_get_device_index(void *, int *);\nint f(void *t) { int i; return aoti_torch_get_device_index(t, &i); }\n"
+    assert library_problems(link(tmp_path, source, "shim"), stable_abi=True) == []
+
+
+def test_python_api_outside_the_limited_api_is_reported(tmp_path):
+    source = ("void *PyModule_Create2(void *, int);\nvoid _PyObject_Dump(void *);\n"
+              "void *f(void *d) { _PyObject_Dump(d); return PyModule_Create2(d, 3); }\n")
+    problem, = library_problems(link(tmp_path, source, "py"))
+    assert "py.so uses _PyObject_Dump, outside the limited Python API" in problem  # PyModule_Create2 is in it
+
+
+# --- the build ----------------------------------------------------------------------------------
+
+
+CPU_KERNEL = {
+    "build.toml": """[general]
+name = "floor"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu"]
+{extra}
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.floor_cpu]
+backend = "cpu"
+src = ["floor_cpu/floor.cpp"]
+depends = ["torch"]
+""",
+    "floor_cpu/floor.cpp": '#include <dlfcn.h>\nextern "C" void *floor_probe(void *h) { return dlsym(h, "x"); }\n',
+    "torch-ext/torch_binding.cpp": '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
+                                   '"_floor", 0, -1, 0};\nPyMODINIT_FUNC PyInit__floor(void) '
+                                   '{ return PyModule_Create(&m); }\n',
+    "torch-ext/floor/__init__.py": "",
+}
+
+
+def write_kernel(root: Path, extra: str = "") -> Path:
+    for rel, text in CPU_KERNEL.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text.format(extra=extra) if rel == "build.toml" else text)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not host_glibc_at_least((2, 34)), reason="needs glibc >= 2.34 to link against")
+def test_build_records_the_floor_and_enforces_a_policy(tmp_path, capsys):
+    kernel = write_kernel(tmp_path / "floor")
+    assert main(["build", str(kernel)]) == 0, capsys.readouterr()
+    built = [d for d in (kernel / "build").iterdir() if (d / "metadata.json").is_file()]
+    record = json.loads((built[0] / "metadata.json").read_text())["abi"]
+    assert record["glibc"] >= "2.34" and record["manylinux"].startswith("manylinux_2_")
+    assert VariantMetadata.for_variant(built[0]).abi.glibc == record["glibc"]
+    out = capsys.readouterr()
+    assert f"needs {record['manylinux']}" in out.out + out.err
+
+    assert main(["build", str(kernel), "--manylinux", "2_28"]) != 0
+    out = capsys.readouterr()
+    assert "needs GLIBC_2.34 (dlsym), above manylinux_2_28_x86_64" in out.out + out.err
+
+    write_kernel(kernel, extra='manylinux = "2_28"')
+    assert main(["build", str(kernel)]) != 0
+    assert "above manylinux_2_28_x86_64" in "".join(capsys.readouterr())
+
+
+def test_an_unknown_policy_is_a_one_line_error(tmp_path, capsys):
+    kernel = write_kernel(tmp_path / "floor", extra='manylinux = "2_99"')
+    assert main(["check", str(kernel)]) != 0
+    err = capsys.readouterr().err
+    assert "build.toml" in err and "manylinux" in err and 'unknown manylinux policy "2_99"' in err
+    assert "Traceback" not in err
+    assert main(["build", str(write_kernel(tmp_path / "ok")), "--manylinux", "3_1"]) != 0
+    assert '--manylinux: unknown manylinux policy "3_1"' in capsys.readouterr().err
+
+
+# --- the loader -----------------------------------------------------------------------------------
+
+
+OLD_HOST = replace(CUDA130, glibc=(2, 28), glibcxx=(3, 4, 25))
+NEW_HOST = replace(CUDA130, glibc=(2, 39), glibcxx=(3, 4, 33))
+
+
+def test_floor_problem_words():
+    floor_ = AbiFloor(glibc="2.34", glibcxx="3.4.29")
+    assert host_abi.floor_problem(floor_, (2, 31), (3, 4, 30)) == "needs glibc 2.34, this system has 2.31"
+    assert "GLIBCXX_3.4.29, the loaded one has GLIBCXX_3.4.28" in host_abi.floor_problem(floor_, (2, 36), (3, 4, 28))
+    assert host_abi.floor_problem(floor_, (2, 34), (3, 4, 29)) is None
+    assert host_abi.floor_problem(floor_, None, None) is None  # unknown: not checked
+    assert host_abi.floor_problem(None, (2, 17), None) is None
+
+
+def test_this_host_is_detected():
+    assert host_abi.glibc() is not None and host_abi.glibc() >= (2, 17)
+    import torch  # noqa: F401  (loads libstdc++)
+    assert host_abi.libstdcxx() is not None and host_abi.libstdcxx()[:2] == (3, 4)
+
+
+@pytest.fixture
+def kernel(tmp_path) -> Kernel:
+    kernel = Kernel(tmp_path / "tiny").write().build()
+    for name, glibc in (("torch-stable-abi210-cu130-x86_64-linux", "2.34"), ("torch214-cxx11-cu130-x86_64-linux", "2.17")):
+        target = kernel.fake(name)
+        meta = json.loads((target / "metadata.json").read_text())
+        meta["abi"] = {"glibc": glibc, "glibcxx": "3.4.21", "manylinux": f"manylinux_{glibc.replace('.', '_')}_x86_64"}
+        (target / "metadata.json").write_text(json.dumps(meta))
+    return kernel
+
+
+def test_local_loader_skips_a_variant_above_this_host(kernel):
+    assert find_variant(kernel.root, NEW_HOST).name == "torch-stable-abi210-cu130-x86_64-linux"
+    assert find_variant(kernel.root, OLD_HOST).name == "torch214-cxx11-cu130-x86_64-linux"
+
+
+def test_hub_loader_skips_a_variant_above_this_host_with_the_reason(kernel, tmp_path, runtime_env):
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    assert get_kernel("org/tiny@v1", hub=str(hub), system=NEW_HOST).VARIANT == "torch-stable-abi210-cu130-x86_64-linux"
+    assert get_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST).VARIANT == "torch214-cxx11-cu130-x86_64-linux"
+    # the name alone still fits: the floor is in metadata, which resolving does not fetch
+    assert get_kernel_variants("org/tiny@v1", hub=str(hub), system=OLD_HOST)[0].accepted
+
+
+def test_no_variant_at_or_below_this_host_names_the_floor(kernel, tmp_path, runtime_env):
+    for name in ("torch214-cxx11-cu130-x86_64-linux", "torch-cuda", "torch-cpu"):
+        shutil.rmtree(kernel.variant(name))
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    with pytest.raises(FileNotFoundError) as err:
+        get_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST)
+    assert "torch-stable-abi210-cu130-x86_64-linux: rejected (needs glibc 2.34, this system has 2.28)" in str(err.value)
