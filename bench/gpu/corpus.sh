@@ -12,7 +12,9 @@
 # WORK names another workspace folder (two lanes can build and test side by side, each with its
 # own CUDA_VISIBLE_DEVICES); PYTEST_ARGS_<kernel, - as _> gives one kernel its own pytest
 # arguments, shell-quoted (e.g. PYTEST_ARGS_flash_attn2='-k "causal and not varlen"'); TEST_TIMEOUT
-# caps each suite (default 900 s).
+# caps each suite (default 900 s). PREBUILT=DIR tests kernels built elsewhere for this machine's
+# torch (DIR holds each kernel's folder with its build/, e.g. built off-device against the same
+# torch release): no build step, the rows say "prebuilt".
 # CUTLASS and Python packages come from the carried wheels (.device/wheels): no internet there.
 # Output: $OUT/corpus.log (everything), $OUT/corpus.jsonl (one line per kernel), test logs.
 set -uo pipefail
@@ -21,15 +23,15 @@ exec > >(tee -a "$OUT/corpus.log") 2>&1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 archs=$1; shift
 here=$PWD
-if [ ! -d /tmp/site/rich ]; then
+if [ ! -d /tmp/site/auditwheel ]; then
   python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-    .device/wheels/{rich,markdown_it,mdurl,pygments,pyelftools,kernels,einops}*.whl || exit 1
+    .device/wheels/{rich,markdown_it,mdurl,pygments,pyelftools,kernels,einops,auditwheel,abi3info}*.whl || exit 1
 fi
 export PYTHONPATH=$here:/tmp/site CI=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=$here/.device/wheels
 kbuild() { python -m builder.cli "$@"; }
 work=${WORK:-/tmp/corpus}
 if [ ! -d $work/.git ]; then
-  rm -rf $work; cp -r .device/corpus $work
+  rm -rf $work; cp -r ${PREBUILT:-.device/corpus} $work
   (cd $work && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm corpus)
 fi
 members=$(printf '"%s", ' "$@")
@@ -38,15 +40,20 @@ tag=$(python -c "import torch; v=torch.__version__.split('+')[0].split('.'); pri
 variants="$tag-cxx11-cu130-x86_64-linux torch-stable-abi210-cu130-x86_64-linux torch-stable-abi29-cu130-x86_64-linux"
 echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader), $(nproc) cores; --cuda-archs $archs: $*"
 start=$(date +%s)
-kbuild build $work --cuda-archs "$archs" $(printf -- "--variant %s " $variants) -j "$(nproc)" 2>&1 | tee $work.build.out
-echo "== graph wall time: $(( $(date +%s) - start )) s"
+if [ -n "${PREBUILT:-}" ]; then
+  for k in "$@"; do for v in $variants; do
+    [ -f $work/$k/build/$v/metadata.json ] && echo "prebuilt $k/$v -" ; done; done | tee $work.build.out
+else
+  kbuild build $work --cuda-archs "$archs" $(printf -- "--variant %s " $variants) -j "${JOBS:-$(nproc)}" 2>&1 | tee $work.build.out
+  echo "== graph wall time: $(( $(date +%s) - start )) s"
+fi
 for k in "$@"; do
   args=()
-  row=$(grep -E "^(built|unchanged|failed) +$k/" $work.build.out | head -1)
+  row=$(grep -E "^(built|unchanged|failed|prebuilt) +$k/" $work.build.out | head -1)
   v=$(echo "$row" | awk '{print $2}' | cut -d/ -f2); status=$(echo "$row" | awk '{print $1}')
   secs=$(echo "$row" | awk '{print $3}')
   summary="not run"
-  if [ "$status" = built ] || [ "$status" = unchanged ]; then
+  if [ "$status" = built ] || [ "$status" = unchanged ] || [ "$status" = prebuilt ]; then
     own=PYTEST_ARGS_${k//-/_}; eval "args=(${!own:-${PYTEST_ARGS:-}})"
     tstart=$(date +%s)
     timeout ${TEST_TIMEOUT:-900} python -m builder.cli test $work/$k --variant "$v" -- "${args[@]}"
