@@ -1,4 +1,8 @@
-"""Developer and CI sessions. `nox -s tests` is what CI runs; `nox -s build` builds kernels/*."""
+"""Developer and CI sessions. `nox -s tests` is what CI runs; `nox -s build` builds kernels/*;
+`nox -s wheel` checks kbuild as users install it (CI runs it too)."""
+
+import shutil
+from pathlib import Path
 
 import nox
 
@@ -6,6 +10,21 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests"]
 
 TORCH = "2.14.1"
+ROOT = Path(__file__).resolve().parent
+# the loader's tests, plus the ABI floor (builder and loader); run against the installed wheel
+RUNTIME_TESTS = ("test_runtime_local.py", "test_runtime_hub.py", "test_runtime_refs.py", "test_runtime_lock.py",
+                 "test_runtime_layers.py", "test_variants.py", "test_abi_floor.py")
+# run outside the checkout: both packages and their data files must come from the wheel
+_FROM_THE_WHEEL = """
+import builder, kbuild
+from builder import resources
+from builder.matrix import select
+for package in (builder, kbuild):
+    assert "site-packages" in package.__file__, f"{package.__name__} imported from {package.__file__}"
+for name in ("versions.toml", "templates/registration.h", "templates/_ops.py.in", "templates/CARD.md.in"):
+    assert resources.read_text(name), name
+print("wheel install ok:", builder.__file__, "torch releases", [r.version for r in select().torch])
+"""
 
 
 @nox.session
@@ -48,3 +67,52 @@ print(ToolchainStore(root).torch_python("{release}", cuda=True))
 def _other_releases(session: nox.Session) -> list[str]:
     code = "from builder.matrix import select; print(' '.join(r.version for r in select().torch))"
     return [v for v in session.run("python", "-c", code, silent=True).split() if v != TORCH]
+
+
+@nox.session
+def wheel(session: nox.Session) -> None:
+    """kbuild as users install it: the wheel `python -m build` makes, installed non-editable into
+    this fresh venv; its data files read from the install, the runtime tests run against it, and
+    kernels/activation built and tested with it. Then, when a Python 3.10 is found
+    ($KBUILD_PYTHON310, python3.10 on PATH or under pyenv), the same wheel in a 3.10 venv (no torch
+    there: `import kbuild`, and `kbuild check`, which reads TOML through tomli)."""
+    tmp = Path(session.create_tmp()).resolve()
+    dist = tmp / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.install("build")
+    session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT))
+    (wheel_file,) = dist.glob("kbuild-*.whl")
+    session.install(f"torch=={TORCH}", f"{wheel_file}[test]")
+    work = tmp / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(ROOT / "kernels" / "activation", work / "activation", ignore=shutil.ignore_patterns("build", ".kbuild"))
+    with session.chdir(tmp):
+        session.run("python", "-c", _FROM_THE_WHEEL)
+        session.run("pytest", "-p", "no:cacheprovider", f"--rootdir={ROOT}", *(str(ROOT / "tests" / t) for t in RUNTIME_TESTS))
+        session.run("kbuild", "build", str(work / "activation"))
+        session.run("kbuild", "test", str(work / "activation"))
+    python310 = _python310()
+    if python310 is None:
+        session.warn("no Python 3.10 found (set KBUILD_PYTHON310): the 3.10 check did not run")
+        return
+    venv = tmp / "py310"
+    shutil.rmtree(venv, ignore_errors=True)
+    session.run(python310, "-m", "venv", str(venv), external=True)
+    session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{wheel_file}[build]", external=True)
+    with session.chdir(tmp):
+        session.run(str(venv / "bin" / "python"), "-c", "import sys, kbuild, builder.manifest; print(sys.version)",
+                    external=True)
+        session.run(str(venv / "bin" / "kbuild"), "check", str(work / "activation"), external=True)
+
+
+def _python310() -> str | None:
+    import os
+    import subprocess
+
+    for candidate in (os.environ.get("KBUILD_PYTHON310"), shutil.which("python3.10"),
+                      *sorted(Path.home().glob(".pyenv/versions/3.10*/bin/python3.10"))):
+        # a pyenv shim is on PATH even when it has no 3.10 to run: ask the interpreter itself
+        if candidate and subprocess.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 10)"],
+                                        capture_output=True).returncode == 0:
+            return str(candidate)
+    return None

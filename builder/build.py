@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 from kbuild.metadata import VariantMetadata
 from kbuild.variants import STABLE_ABI, parse_variant
 
-from . import compile_cache, ninja_file
+from . import compile_cache, ninja_file, resources
 from .abi_check import library_problems
 from .abi_floor import above, policy_name
 from .compile_cache import CompileCache
@@ -29,7 +28,7 @@ from .ninja_run import run_ninja
 from .matrix import Target, full_matrix, matrix_variants, select, variant_archs
 from .plan import BuildPlan, PlanInputs, Skip, plan_build
 from .report import Reporter, VariantResult
-from .stage import TEMPLATES, Provenance, stage_variant
+from .stage import Provenance, stage_variant
 from .toolchain import CudaInfo, TorchInfo, find_cuda, probe_torch
 from .workspace import kernel_dirs, workspace_matrix
 
@@ -368,7 +367,7 @@ def _write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | N
     for j in jobs:
         include = j.plan.manifest.root / WORK_DIR / "include"
         include.mkdir(parents=True, exist_ok=True)
-        _copy_if_changed(TEMPLATES / "registration.h", include / "registration.h")
+        _write_if_changed(resources.read_bytes("templates/registration.h"), include / "registration.h")
     wrappers = {}
     for cuda in {j.toolchain.cuda for j in jobs if j.toolchain.cuda}:
         # named nvcc: ccache recognises the compiler by its name
@@ -387,10 +386,10 @@ def _write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | N
     return path
 
 
-def _copy_if_changed(src: Path, dest: Path) -> None:
+def _write_if_changed(content: bytes, dest: Path) -> None:
     # Keep the mtime when unchanged so ninja does not recompile everything that includes it.
-    if not dest.is_file() or dest.read_bytes() != src.read_bytes():
-        shutil.copyfile(src, dest)
+    if not dest.is_file() or dest.read_bytes() != content:
+        dest.write_bytes(content)
 
 
 def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import resources
 from .manifest import Manifest
 from .pyapi import class_names, docstring, public_names
 
-TEMPLATE = Path(__file__).resolve().parent / "templates" / "CARD.md.in"
 
 
 def render_card(manifest: Manifest, repo_id: str, branch: str, variants) -> str:
     own = manifest.root / "CARD.md"
-    template = own.read_text() if own.is_file() else TEMPLATE.read_text()
+    template = own.read_text() if own.is_file() else resources.read_text("templates/CARD.md.in")
     package = manifest.root / "torch-ext" / manifest.python_name
     values = {
         "name": manifest.name, "python_name": manifest.python_name, "repo_id": repo_id, "branch": branch,

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from .errors import KbuildError, UsageError
+from ._toml import tomllib
 
 PYPROJECT = "pyproject.toml"
 
@@ -48,10 +49,6 @@ def _hub_option(p: argparse.ArgumentParser) -> None:
 
 def requested_kernels(pyproject: Path) -> list[tuple[str, str | None, int | None]]:
     """(repo_id, revision, version) for each entry of [tool.kbuild.kernels]."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except OSError as e:

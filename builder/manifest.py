@@ -7,7 +7,6 @@ are errors; every error is one line: `file:line: [table] key: what was expected`
 from __future__ import annotations
 
 import re
-import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from .cuda_arch import Capability, parse_capability, well_formed_capability
 from .dependencies import BUILT_BACKENDS, check_dependency
 from .errors import ManifestError
 from .toml_lines import key_lines
+from ._toml import tomllib
 
 NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?\Z")

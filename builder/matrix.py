@@ -7,7 +7,6 @@ from it. Pure apart from reading that table.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +17,10 @@ from .cuda_arch import select as select_archs
 from .errors import ManifestError
 from .manifest import Manifest
 from .plan import in_range, stable_abi
+from ._toml import tomllib
+from . import resources
 
-VERSIONS = Path(__file__).with_name("versions.toml")
+VERSIONS = "builder/versions.toml"  # kbuild's own table (packaged data; a path replaces it in tests)
 COMPILED_BACKENDS = ("cpu", "cuda")
 _MATRIX_KEYS = ("torch", "cuda")
 
@@ -89,9 +90,11 @@ def _version(text: str, where: str) -> Version:
     return int(parts[0]), int(parts[1])
 
 
-def load_table(path: Path = VERSIONS) -> tuple[dict[Version, TorchRelease], dict[Version, CudaRelease], dict]:
-    """The versions table: torch releases and CUDA versions by series, and its [default]."""
-    data = tomllib.loads(path.read_text())
+def load_table(path: Path | None = None) -> tuple[dict[Version, TorchRelease], dict[Version, CudaRelease], dict]:
+    """The versions table (kbuild's own, or the one at `path`): torch releases and CUDA versions by
+    series, and its [default]."""
+    data = tomllib.loads(path.read_text() if path else resources.read_text("versions.toml"))
+    path = path or VERSIONS
     cuda = {}
     for key, body in data.get("cuda", {}).items():
         v = _version(key, f"{path}: [cuda.\"{key}\"]")
@@ -108,7 +111,7 @@ def load_table(path: Path = VERSIONS) -> tuple[dict[Version, TorchRelease], dict
     return torch, cuda, data.get("default", {})
 
 
-def select(choice: dict | None = None, where: str = "[workspace.matrix]", path: Path = VERSIONS) -> Matrix:
+def select(choice: dict | None = None, where: str = "[workspace.matrix]", path: Path | None = None) -> Matrix:
     """The matrix `choice` ({"torch": [...], "cuda": [...]}) names, each list defaulting to the
     table's [default]; every name must be in the table."""
     torch_table, cuda_table, default = load_table(path)
@@ -132,7 +135,7 @@ def select(choice: dict | None = None, where: str = "[workspace.matrix]", path: 
     return Matrix(tuple(picked["torch"]), tuple(picked["cuda"]))
 
 
-def full_matrix(path: Path = VERSIONS) -> Matrix:
+def full_matrix(path: Path | None = None) -> Matrix:
     """Every release and CUDA version the table knows (what `--variant` may name)."""
     torch_table, cuda_table, _ = load_table(path)
     return Matrix(tuple(torch_table[k] for k in sorted(torch_table)), tuple(cuda_table[k] for k in sorted(cuda_table)))

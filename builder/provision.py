@@ -49,14 +49,10 @@ class ToolchainRecord:
 
 def load_versions_table() -> dict:
     """builder/versions.toml, parsed: [torch."X.Y"] version/cuda, [cuda."X.Y"] toolkit/archs, [default]."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    from . import __file__ as package_init
+    from . import resources
+    from ._toml import tomllib
 
-    with open(Path(package_init).parent / "versions.toml", "rb") as f:
-        return tomllib.load(f)
+    return tomllib.loads(resources.read_text("versions.toml"))
 
 
 class ToolchainStore:

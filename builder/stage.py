@@ -15,12 +15,11 @@ from pathlib import Path
 from kbuild.digest import digest_tree
 from kbuild.metadata import PARTIAL_ARCHS
 
-from . import __version__
+from . import __version__, resources
 from .abi_floor import floor
 from .gitid import SourceId
 from .plan import VariantPlan
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ def _copy_python(plan: VariantPlan, dest: Path) -> None:
 
 def _write_ops(plan: VariantPlan, dest: Path) -> None:
     template = "_ops.py.in" if plan.compiled else "_ops_noarch.py.in"
-    text = (TEMPLATES / template).read_text()
+    text = resources.read_text(f"templates/{template}")
     (dest / "_ops.py").write_text(text.format(ops_name=plan.ops_name, backend=plan.variant.backend))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import tomllib
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from .manifest import load_manifest
 from .report import VariantResult
 from .toolchain import TorchInfo, probe_torch
 from .workspace import kernel_dirs
+from ._toml import tomllib
 
 _NO_TESTS_COLLECTED = 5
 _GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"

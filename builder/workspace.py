@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from .errors import ManifestError
+from ._toml import tomllib
 
 _WORKSPACE_KEYS = {"members", "exclude", "matrix"}
 
