@@ -4,7 +4,8 @@
 limit=${1:-560}; run=/tmp/run; t0=$(date +%s)
 while [ ! -f $run/done ] && [ $(( $(date +%s) - t0 )) -lt $limit ]; do sleep 10; done
 echo "== $(( $(date +%s) - $(cat $run/start) )) s since start; done: $(ls $run/*/done $run/done 2>/dev/null | tr '\n' ' ')"
-for lane in A B C D; do
+cat $run/glibc $run/machine 2>/dev/null
+for lane in A B C D E; do
   echo "== lane $lane"; tail -n 6 $run/$lane/log $run/$lane/corpus.log 2>/dev/null | cut -c1-300
   cat $run/$lane/corpus.jsonl 2>/dev/null
 done
