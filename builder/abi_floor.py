@@ -136,6 +136,17 @@ def policy_error(policy: str, arch: str = "x86_64") -> str | None:
     return None
 
 
+def policy_versions(policy: str, arch: str = "x86_64") -> dict[str, set[str]]:
+    """The symbol versions `policy` allows, by family: {"GLIBC": {"2.2.5", ..., "2.28"}, ...}."""
+    return {family: set(versions) for family, versions in _policy(policy, arch).symbol_versions.items()}
+
+
+def policy_glibc(policy: str, arch: str = "x86_64") -> str:
+    """The glibc release a policy stands for: "2_28" (or manylinux2014) -> "2.28" ("2.17")."""
+    major, minor = _policy(policy, arch).name.split("_")[1:3]
+    return f"{major}.{minor}"
+
+
 def policy_name(policy: str, arch: str = "x86_64") -> str:
     return _policy(policy, arch).name
 

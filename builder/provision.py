@@ -4,6 +4,7 @@ cached under one folder (`~/.cache/kbuild/toolchains/` unless the CLI says other
     torch-2.13.0/   a venv holding exactly torch==2.13.0 (CPU or CUDA build)
     cuda-13.2/      a venv holding NVIDIA's cuda-toolkit wheels; CUDA_HOME is its nvidia/cu13
     cutlass-4.2/    the headers of PyPI's nvidia-cutlass 4.2.0.0 (`cutlass_X_Y` dependencies)
+    sysroot-2.28/   glibc 2.28 headers and link stubs, libstdc++ held to manylinux_2_28 (sysroot.py)
     .<name>.lock    held while <name> is installed, so two kbuild processes install it once
     <name>.install.log   pip's output of the last install
 
@@ -241,6 +242,48 @@ class ToolchainStore:
             self._write_marker(dest, kind="cutlass", version=".".join(release.split(".")[:2]), release=release,
                                requirement=requirement, include=found)
 
+    # -- glibc sysroots ----------------------------------------------------------------------
+
+    def sysroot(self, glibc: str, requirement: str, cxx: str = "c++") -> Path:
+        """The sysroot for glibc `glibc` ("2.28") and the C++ compiler `cxx`, assembled from
+        `requirement` (zig) if missing or made for another compiler. Zig itself is only needed
+        while assembling and is not kept."""
+        from .sysroot import compiler_id
+
+        name = f"sysroot-{glibc}"
+        dest = self.root / name
+        compiler = compiler_id(cxx)
+        if not self._sysroot_ready(dest, requirement, compiler):
+            with self._locked(name):
+                if not self._sysroot_ready(dest, requirement, compiler):
+                    self._install_sysroot(name, glibc, requirement, cxx)
+        return dest / _read_marker(dest)["root"]
+
+    def _sysroot_ready(self, dest: Path, requirement: str, compiler: str) -> bool:
+        marker = _read_marker(dest)
+        return bool(marker and marker.get("kind") == "sysroot" and marker.get("requirement") == requirement
+                    and marker.get("compiler") == compiler)
+
+    def _install_sysroot(self, name: str, glibc: str, requirement: str, cxx: str) -> None:
+        from .sysroot import assemble
+
+        dest = self.root / name
+        self._log(f"building {name} from {requirement} into {dest}")
+        with self._building(name, venv=False) as (tmp, pip):
+            pip([self.base_python, "-m", "pip", "install", "--no-deps", "--progress-bar", "off",
+                 "--target", str(tmp / "zig"), requirement], f"pip install {requirement}")
+            zig = tmp / "zig" / "ziglang"
+            if not (zig / "zig").is_file():
+                raise ToolchainError(f"{requirement} installed no ziglang/zig into {tmp / 'zig'}",
+                                     hint="check [sysroot] in builder/versions.toml")
+            # A new folder name per install: compile commands name it, so a rebuilt sysroot means
+            # new commands (gcc's -MMD does not list system headers, nor does the cache key).
+            root = f"root-{os.urandom(4).hex()}"
+            record = assemble(zig, tmp / root, glibc, cxx=cxx, log=self._log)
+            shutil.rmtree(tmp / "zig")
+            os.rename(tmp, dest)
+            self._write_marker(dest, kind="sysroot", version=glibc, requirement=requirement, root=root, **record)
+
     # -- the store ---------------------------------------------------------------------------
 
     def list(self) -> list[ToolchainRecord]:
@@ -434,6 +477,8 @@ def _detail(marker: dict) -> str:
         return f"nvcc {marker.get('nvcc')} ({marker.get('requirement')})"
     if marker.get("kind") == "cutlass":
         return f"CUTLASS {marker.get('release')} headers ({marker.get('requirement')})"
+    if marker.get("kind") == "sysroot":
+        return f"glibc {marker.get('glibc')} sysroot ({marker.get('requirement')}, {marker.get('compiler')})"
     return ""
 
 

@@ -6,8 +6,9 @@ for matrix builds (builder/provision.py), under $KBUILD_TOOLCHAINS, else ~/.cach
     kbuild toolchain prune [NAME...] [--all] [--dry-run]
 
 A SPEC is torch-X.Y (the release versions.toml pins), torch-X.Y.Z, either with +cuda for the CUDA
-build from $KBUILD_TORCH_INDEX (default PyPI), cuda-X.Y, or cutlass-X.Y (the headers of PyPI's
-nvidia-cutlass X.Y, a release versions.toml lists). The CLI wires this in with
+build from $KBUILD_TORCH_INDEX (default PyPI), cuda-X.Y, cutlass-X.Y (the headers of PyPI's
+nvidia-cutlass X.Y, a release versions.toml lists), or sysroot-X.Y (glibc X.Y headers and link
+stubs for manylinux_X_Y builds, builder/sysroot.py). The CLI wires this in with
 `toolchain_cli.add_parsers(sub)`; `open_store()` is how other commands get the same store.
 """
 
@@ -21,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from .abi_floor import policy_error
 from .dependencies import cutlass_for
 from .errors import KbuildError, UsageError
 from .provision import PYPI, ToolchainStore, disk_usage, load_versions_table
@@ -40,8 +42,8 @@ def open_store(log: Callable[[str], None] | None = None) -> ToolchainStore:
 
 @dataclass(frozen=True)
 class Spec:
-    kind: str              # "torch" | "cuda" | "cutlass"
-    version: str           # 2.13.0 | 13.2 | 4.2.0.0
+    kind: str              # "torch" | "cuda" | "cutlass" | "sysroot"
+    version: str           # 2.13.0 | 13.2 | 4.2.0.0 | 2.28 (glibc)
     cuda: bool = False     # torch: the CUDA build
     requirement: str = ""  # cuda, cutlass: the pip requirement providing nvcc / the headers
 
@@ -64,6 +66,11 @@ def parse_spec(text: str, table: dict) -> Spec:
         cutlass = table.get("cutlass", {})
         if release := cutlass_for(text, cutlass.get("releases", [])):
             return Spec("cutlass", release.release, requirement=cutlass["requirement"].format(release=release.release))
+    elif m := re.fullmatch(r"sysroot-(\d+)\.(\d+)", text):
+        if "sysroot" in table and not policy_error(f"{m[1]}_{m[2]}"):
+            return Spec("sysroot", f"{m[1]}.{m[2]}", requirement=table["sysroot"]["requirement"])
+        raise UsageError(f"unknown toolchain {text!r}: no manylinux_{m[1]}_{m[2]} policy for a glibc "
+                         f"{m[1]}.{m[2]} sysroot (e.g. sysroot-2.28, sysroot-2.17)")
     known = [f"torch-{v}" for v in torches] + [f"cuda-{v}" for v in cudas] + sorted(
         {"cutlass-" + ".".join(r.split(".")[:2]) for r in table.get("cutlass", {}).get("releases", [])})
     raise UsageError(f"unknown toolchain {text!r}: expected one of {', '.join(known)} "
@@ -79,7 +86,7 @@ def add_parsers(subparsers) -> None:
     p.set_defaults(handler=_list)
 
     p = sub.add_parser("install", help="install toolchains: torch-2.13, torch-2.13.0, torch-2.13+cuda, cuda-13.2, "
-                                       "cutlass-4.2 (CUTLASS headers)")
+                                       "cutlass-4.2 (CUTLASS headers), sysroot-2.28 (glibc 2.28 for manylinux_2_28)")
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--no-system-cuda", action="store_true",
                    help="install NVIDIA's wheels even when the system CUDA is this version")
@@ -130,6 +137,9 @@ def _install(args, reporter) -> int:
         elif spec.kind == "cutlass":
             dirs = store.cutlass_includes(spec.version, spec.requirement)
             reporter.result(f"{spec.name}: {' '.join(dirs)} ({time.monotonic() - start:.1f}s)")
+        elif spec.kind == "sysroot":
+            root = store.sysroot(spec.version, spec.requirement, cxx=os.environ.get("CXX", "c++"))
+            reporter.result(f"{spec.name}: {root} ({time.monotonic() - start:.1f}s)")
         else:
             major, minor = map(int, spec.version.split("."))
             home, how = store.cuda_home((major, minor), spec.requirement, system=not args.no_system_cuda)
