@@ -16,7 +16,7 @@ from kbuild.variants import STABLE_ABI, parse_variant
 
 from . import compile_cache, ninja_file, resources
 from .abi_check import library_problems
-from .abi_floor import above, policy_name
+from .abi_floor import above, policy_glibc, policy_name
 from .compile_cache import CompileCache
 from .diagnose import failure_reason
 from .cuda_arch import Capability, parse_arch_list, parse_capability
@@ -29,6 +29,7 @@ from .matrix import Target, full_matrix, matrix_variants, select, variant_archs
 from .plan import BuildPlan, PlanInputs, Skip, plan_build
 from .report import Reporter, VariantResult
 from .stage import Provenance, stage_variant
+from .sysroot import Sysroot
 from .toolchain import CudaInfo, TorchInfo, find_cuda, probe_torch
 from .workspace import kernel_dirs, workspace_matrix
 
@@ -57,10 +58,12 @@ class BuildOptions:
     cuda_archs_from: str = "--cuda-archs"  # where cuda_archs came from, for errors
     nvcc_threads: int | None = None  # threads per nvcc (NVCC_THREADS); None sizes them from the cores
     manylinux: str | None = None  # `--manylinux`: the ABI floor no library may exceed (else [general] manylinux)
+    sysroot: bool = True  # build under a policy against its glibc sysroot (`--no-sysroot`: only check)
     # filled in by the build: the parsed archs, and each kernel's dependency include folders (None
     # until resolved: `kbuild variants` plans without provisioning them)
     resolved_archs: tuple[Capability, ...] | None = None
     dependency_includes: dict | None = field(default=None, compare=False)
+    sysroots: dict | None = field(default=None, compare=False)  # kernel folder -> its Sysroot
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class Job:
 
     plan: BuildPlan
     toolchain: Toolchain
+    sysroot: Sysroot | None = None  # the glibc sysroot its compiled variants were planned against
 
 
 def plan_kernels(options: BuildOptions, toolchain: Toolchain, sources: dict | None = None) -> list[BuildPlan]:
@@ -113,7 +117,8 @@ def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, options: BuildO
     includes = options.dependency_includes
     return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include",
                       cuda_archs=options.resolved_archs,
-                      dependency_includes=None if includes is None else includes.get(m.root, {}))
+                      dependency_includes=None if includes is None else includes.get(m.root, {}),
+                      sysroot=(options.sysroots or {}).get(m.root))
 
 
 def resolve_archs(options: BuildOptions) -> BuildOptions:
@@ -167,6 +172,29 @@ def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, So
     return replace(options, dependency_includes=includes)
 
 
+def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], reporter) -> BuildOptions:
+    """The glibc sysroot each compiled kernel with a manylinux policy (--manylinux, else its
+    [general] manylinux) builds against, provisioned once per glibc release."""
+    if not options.sysroot:
+        return options
+    from .provision import ToolchainStore, load_versions_table  # only builds that need them pay
+
+    found: dict[str, Sysroot] = {}
+    sysroots = {}
+    for m, _ in kernels:
+        policy = options.manylinux or m.manylinux
+        if not policy or m.noarch is not None:
+            continue
+        glibc = policy_glibc(policy)
+        if glibc not in found:
+            store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.cache_dir / "probes")
+            found[glibc] = Sysroot(store.sysroot(glibc, load_versions_table()["sysroot"]["requirement"], options.cxx),
+                                   glibc)
+            reporter.info(f"building for manylinux glibc {glibc} against {found[glibc].root}")
+        sysroots[m.root] = found[glibc]
+    return replace(options, sysroots=sysroots)
+
+
 def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple[str, ...]:
     """The include folders of the nvidia-cutlass release for `dep` (cutlass_X_Y), installed once."""
     from .provision import ToolchainStore, load_versions_table  # only builds that need them pay
@@ -188,11 +216,12 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
     environment cannot build gets a provisioned one. A toolchain that cannot be provisioned
     fails its variants only."""
     kernels = _kernels(options, sources)
-    options = resolve_archs(options)
+    options = resolve_sysroots(resolve_archs(options), kernels, reporter)
     if not options.all_variants and not options.variants:
         toolchain = find_toolchain(options)
         options = resolve_dependencies(options, kernels, toolchain.cuda is not None, reporter)
-        return [Job(plan_build(_inputs(m, toolchain, s, options)), toolchain) for m, s in kernels], []
+        return _with_sysroots([Job(plan_build(_inputs(m, toolchain, s, options)), toolchain)
+                               for m, s in kernels], options), []
     choice, where = workspace_matrix(options.folder)
     matrix = select(choice, where) if options.all_variants else full_matrix()
     wanted = set(options.variants)
@@ -233,7 +262,12 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             plan = plan_build(_inputs(m, toolchain, source, options), (name,))
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
             jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
-    return _prune_skips(jobs, wanted), failed
+    return _with_sysroots(_prune_skips(jobs, wanted), options), failed
+
+
+def _with_sysroots(jobs: list[Job], options: BuildOptions) -> list[Job]:
+    sysroots = options.sysroots or {}
+    return [replace(j, sysroot=sysroots.get(j.plan.manifest.root)) for j in jobs]
 
 
 def _backend_of(variant_name: str) -> str | None:
@@ -309,7 +343,8 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
         provenance = Provenance(sources[j.plan.manifest.root], kbuild_source)
         for v in j.plan.variants:
             results.append(_finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,
-                                           options.folder / WORK_DIR, options.manylinux or j.plan.manifest.manylinux))
+                                           options.folder / WORK_DIR, options.manylinux or j.plan.manifest.manylinux,
+                                           j.sysroot))
     return results
 
 
@@ -393,7 +428,7 @@ def _write_if_changed(content: bytes, dest: Path) -> None:
 
 
 def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain,
-                    graph_dir: Path, manylinux: str | None) -> VariantResult:
+                    graph_dir: Path, manylinux: str | None, sysroot: Sysroot | None = None) -> VariantResult:
     build_dir = manifest.root / BUILD_DIR
     used = toolchain.describe(v.variant.backend) if v.compiled else ""
     seconds, log = 0.0, None
@@ -409,6 +444,9 @@ def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, tool
         problems = library_problems(v.library, stable_abi=v.variant.kind == STABLE_ABI) if relinked else []
         if manylinux:  # checked on every build: the policy may be new, the library not
             problems += _above_policy(v.library, manylinux)
+        if sysroot is not None and (missing := sysroot.too_new(v.library)):
+            problems.append(f"{v.library.name} uses {', '.join(missing[:3])}, which glibc "
+                            f"{sysroot.glibc} does not have (declared by a newer glibc's header)")
         if problems:
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason="; ".join(problems))

@@ -97,9 +97,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", dest="compile_cache", action="store_false",
                    help="compile without the compile cache (ccache)")
     p.add_argument("--manylinux", default=None, metavar="POLICY",
-                   help='fail a variant whose libraries need newer glibc/libstdc++ symbols than this manylinux '
-                        'policy allows, e.g. "2_28" (default: [general] manylinux; without one the floor is '
-                        "recorded and shown)")
+                   help='build for this manylinux policy, e.g. "2_28": compile and link against its glibc '
+                        "sysroot (kbuild toolchain install sysroot-2.28) and fail a variant whose libraries "
+                        "still need newer glibc/libstdc++ symbols (default: [general] manylinux; without one "
+                        "the floor is recorded and shown)")
+    p.add_argument("--no-sysroot", dest="sysroot", action="store_false",
+                   help="under a manylinux policy, build with the host's glibc and only check the floor")
     _python_option(p)
     p.set_defaults(handler=_build)
 
@@ -163,6 +166,7 @@ def _options(args) -> BuildOptions:
         toolchains_dir=Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains"),
         torch_index=os.environ.get("KBUILD_TORCH_INDEX") or "https://pypi.org/simple",
         **_cuda_archs(args), nvcc_threads=_nvcc_threads(), manylinux=_manylinux(args),
+        sysroot=getattr(args, "sysroot", True),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
 
@@ -15,6 +16,9 @@ from .dependencies import BUILT_BACKENDS, parse_dependency
 from .errors import ManifestError, ToolchainError
 from .manifest import KernelSection, Manifest
 from .toolchain import CudaInfo, TorchInfo
+
+if TYPE_CHECKING:
+    from .sysroot import Sysroot
 
 COMPILED_BACKENDS = BUILT_BACKENDS
 SOURCE_SUFFIXES = {".cpp": "cxx", ".cc": "cxx", ".cxx": "cxx", ".c": "cxx", ".cu": "nvcc"}
@@ -85,6 +89,7 @@ class PlanInputs:
     cuda_archs: tuple[Capability, ...] | None = None  # --cuda-archs: build only these
     # `depends` name -> its include folders; None when not provisioned (`kbuild variants` lists plans)
     dependency_includes: dict | None = field(default_factory=dict)
+    sysroot: Sysroot | None = None  # build against an older glibc and libstdc++ (a manylinux policy)
 
 
 def ops_name(manifest: Manifest, backend: str, source_id: str) -> str:
@@ -201,7 +206,7 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         if tool == "cxx":
             units.append(_unit(inputs, obj_dir, src, tool, binding_flags, headers))
         elif tool == "nvcc":
-            device = [f for f in binding_flags if f not in _HOST_FLAGS and not f.startswith("-std")]
+            device = [f for f in binding_flags if f not in _host_flags(inputs) and not f.startswith("-std")]
             units.append(_unit(inputs, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
     for section in _sections(inputs, backend):
         units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
@@ -292,7 +297,7 @@ def _project_includes(m) -> list[str]:
 def _binding_flags(inputs: PlanInputs, backend: str, name: str, abi: tuple[int, int] | None = None) -> list[str]:
     m = inputs.manifest
     return [
-        *_HOST_FLAGS, _std(inputs.torch), f"-D{backend.upper()}_KERNEL",
+        *_host_flags(inputs), _std(inputs.torch), f"-D{backend.upper()}_KERNEL",
         f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, *_torch_api(inputs.torch, abi),
         f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include], *_project_includes(m),
         *_torch_includes(inputs, backend), f"-I{inputs.torch.python_include}", *m.torch.cxx_flags,
@@ -316,7 +321,7 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
         if tool == "nvcc":
             flags = _nvcc_flags(inputs, caps, section) + common
         elif tool == "cxx":
-            flags = [*_HOST_FLAGS, _std(inputs.torch), *common, *section.cxx_flags]
+            flags = [*_host_flags(inputs), _std(inputs.torch), *common, *section.cxx_flags]
         else:
             continue
         units.append(_unit(inputs, obj_dir, src, tool, flags, headers, section))
@@ -338,13 +343,18 @@ def _dependency_includes(inputs: PlanInputs, section: KernelSection) -> list[str
     return flags
 
 
+def _host_flags(inputs: PlanInputs) -> tuple[str, ...]:
+    """What every host compile gets: optimisation, PIC, and the sysroot when there is one."""
+    return (*_HOST_FLAGS, *(inputs.sysroot.cxx_flags if inputs.sysroot else ()))
+
+
 def _nvcc_flags(inputs: PlanInputs, caps, section: KernelSection | None) -> list[str]:
     # torch.utils.cpp_extension's flags, plus what torch's CMake config adds to every CUDA compile
     # of a CMake-built extension (--expt-extended-lambda, ...): kernel-builder builds with CMake.
     common = [f for f in inputs.torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS]
     common += [f for f in inputs.torch.cmake_nvcc_flags if f not in common]
     fp8 = ["-DENABLE_FP8"] if inputs.cuda.version >= (11, 8) else []
-    host = [x for f in _HOST_FLAGS for x in ("-Xcompiler", f)]
+    host = [x for f in _host_flags(inputs) for x in ("-Xcompiler", f)]
     gencode = [g for c in caps for g in c.gencode_flags()]
     extra = list(section.cuda_flags) if section else []
     return [*common, *fp8, _std(inputs.torch), *host, *gencode, *extra]
@@ -358,6 +368,12 @@ _SHARED_LIBSTDCXX = "-l:libstdc++.so.6"
 
 
 def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> tuple[str, ...]:
+    sysroot = inputs.sysroot
+    first, last = (sysroot.link_flags, sysroot.link_libraries) if sysroot else ((), ())
+    return ("-shared", *first, *_torch_libraries(inputs, backend, abi), _SHARED_LIBSTDCXX, *last)
+
+
+def _torch_libraries(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> list[str]:
     libs = [f"-L{d}" for d in inputs.torch.library_paths]
     if abi:
         # The stable C shim (aoti_torch_*, torch_*) lives in libtorch_cpu and, for CUDA streams
@@ -365,11 +381,11 @@ def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = 
         libs += ["-ltorch", "-ltorch_cpu"]
         if backend == "cuda":
             libs += ["-ltorch_cuda", *_cudart(inputs.cuda)]
-        return ("-shared", *libs, _SHARED_LIBSTDCXX)
+        return libs
     libs += ["-lc10", "-ltorch", "-ltorch_cpu"]
     if backend == "cuda":
         libs += ["-lc10_cuda", "-ltorch_cuda", *_cudart(inputs.cuda)]
-    return ("-shared", *libs, _SHARED_LIBSTDCXX)
+    return libs
 
 
 def _cudart(cuda: CudaInfo) -> list[str]:
