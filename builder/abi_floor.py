@@ -96,11 +96,6 @@ class Floor:
         record["manylinux"] = self.manylinux
         return record
 
-    def describe(self) -> str:
-        glibc = self.newest.get("GLIBC")
-        cxx = self.newest.get("GLIBCXX")
-        parts = [f"glibc {glibc.version}" if glibc else "", f"libstdc++ {cxx.version}" if cxx else ""]
-        return f"{self.manylinux} ({', '.join(p for p in parts if p) or 'no versioned symbols'})"
 
 
 def floor(libraries: list[Path], arch: str = "x86_64") -> Floor:
