@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import host_abi
 
@@ -126,6 +126,9 @@ class SystemInfo:
     # recorded ABI floor before it is loaded; None: unknown, not checked
     glibc: tuple[int, ...] | None = None
     glibcxx: tuple[int, ...] | None = None
+    # False when torch was built for a GPU backend but sees no device (a CUDA torch on a machine
+    # without a GPU): CPU variants fit too, and come first, since a GPU build cannot run here
+    device_visible: bool = True
 
     def compiled_variant(self) -> Variant:
         """The name a compiled build for exactly this system gets."""
@@ -133,7 +136,16 @@ class SystemInfo:
 
     def describe(self) -> str:
         compute = format_compute(self.backend, self.compute_version)
+        if not self.device_visible:
+            compute += f" with no visible {_DEVICE.get(self.backend, self.backend)} device (CPU variants first)"
         return f"torch {self.torch[0]}.{self.torch[1]}, {compute}, {self.cpu}-{self.os}"
+
+    @property
+    def cpu_first(self) -> bool:
+        return not self.device_visible and self.backend != "cpu"
+
+    def as_cpu(self) -> SystemInfo:
+        return replace(self, backend="cpu", compute_version=None, device_visible=True)
 
 
 def host_cpu() -> str:
@@ -152,15 +164,29 @@ def detect_system(backend: str | None = None) -> SystemInfo:
     version = tuple(int(p) for p in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
     cxx11 = bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
     native, compute = _native_backend(torch)
+    visible = True
     if backend is None:
         backend = native
+        visible = _device_visible(torch, native)
     elif backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
     elif backend not in ("cpu", native):
         raise ValueError(f"backend {backend!r} is not available in this torch ({torch.__version__}, {native})")
     if backend != native:
         compute = None
-    return SystemInfo(version, backend, compute, host_cpu(), host_os(), cxx11, host_abi.glibc(), host_abi.libstdcxx())
+    return SystemInfo(version, backend, compute, host_cpu(), host_os(), cxx11, host_abi.glibc(), host_abi.libstdcxx(),
+                      device_visible=visible)
+
+
+_DEVICE = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "metal": "Metal"}
+
+
+def _device_visible(torch, backend: str) -> bool:
+    """Whether the GPU backend torch was built for has a device here (ROCm answers through
+    torch.cuda too). Asks the driver for a count; no CUDA context is created."""
+    if backend in ("cuda", "rocm"):
+        return bool(torch.cuda.is_available())
+    return True
 
 
 def _native_backend(torch) -> tuple[str, tuple[int, int] | None]:
@@ -186,6 +212,8 @@ def why_not(variant: Variant, system: SystemInfo) -> str | None:
     """None when `variant` can run on `system`, else a short reason it cannot."""
     if variant.kind == UNIVERSAL:
         return None
+    if variant.backend == "cpu" and system.cpu_first:
+        return why_not(variant, system.as_cpu())
     if variant.backend != system.backend:
         return f"built for {variant.backend}, this system uses {system.backend}"
     if variant.kind == NOARCH:
@@ -224,6 +252,7 @@ class Candidate:
     name: str
     variant: Variant | None
     reason: str | None
+    note: str | None = None  # why a fitting variant is ranked where it is
 
     @property
     def accepted(self) -> bool:
@@ -239,8 +268,14 @@ def resolve(names: list[str], system: SystemInfo) -> list[Candidate]:
         except ValueError:
             candidates.append(Candidate(name, None, "not a variant name"))
             continue
-        candidates.append(Candidate(name, variant, why_not(variant, system)))
-    accepted = sorted((c for c in candidates if c.accepted), key=lambda c: _preference(c.variant), reverse=True)
+        reason = why_not(variant, system)
+        note = None
+        if reason is None and system.cpu_first and variant.backend == system.backend:
+            note = f"after CPU variants: no {_DEVICE.get(system.backend, system.backend)} device is visible"
+        candidates.append(Candidate(name, variant, reason, note))
+    cpu_first = system.cpu_first
+    accepted = sorted((c for c in candidates if c.accepted),
+                      key=lambda c: (cpu_first and c.variant.backend == "cpu", _preference(c.variant)), reverse=True)
     rejected = sorted((c for c in candidates if not c.accepted), key=lambda c: c.name)
     return accepted + rejected
 
@@ -249,7 +284,7 @@ def reject(trace: list[Candidate], name: str, reason: str) -> list[Candidate]:
     """The trace with candidate `name` rejected for `reason` (found out after resolve, e.g. from
     its metadata): the accepted ones keep their order, the rejected ones stay sorted by name."""
     accepted = [c for c in trace if c.accepted and c.name != name]
-    rejected = [Candidate(c.name, c.variant, reason if c.name == name else c.reason) for c in trace
+    rejected = [Candidate(c.name, c.variant, reason if c.name == name else c.reason, c.note) for c in trace
                 if not c.accepted or c.name == name]
     return accepted + sorted(rejected, key=lambda c: c.name)
 
@@ -269,5 +304,6 @@ def format_trace(candidates: list[Candidate]) -> str:
     """The resolution trace, one line per candidate, as shown in errors and by the CLI."""
     lines = []
     for c in candidates:
-        lines.append(f"  {c.name}: " + ("fits" if c.accepted else f"rejected ({c.reason})"))
+        fits = f"fits ({c.note})" if c.note else "fits"
+        lines.append(f"  {c.name}: " + (fits if c.accepted else f"rejected ({c.reason})"))
     return "\n".join(lines)

@@ -133,8 +133,12 @@ def test_get_local_kernel_runs_the_cpu_build(workspace):
     torch.testing.assert_close(activation.silu_and_mul(x), torch.nn.functional.silu(x[:, :32]) * x[:, 32:])
     assert "silu_and_mul" in activation.__all__
     if ACT_CUDA:
-        # In a CUDA torch the default choice is the CUDA build (it imports without a GPU).
-        cuda = get_local_kernel(workspace / "kernels" / "activation")
+        # A CUDA torch that sees no GPU picks the CPU build by default; backend="cuda" still
+        # loads the CUDA build (it imports without a GPU).
+        default = get_local_kernel(workspace / "kernels" / "activation")
+        expected = ACT_CUDA if torch.cuda.is_available() else ACT_CPU
+        assert Path(default.__file__).parent.name == expected
+        cuda = get_local_kernel(workspace / "kernels" / "activation", backend="cuda")
         assert "_activation_cuda_" in cuda.__name__ and Path(cuda.__file__).parent.name == ACT_CUDA
 
 

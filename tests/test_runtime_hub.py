@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import kbuild
 from kbuild import IntegrityError, digest_tree, get_kernel, get_kernel_variants, has_kernel, install_kernel
@@ -23,6 +24,10 @@ from kbuild.refs import UnknownRevision
 
 from runtime_hubs import (CPU, CUDA130, ROCM, Kernel, bare, branch_head, git, new_process, runtime_env,
                           start_server, torch_probes, upload_as_another_builder)
+
+# The variant a plain get_kernel picks on this machine: a CUDA torch that sees no GPU takes CPU
+# variants first (kbuild.variants.SystemInfo.device_visible); with a GPU, the CUDA one.
+CHOSEN, OTHER = ("torch-cuda", "torch-cpu") if torch.cuda.is_available() else ("torch-cpu", "torch-cuda")
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 
@@ -72,9 +77,9 @@ def test_get_kernel_from_the_local_hub(hub, runtime_env):
     assert module.double(21) == 42
     assert module.__name__ == json.loads((Path(module.__file__).parent / "metadata.json").read_text())["id"]
     assert sys.modules[module.__name__] is module
-    assert module.VARIANT == "?" and Path(module.__file__).parent.name == "torch-cuda"  # this torch is CUDA
+    assert module.VARIANT == "?" and Path(module.__file__).parent.name == CHOSEN
     # Only the chosen variant was fetched.
-    assert cached_variants(runtime_env) == ["torch-cuda"]
+    assert cached_variants(runtime_env) == [CHOSEN]
 
 
 def test_every_way_of_pinning_gives_the_same_module(hub):
@@ -172,7 +177,7 @@ def test_has_install_and_variants(hub, runtime_env):
     assert path.name == "torch-cpu" and (path / "metadata.json").is_file()
     assert "_tiny_cpu" not in " ".join(sys.modules)  # installed, not imported
     assert install_kernel("org/tiny@v1", hub=str(hub), variant="torch-cuda").name == "torch-cuda"
-    with pytest.raises(FileNotFoundError, match="has no variant 'torch-rocm'; it has: torch-cuda, torch-cpu"):
+    with pytest.raises(FileNotFoundError, match=f"has no variant 'torch-rocm'; it has: {CHOSEN}, {OTHER}"):
         install_kernel("org/tiny@v1", hub=str(hub), variant="torch-rocm")
     trace = get_kernel_variants("org/tiny@v1", hub=str(hub), system=CPU)
     assert [(c.name, c.reason) for c in trace] == [("torch-cpu", None),
@@ -261,7 +266,7 @@ def tamper_and_load(hub, path, message):
 def test_a_changed_cached_file_is_fetched_again(hub):
     path = install_kernel("org/tiny@v1", hub=str(hub))
     (path / "_ops.py").write_text((path / "_ops.py").read_text() + "import os  # injected\n")
-    tamper_and_load(hub, path, r"torch-cuda: _ops.py was changed after it was downloaded and verified")
+    tamper_and_load(hub, path, rf"{CHOSEN}: _ops.py was changed after it was downloaded and verified")
 
 
 def test_a_same_size_edit_with_its_mtime_restored_is_caught(hub):
@@ -296,7 +301,7 @@ def test_a_forged_verification_record_is_not_trusted(hub):
     meta = json.loads((path / "metadata.json").read_text())
     meta["digest"]["files"]["_ops.py"] = digest_tree(path)["_ops.py"]
     (path / "metadata.json").write_text(json.dumps(meta))
-    marker = path.with_name("torch-cuda.verified")
+    marker = path.with_name(f"{CHOSEN}.verified")
     forged = json.loads(marker.read_text())
     for rel in ("_ops.py", "metadata.json"):
         st = (path / rel).stat()
@@ -331,7 +336,7 @@ def test_a_doubtful_copy_and_an_unreachable_hub_say_both(hub, tmp_path):
 
 def test_touched_but_unchanged_files_load_and_are_re_recorded(hub):
     path = install_kernel("org/tiny@v1", hub=str(hub))
-    marker = path.with_name("torch-cuda.verified")
+    marker = path.with_name(f"{CHOSEN}.verified")
     before = json.loads(marker.read_text())
     os.utime(path / "_ops.py", ns=(1, 1))
     assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
@@ -341,17 +346,17 @@ def test_touched_but_unchanged_files_load_and_are_re_recorded(hub):
 
 def test_a_lost_marker_is_rebuilt_from_the_digest(hub):
     path = install_kernel("org/tiny@v1", hub=str(hub))
-    path.with_name("torch-cuda.verified").unlink()
+    path.with_name(f"{CHOSEN}.verified").unlink()
     assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
-    assert path.with_name("torch-cuda.verified").is_file()
+    assert path.with_name(f"{CHOSEN}.verified").is_file()
 
 
 def test_a_published_variant_that_does_not_match_its_digest_is_never_cached(kernel, tmp_path, runtime_env):
-    (kernel.variant("torch-cuda") / "_ops.py").write_text("import os  # changed after the build\n")
+    (kernel.variant(CHOSEN) / "_ops.py").write_text("import os  # changed after the build\n")
     hub = tmp_path / "hub"
     # kbuild publish refuses such a variant (tests/test_publish_integrity.py); another tool may not.
-    kernel.publish(hub, "--variant", "torch-cpu")
-    upload_as_another_builder(hub, "org/tiny", "v1", kernel.variant("torch-cuda"))
+    kernel.publish(hub, "--variant", OTHER)
+    upload_as_another_builder(hub, "org/tiny", "v1", kernel.variant(CHOSEN))
     with pytest.raises(IntegrityError, match="_ops.py does not match metadata.json's digest"):
         get_kernel("org/tiny@v1", hub=str(hub))
     assert cached_variants(runtime_env) == []
@@ -434,9 +439,9 @@ def test_get_kernel_over_http(http_hub, server, runtime_env):
     requests = server.requests(mark)
     assert requests[:3] == [f"GET /api/kernels/{http_hub}/refs",
                             f"GET /api/kernels/{http_hub}/tree/{requests[1].split('/')[6]}/build",
-                            f"GET /api/kernels/{http_hub}/tree/{requests[1].split('/')[6]}/build/torch-cuda"]
-    assert not [r for r in requests if "torch-cpu" in r]  # only the chosen variant
-    assert cached_variants(runtime_env) == ["torch-cuda"]
+                            f"GET /api/kernels/{http_hub}/tree/{requests[1].split('/')[6]}/build/{CHOSEN}"]
+    assert not [r for r in requests if OTHER in r]  # only the chosen variant
+    assert cached_variants(runtime_env) == [CHOSEN]
 
 
 def test_http_warm_paths_count_requests(http_hub, server):
@@ -476,8 +481,8 @@ def test_offline_never_asks_the_server(http_hub, server, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     mark = server.mark()
     assert get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True).double(5) == 10
-    with pytest.raises(OfflineMiss, match="build/torch-cpu is not in the cache"):
-        get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True, backend="cpu")
+    with pytest.raises(OfflineMiss, match=f"build/{OTHER} is not in the cache"):
+        get_kernel(f"{http_hub}@v1", hub=server.url, trust_remote_code=True, backend=OTHER.removeprefix("torch-"))
     assert not has_kernel(f"{http_hub}@v2", hub=server.url)
     assert server.requests(mark) == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -187,6 +188,25 @@ def test_cpu_backend_in_a_cuda_torch():
     assert {c.name for c in trace if not c.accepted} == {"torch214-cxx11-cu130-x86_64-linux", "torch-cuda"}
 
 
+def test_a_cuda_torch_without_a_visible_gpu_puts_cpu_variants_first():
+    no_gpu = replace(CUDA130, device_visible=False)
+    names = ["torch-stable-abi210-cu130-x86_64-linux", "torch214-cxx11-cpu-x86_64-linux",
+             "torch-stable-abi210-cpu-x86_64-linux", "torch-universal"]
+    trace = v.resolve(names, no_gpu)
+    assert [c.name for c in trace][:2] == ["torch-stable-abi210-cpu-x86_64-linux", "torch214-cxx11-cpu-x86_64-linux"]
+    assert all(c.accepted for c in trace)
+    cuda = next(c for c in trace if "cu130" in c.name)
+    assert cuda.note == "after CPU variants: no CUDA device is visible"
+    assert "torch-stable-abi210-cu130-x86_64-linux: fits (after CPU variants: no CUDA device is visible)" \
+        in v.format_trace(trace)
+    assert "no visible CUDA device (CPU variants first)" in no_gpu.describe()
+    # a kernel with only GPU builds still loads its best one; with a GPU nothing changes
+    assert v.choose(["torch-stable-abi210-cu130-x86_64-linux"], no_gpu).name.endswith("cu130-x86_64-linux")
+    assert v.choose(names, CUDA130).name == "torch-stable-abi210-cu130-x86_64-linux"
+    # the CPU variant still has to fit the CPU side of this torch
+    assert not v.choose(["torch213-cxx11-cpu-x86_64-linux"], no_gpu)
+
+
 def test_resolve_keeps_unparseable_names_in_the_trace():
     trace = resolve(["README.md", "torch-cuda"], CUDA130)
     assert trace[0].name == "torch-cuda" and trace[0].accepted
@@ -231,6 +251,8 @@ def test_detect_system_describes_the_running_torch():
         assert system.compiled_variant().compute.startswith("cu")
         cpu = v.detect_system("cpu")
         assert (cpu.backend, cpu.compute_version) == ("cpu", None)
+        assert system.device_visible == torch.cuda.is_available()  # this machine: False, no GPU
+        assert v.detect_system("cuda").device_visible  # asked for by name: no CPU preference
     with pytest.raises(ValueError, match="unknown backend"):
         v.detect_system("gpu")
     other = "rocm" if system.backend != "rocm" else "cuda"
