@@ -23,7 +23,7 @@ from .cuda_arch import Capability, parse_arch_list, parse_capability
 from .dependencies import BUILT_BACKENDS, parse_dependency, pick_cutlass
 from .errors import BuildError, KbuildError, ToolchainError, UsageError
 from .gitid import SourceId, source_id
-from .manifest import Manifest, load_manifest
+from .manifest import Manifest, check_python_package, load_manifest
 from .ninja_run import run_ninja
 from .matrix import Target, full_matrix, matrix_variants, select, variant_archs
 from .plan import BuildPlan, PlanInputs, Skip, plan_build
@@ -106,6 +106,7 @@ def _kernels(options: BuildOptions, sources: dict | None = None) -> list[tuple[M
     out = []
     for folder in kernel_dirs(options.folder):
         manifest, source = load_manifest(folder), source_id(folder)
+        check_python_package(manifest)
         if sources is not None:
             sources[manifest.root] = source
         out.append((manifest, source))

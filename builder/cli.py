@@ -17,7 +17,7 @@ from . import lock_cli, toolchain_cli
 from .hub import serve_cli
 from .hub.address import parse_hub
 from .hub.open import open_hub
-from .manifest import load_manifest
+from .manifest import check_python_package, load_manifest
 from .publish import PublishOptions, publish
 from .report import Reporter
 from .testing import test_kernels
@@ -204,6 +204,7 @@ def _folder(path: Path) -> Path:
 def _check(args, reporter: Reporter) -> int:
     for folder in kernel_dirs(_folder(args.dir)):
         m = load_manifest(folder)
+        check_python_package(m)
         kinds = "torch-noarch" if m.noarch else f"{len(m.kernels)} kernel section(s)"
         reporter.result(f"{m.path}: ok ({m.name}, backends {', '.join(m.backends)}, {kinds})")
     return 0

@@ -167,6 +167,17 @@ def load_manifest(path: Path) -> Manifest:
     return _Parser(path, data, key_lines(text), is_kernel_builder_project(path.parent)).manifest()
 
 
+def check_python_package(m: Manifest) -> None:
+    """The kernel's Python package (torch-ext/<name>/__init__.py) must exist: every variant ships
+    it, and without it a variant builds, publishes and only fails when loaded."""
+    package = m.root / "torch-ext" / m.python_name
+    if not (package / "__init__.py").is_file():
+        what = "has no __init__.py" if package.is_dir() else "is missing"
+        raise ManifestError(f"{_display(package)}/: the kernel's Python package {what} (every variant ships "
+                            f"torch-ext/{m.python_name}/, named after [general] name = \"{m.name}\")",
+                            hint=f"create torch-ext/{m.python_name}/__init__.py that imports the kernel's ops")
+
+
 def is_kernel_builder_project(folder: Path) -> bool:
     """A project kernel-builder builds: its flake.nix takes kernel-builder (or its successor, the
     huggingface/kernels flake) as an input. Such projects get kernel-builder's leniency where

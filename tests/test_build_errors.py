@@ -107,3 +107,17 @@ def test_headers_of_cuda_sections_are_provisioned_only_for_cuda_builds(activatio
         assert code != 0
         assert re.search(r"kbuild: error: \S*build\.toml:\d+: \[kernel\.activation_cuda\] depends: cutlass_2_10: "
                          r"PyPI's nvidia-cutlass has no 2\.x release \(known: 3\.3\.0\.0", output), output
+
+
+def test_a_missing_python_package_stops_check_and_build(activation, capsys):
+    """Without torch-ext/<name>/__init__.py a variant would build and publish, then fail at load."""
+    package = activation / "torch-ext" / "activation"
+    shutil.rmtree(package)
+    for command in ("check", "build"):
+        code, out = run(capsys, command, str(activation))
+        assert code == 2 and "the kernel's Python package is missing" in out, out
+        assert "torch-ext/activation/__init__.py" in out and "Traceback" not in out
+    package.mkdir()
+    code, out = run(capsys, "check", str(activation))
+    assert code == 2 and "the kernel's Python package has no __init__.py" in out
+    assert not (activation / "build").exists()  # nothing was built

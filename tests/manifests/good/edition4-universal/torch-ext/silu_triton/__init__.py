@@ -1,0 +1,1 @@
+"""silu_triton: the Python package every variant ships (a fixture: no ops)."""

@@ -1,0 +1,1 @@
+"""tricky: the Python package every variant ships (a fixture: no ops)."""
