@@ -18,7 +18,7 @@ from . import compile_cache, ninja_file, resources
 from .abi_check import library_problems
 from .abi_floor import above, policy_glibc, policy_name
 from .compile_cache import CompileCache
-from .diagnose import failure_reason
+from .diagnose import failure_reason, first_error
 from .cuda_arch import Capability, parse_arch_list, parse_capability
 from .dependencies import BUILT_BACKENDS, parse_dependency, pick_cutlass
 from .errors import BuildError, KbuildError, ToolchainError, UsageError
@@ -439,8 +439,9 @@ def _finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, tool
         failed = {out: text for out, text in (outcome.failed_outputs if outcome else {}).items()
                   if out in _outputs(v)}
         if failed or not v.library.is_file():
+            reason, details = _failure(v, failed, manifest, graph_dir)
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
-                                 reason=_failure(v, failed, manifest, graph_dir))
+                                 reason=reason, details=details)
         relinked = outcome is not None and str(v.library) in outcome.step_times
         problems = library_problems(v.library, stable_abi=v.variant.kind == STABLE_ABI) if relinked else []
         if manylinux:  # checked on every build: the policy may be new, the library not
@@ -477,15 +478,20 @@ def _describe_floor(floor) -> str:
     return f"needs {floor.manylinux} ({', '.join(p for p in parts if p)})" if floor.manylinux else ""
 
 
-def _failure(v, failed: dict[str, str], manifest: Manifest, graph_dir: Path) -> str:
-    """One line: the first failed unit and why (a missing header names the `depends` it needs)."""
+def _failure(v, failed: dict[str, str], manifest: Manifest, graph_dir: Path) -> tuple[str, tuple[str, ...]]:
+    """One line, the first failed unit and why (a missing header names the `depends` it needs),
+    and the compiler's lines that follow its first error (the source line and the caret)."""
     units = {str(u.output): u for u in v.units}
     for output, text in failed.items():
         if unit := units.get(output):
-            return failure_reason(unit, text, manifest.root, graph_dir)
+            reason = failure_reason(unit, text, manifest.root, graph_dir)
+            details = first_error(text, graph_dir)[1:] if "includes" not in reason else []
+            return reason, tuple(details)
     if failed:
-        return f"{Path(next(iter(failed))).name} failed; see the log"
-    return "linking failed; see the log"
+        output, text = next(iter(failed.items()))
+        lines = first_error(text, graph_dir)
+        return f"{Path(output).name}: {lines[0].strip()}" if lines else f"{Path(output).name} failed", tuple(lines[1:])
+    return "linking failed", ()
 
 
 def _outputs(v) -> set[str]:

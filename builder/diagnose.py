@@ -6,6 +6,7 @@ unit, the include, and the `depends` entry that provides it.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -27,10 +28,49 @@ def failure_reason(unit: CompileUnit, output: str, root: Path, graph_dir: Path) 
     m = _MISSING.search(output) or _MISSING_NVCC.search(output)
     if m:
         return f"{where}: {missing_header(unit, m['inc'], _relative(Path(m['file']), root, graph_dir), m['line'])}"
-    for line in output.splitlines():
-        if re.search(r"\berror\b", line) and not line.startswith(("ninja:", "FAILED:")):
-            return f"{where}: {line.strip()[:300]}"
+    lines = first_error(output, graph_dir, limit=1)
+    if lines:
+        return f"{where}: {lines[0].strip()[:300]}"
     return f"compiling {where} failed; see the log"
+
+
+# a diagnostic's location: gcc `path:12:5:`, nvcc `path(12):`
+_LOCATION = re.compile(r"^(?P<path>[^\s:()]+)(?::\d+)+:|^(?P<nvpath>[^\s:()]+)\(\d+\):")
+
+
+def first_error(output: str, graph_dir: Path, limit: int = 6) -> list[str]:
+    """The compiler's first error and the lines that go with it (the source line, the caret, its
+    notes), at most `limit`, with every path it names made relative to the current directory,
+    so a terminal or editor can open it. Compilers run in `graph_dir` and name files from there."""
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if re.search(r"\berror\b", line) and not line.startswith(("ninja:", "FAILED:"))), None)
+    if start is None:
+        return []
+    found = [clickable(lines[start], graph_dir)]
+    for line in lines[start + 1:]:
+        if len(found) >= limit or line.startswith(("ninja:", "FAILED:")) or not line.strip():
+            break
+        if _LOCATION.match(line) and re.search(r"\b(error|warning)\b", line):
+            break  # the next diagnostic: the first one is enough
+        found.append(clickable(line, graph_dir))
+    return found
+
+
+def clickable(line: str, graph_dir: Path) -> str:
+    """`line` with its leading location's path (relative to `graph_dir`, or absolute) rewritten
+    relative to the current directory; lines naming no existing file stay as they are."""
+    m = _LOCATION.match(line)
+    if not m:
+        return line
+    name = m["path"] or m["nvpath"]
+    path = graph_dir / name
+    if not path.is_file():
+        return line
+    shown = os.path.relpath(path.resolve(), Path.cwd())
+    if shown.startswith(os.pardir + os.sep + os.pardir + os.sep):
+        shown = str(path.resolve())  # far from here: the absolute path reads better
+    return shown + line[len(name):]
 
 
 def missing_header(unit: CompileUnit, include: str, file: str, line: str) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -25,6 +26,7 @@ class VariantResult:
     reason: str = ""
     toolchain: str = ""  # what built it: torch (python) + nvcc
     floor: str = ""  # the ABI floor its libraries need, e.g. "needs manylinux_2_34_x86_64 (glibc 2.34, ...)"
+    details: tuple[str, ...] = ()  # a failure's compiler lines after the reason (source line, caret)
 
     @property
     def ok(self) -> bool:
@@ -114,6 +116,13 @@ class Reporter:
     def _summary(self, results: list[VariantResult], title: str) -> None:
         if self.plain:
             for r in results:
+                if r.status == "failed" and r.log and not r.path:
+                    # the compiler's words first, with clickable paths; the whole log after them
+                    self.info(f"{r.status:9} {r.kernel}/{r.variant} {r.seconds:.1f}s — {r.reason}")
+                    for line in r.details:
+                        self.info(f"          {line}")
+                    self.info(f"          full log: {r.log}")
+                    continue
                 where = r.path or r.log or ""
                 log = f" (log {r.log})" if r.log and r.path else ""
                 extra = f" — {r.reason}" if r.reason else ""
@@ -128,8 +137,11 @@ class Reporter:
             table.add_column(col)
         style = {"failed": "red", "skipped": "yellow", "built": "green", "passed": "green"}
         for r in results:
-            out = str(r.path or r.log or "") + (f"\nlog {r.log}" if r.log and r.path else "")
-            out += f"\n{r.reason}" if r.reason else ""
+            if r.status == "failed" and r.log and not r.path:
+                out = escape(r.reason) + "".join(f"\n{escape(line)}" for line in r.details) + f"\nfull log {r.log}"
+            else:
+                out = str(r.path or r.log or "") + (f"\nlog {r.log}" if r.log and r.path else "")
+                out += f"\n{escape(r.reason)}" if r.reason else ""
             out += f"\n{r.floor}" if r.floor else ""
             out += f"\n[dim]{r.toolchain}[/]" if r.toolchain else ""
             table.add_row(r.kernel, r.variant, f"[{style.get(r.status, '')}]{r.status}[/]", f"{r.seconds:.1f}s", out)

@@ -121,3 +121,24 @@ def test_a_missing_python_package_stops_check_and_build(activation, capsys):
     code, out = run(capsys, "check", str(activation))
     assert code == 2 and "the kernel's Python package has no __init__.py" in out
     assert not (activation / "build").exists()  # nothing was built
+
+
+def test_a_compile_error_shows_the_compilers_lines_with_paths_from_here(activation, capsys, monkeypatch):
+    """The first error, its source line and caret in the console; the path opens from the current
+    directory (here: the folder above the kernel); the unit, the variant and the full log follow."""
+    source = activation / "activation_cpu" / "activation_cpu.cpp"
+    text = source.read_text()
+    source.write_text(text.replace("{", "{ int broken = ;", 1))
+    monkeypatch.chdir(activation.parent)
+    code, out = run(capsys, "build", "activation", "--variant", "torch-stable-abi210-cpu-x86_64-linux")
+    assert code == 1
+    failed = next(line for line in out.splitlines() if line.startswith("failed"))
+    assert "activation/torch-stable-abi210-cpu-x86_64-linux" in failed
+    assert re.search(r"— activation_cpu/activation_cpu\.cpp: activation/activation_cpu/activation_cpu\.cpp:\d+:\d+: "
+                     r"error: expected primary-expression", failed), failed
+    lines = out.splitlines()
+    at = lines.index(failed)
+    assert "int broken = ;" in lines[at + 1] and lines[at + 2].strip().startswith("|")  # source line, caret
+    assert any(line.strip() == f"full log: {activation}/.kbuild/torch-stable-abi210-cpu-x86_64-linux/build.log"
+               for line in lines[at:at + 8])
+    assert (activation.parent / "activation" / "activation_cpu" / "activation_cpu.cpp").is_file()  # it opens
