@@ -9,6 +9,7 @@ a ref resolves once and a (hub, repo, commit, variant) imports once.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import warnings
@@ -22,7 +23,7 @@ from .host_abi import floor_problem
 from .hubs import HubReader, HubUnreachable, RepoNotFound, open_reader
 from .local import find_variant, load_variant
 from .metadata import VariantMetadata
-from .refs import KernelRef, Refs, UnknownRevision, parse_request, resolve
+from .refs import KernelRef, MissingPin, Refs, UnknownRevision, parse_request, resolve
 from .settings import Settings, from_environment
 from .trust import check_trust
 from .variants import Candidate, SystemInfo, choose, detect_system, format_trace, reject
@@ -70,7 +71,7 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     unless `allow_no_digest=True`: its files are then checked only against the hub's blob ids.
     """
     settings = from_environment()
-    ref = parse_request(repo_id, revision, version)
+    ref = _request(repo_id, revision, version, hub, settings)
     if ref.repo_id in settings.local_kernels:
         return load_variant(find_variant(settings.local_kernels[ref.repo_id], system or _system(backend)))
     session = Session(hub, settings, allow_no_digest)
@@ -85,7 +86,7 @@ def install_kernel(repo_id: str, *, revision: str | None = None, version: int | 
     """Download and verify the variant that fits (or `variant`, by name) without importing it; its
     folder. `allow_no_digest` as for get_kernel."""
     settings = from_environment()
-    ref = parse_request(repo_id, revision, version)
+    ref = _request(repo_id, revision, version, hub, settings)
     session = Session(hub, settings, allow_no_digest)
     found = session.resolve(ref, system or _system(backend))
     if variant is None:
@@ -100,7 +101,10 @@ def has_kernel(repo_id: str, *, revision: str | None = None, version: int | None
                backend: str | None = None, system: SystemInfo | None = None) -> bool:
     """Whether the repo has, at that pin, a variant that fits this system (nothing is downloaded)."""
     settings = from_environment()
-    ref = parse_request(repo_id, revision, version)
+    try:
+        ref = _request(repo_id, revision, version, hub, settings)
+    except RepoNotFound:
+        return False
     if ref.repo_id in settings.local_kernels:
         try:
             find_variant(settings.local_kernels[ref.repo_id], system or _system(backend))
@@ -118,15 +122,37 @@ def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: i
                         system: SystemInfo | None = None) -> list[Candidate]:
     """Every variant at that pin, judged against this system: the accepted ones best-first, then
     the rejected ones with the reason (kbuild.variants.format_trace renders them)."""
-    ref = parse_request(repo_id, revision, version)
-    return list(Session(hub, from_environment()).resolve(ref, system or _system(backend)).trace)
+    settings = from_environment()
+    ref = _request(repo_id, revision, version, hub, settings)
+    return list(Session(hub, settings).resolve(ref, system or _system(backend)).trace)
 
 
 def resolve_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
                    backend: str | None = None, system: SystemInfo | None = None) -> Resolution:
     """The commit and variant choice a get_kernel call would make, without fetching anything."""
-    ref = parse_request(repo_id, revision, version)
-    return Session(hub, from_environment()).resolve(ref, system or _system(backend))
+    settings = from_environment()
+    ref = _request(repo_id, revision, version, hub, settings)
+    return Session(hub, settings).resolve(ref, system or _system(backend))
+
+
+def _request(repo_id: str, revision: str | None, version: int | None, hub, settings: Settings) -> KernelRef:
+    """The pinned request; one without a pin says, instead, that the hub has no such repo when it
+    has none, and lists the versions to pin when it has (looked up only on that error path)."""
+    try:
+        return parse_request(repo_id, revision, version)
+    except MissingPin as e:
+        if e.repo_id in settings.local_kernels:
+            raise
+        try:
+            refs = Session(hub, settings).refs(e.repo_id)
+        except RepoNotFound as missing:
+            raise missing from None
+        except (OSError, ValueError):  # offline or unreachable: the missing pin is still the news
+            raise e from None
+        versions = sorted((b for b in refs.branches if re.fullmatch(r"v\d+", b)), key=lambda b: int(b[1:]))
+        if versions:
+            raise MissingPin(e.repo_id, f"{e} Versions there: {', '.join(versions)}.") from None
+        raise
 
 
 # -- one call's view of a hub and the cache -----------------------------------------------------

@@ -60,6 +60,14 @@ class Refs:
         return cls(dict(data.get("branches", {})), dict(data.get("tags", {})))
 
 
+class MissingPin(ValueError):
+    """A request named no version, branch, tag or commit."""
+
+    def __init__(self, repo_id: str, message: str):
+        super().__init__(message)
+        self.repo_id = repo_id
+
+
 def check_repo_id(repo_id: str) -> str:
     if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id) or ".." in repo_id:
         raise ValueError(f"not a kernel repo id: {repo_id!r} (expected ORG/NAME, e.g. kernels-community/activation)")
@@ -76,8 +84,8 @@ def parse_request(repo_id: str, revision: str | None = None, version: int | None
     if len(pins) > 1:
         raise ValueError(f"{repo_id!r}: pin the kernel once: an @ suffix, revision= or version=, not several")
     if not pins:
-        raise ValueError(
-            f"{name}: no version given. Pin one, so an incompatible release never reaches you: "
+        raise MissingPin(
+            name, f"{name}: no version given. Pin one, so an incompatible release never reaches you: "
             f'get_kernel("{name}@v1"), get_kernel("{name}", version=1), or '
             f'get_kernel("{name}", revision="<branch, tag or commit sha>")'
         )

@@ -198,7 +198,6 @@ def test_local_kernels_override(hub, kernel, monkeypatch):
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: get_kernel("org/tiny"), r'no version given.*"org/tiny@v1".*version=1.*revision='),
     (lambda: get_kernel("org/tiny@v1", version=1), "pin the kernel once"),
     (lambda: get_kernel("org/tiny", revision="v1", version=1), "pin the kernel once"),
     (lambda: get_kernel("org/tiny@"), "nothing after '@'"),
@@ -209,6 +208,17 @@ def test_local_kernels_override(hub, kernel, monkeypatch):
 def test_pinning_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_no_version_given_lists_the_versions_or_says_there_is_no_such_repo(kernel, hub):
+    kernel.publish(hub, "--branch", "v3", "--force")
+    with pytest.raises(ValueError, match=r'no version given.*"org/tiny@v1".*version=1.*revision=.*Versions there: v1, v3'):
+        get_kernel("org/tiny", hub=str(hub))
+    with pytest.raises(FileNotFoundError, match=r"no kernel repo org/nope on local hub"):
+        get_kernel("org/nope", hub=str(hub))  # not "no version given": there is nothing to pin
+    with pytest.raises(FileNotFoundError, match=r"no kernel repo org/nope"):
+        get_kernel_variants("org/nope", hub=str(hub))
+    assert not has_kernel("org/nope", hub=str(hub))
 
 
 def test_unknown_version_lists_the_available_ones(kernel, hub):
