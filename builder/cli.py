@@ -9,6 +9,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from kbuild.settings import from_environment as hub_settings  # one hub rule for every command
+
 from . import __version__
 from .abi_floor import policy_error
 from .build import BuildOptions, build, variant_rows
@@ -118,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--branch", help="target branch (default: [general.hub] branch, else v<version>)")
     p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
     p.add_argument("--hub", default=None, help="a folder/file:// (local hub) or http(s):// URL "
-                   "(default: $KBUILD_HUB, else ~/.cache/kbuild/hub)")
+                   "(default: $KBUILD_HUB, else $HF_ENDPOINT, else ~/.cache/kbuild/hub)")
     p.add_argument("--allow-dirty", action="store_true", help="publish builds of uncommitted sources, or of sources changed since the build")
     p.add_argument("--force", action="store_true", help="allow removing public names from the branch")
     p.add_argument("--allow-partial-archs", action="store_true",
@@ -249,7 +251,8 @@ def _publish(args, reporter: Reporter) -> int:
     options = PublishOptions(folder=manifest.root, repo_id=args.repo_id, branch=args.branch,
                              variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
                              dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs)
-    hub = open_hub(parse_hub(args.hub or os.environ.get("KBUILD_HUB")), os.environ.get("HF_TOKEN"))
+    settings = hub_settings()  # the hub rule get_kernel and kbuild lock follow too
+    hub = open_hub(parse_hub(args.hub or settings.hub), settings.token)
     result = publish(manifest, options, hub, reporter)
     if args.json:
         reporter.result(json.dumps(result.summary(), indent=2))

@@ -15,8 +15,9 @@ the lock names into the cache, so `kbuild.load_kernel` works offline. The CLI wi
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
+
+from kbuild.settings import from_environment as hub_settings  # one hub rule for every command
 
 from .errors import KbuildError, UsageError
 from ._toml import tomllib
@@ -77,7 +78,7 @@ def _lock(args, reporter) -> int:
     from kbuild.lock import LOCK_NAME, lock_kernel, write_lock
 
     folder = _folder(args.dir)
-    hub = args.hub or os.environ.get("KBUILD_HUB")
+    hub = args.hub or hub_settings().hub  # None: the default local hub
     locked = []
     for repo_id, revision, version in requested_kernels(folder / PYPROJECT):
         with _runtime_errors():

@@ -314,3 +314,17 @@ def test_publishing_over_http_without_a_valid_token_is_one_line(kernel, server, 
     errors = [line for line in output.splitlines() if line.startswith("kbuild: error:")]
     assert len(errors) == 1 and ("401" in errors[0] or "403" in errors[0]), output
     assert "HF_TOKEN" in output  # the hint says what to do
+
+
+def test_publish_follows_the_same_hub_rule_as_get_kernel(kernel, server, http_env, tmp_path, monkeypatch, capsys):
+    """No --hub: $KBUILD_HUB, else $HF_ENDPOINT (what get_kernel and kbuild lock read), else the
+    local hub. With only HF_ENDPOINT set, the publish lands on that HTTP hub."""
+    from huggingface_hub import HfApi
+
+    build(kernel)
+    monkeypatch.delenv("KBUILD_HUB", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    capsys.readouterr()
+    assert main(["publish", str(kernel), "--repo-id", "org/endpoint"]) == 0, capsys.readouterr()
+    refs = HfApi(endpoint=server.url).list_repo_refs("org/endpoint", repo_type="kernel")
+    assert "v1" in {b.name for b in refs.branches}
