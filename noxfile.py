@@ -21,7 +21,8 @@ from builder import resources
 from builder.matrix import select
 for package in (builder, kbuild):
     assert "site-packages" in package.__file__, f"{package.__name__} imported from {package.__file__}"
-for name in ("versions.toml", "templates/registration.h", "templates/_ops.py.in", "templates/CARD.md.in"):
+for name in ("versions.toml", "templates/registration.h", "templates/_ops.py.in", "templates/CARD.md.in",
+             "templates/init/compiled/torch_binding.cpp.in"):
     assert resources.read_text(name), name
 print("wheel install ok:", builder.__file__, "torch releases", [r.version for r in select().torch])
 """

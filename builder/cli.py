@@ -78,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    p = sub.add_parser("init", help="create a kernel project that builds, tests and publishes as generated")
+    p.add_argument("name", help="the kernel's name, e.g. fused-scale (its Python package: fused_scale)")
+    p.add_argument("--dir", type=Path, default=None, help="the new project's folder (default: ./NAME)")
+    p.add_argument("--backends", default="cpu,cuda", metavar="LIST",
+                   help="cpu, cuda (compiled, torch's stable ABI) or triton (Python-only); default cpu,cuda")
+    p.add_argument("--org", default="me", help="the hub organisation of [general.hub] repo-id (default: me)")
+    p.set_defaults(handler=_init)
+
     p = sub.add_parser("check", help="validate build.toml (a kernel or a workspace)")
     p.add_argument("dir", nargs="?", default=".", type=Path)
     p.set_defaults(handler=_check)
@@ -201,6 +209,18 @@ def _folder(path: Path) -> Path:
     if not path.is_dir():
         raise UsageError(f"{path}: not a folder", hint="pass a kernel project folder (with build.toml)")
     return path
+
+
+def _init(args, reporter: Reporter) -> int:
+    from .scaffold import parse_backends, scaffold
+
+    dest = (args.dir or Path(args.name)).absolute()
+    files = scaffold(dest, args.name, parse_backends(args.backends), org=args.org)
+    for path in files:
+        reporter.info(f"created {path.relative_to(dest.parent)}")
+    reporter.result(f"{dest}: kernel {args.name} ({args.backends}); next: cd {dest.name}, commit it "
+                    "(git add -A && git commit), then kbuild build . && kbuild test . && kbuild publish .")
+    return 0
 
 
 def _check(args, reporter: Reporter) -> int:

@@ -1,0 +1,88 @@
+"""`kbuild init NAME`: a new kernel project that builds, tests and publishes as generated.
+
+    kbuild init scale                        # cpu + cuda, against torch's stable ABI
+    kbuild init scale --backends cpu         # one backend
+    kbuild init scale-triton --backends triton   # Python/Triton only ([torch-noarch])
+
+The files come from builder/templates/init/ (string.Template: `$name`, `$python_name`, ...), so
+C++ braces need no escaping. Compiled projects get a stable-ABI binding (one build per backend
+for every torch >= 2.10); Triton projects a Python package. Each gets tests, a benchmark stub, a
+README and a .gitignore for build/ and .kbuild/; a folder outside any git checkout becomes one
+(`git init`), since builds name their sources by git tree and publishing wants them committed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from string import Template
+
+from . import resources
+from .errors import UsageError
+
+BACKENDS = ("cpu", "cuda", "triton")
+_NAME = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
+
+
+def parse_backends(text: str) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(b.strip() for b in text.split(",") if b.strip()))
+    unknown = [b for b in chosen if b not in BACKENDS]
+    if not chosen or unknown:
+        raise UsageError(f"--backends: expected a comma-separated subset of {', '.join(BACKENDS)}, got {text!r}")
+    if "triton" in chosen and len(chosen) > 1:
+        raise UsageError("--backends: triton kernels are Python-only ([torch-noarch]) and cannot share a project "
+                         "with compiled cpu/cuda kernels; make two projects")
+    return chosen
+
+
+def scaffold(dest: Path, name: str, backends: tuple[str, ...], org: str = "me") -> list[Path]:
+    """Write the project into `dest` (new or empty); returns the files written."""
+    if not _NAME.fullmatch(name):
+        raise UsageError(f"kbuild init: {name!r} is not a kernel name (lowercase letters, digits, '-' or '_', "
+                         "starting with a letter, e.g. fused-scale)")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise UsageError(f"kbuild init: {dest} exists and is not an empty folder")
+    python_name = name.replace("-", "_")
+    kind = "triton" if backends == ("triton",) else "compiled"
+    values = {"name": name, "python_name": python_name, "repo_id": f"{org}/{name}", "kind": kind,
+              "backends": ", ".join(f'"{b}"' for b in backends if b != "triton") or '"cuda"',
+              "backends_text": ", ".join(backends)}
+    files: dict[str, str] = {}
+    if kind == "compiled":
+        values["sections"] = "".join(_render(f"compiled/section_{b}.toml.in", values) for b in backends)
+        files["build.toml"] = "compiled/build.toml.in"
+        files["torch-ext/torch_binding.cpp"] = "compiled/torch_binding.cpp.in"
+        files["torch-ext/torch_binding.h"] = "compiled/torch_binding.h.in"
+        if "cpu" in backends:
+            files[f"{python_name}_cpu/scale.cpp"] = "compiled/scale.cpp.in"
+            files[f"{python_name}_cpu/scale.h"] = "compiled/scale.h.in"
+        if "cuda" in backends:
+            files[f"{python_name}_cuda/scale.cu"] = "compiled/scale.cu.in"
+            files[f"{python_name}_cuda/scale.cuh"] = "compiled/scale.cuh.in"
+    else:
+        files["build.toml"] = "triton/build.toml.in"
+    files[f"torch-ext/{python_name}/__init__.py"] = f"{kind}/__init__.py.in"
+    files[f"tests/test_{python_name}.py"] = f"{kind}/test.py.in"
+    files["benchmarks/benchmark.py"] = "common/benchmark.py.in"
+    files["README.md"] = "common/README.md.in"
+    files[".gitignore"] = "common/gitignore.in"
+    written = []
+    for rel, template in files.items():
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_render(template, values), encoding="utf-8")
+        written.append(path)
+    if not _inside_git(dest):
+        subprocess.run(["git", "init", "-q", str(dest)], check=True)
+    return written
+
+
+def _render(template: str, values: dict[str, str]) -> str:
+    return Template(resources.read_text(f"templates/init/{template}")).substitute(values)
+
+
+def _inside_git(folder: Path) -> bool:
+    done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--is-inside-work-tree"],
+                          capture_output=True, text=True)
+    return done.returncode == 0 and done.stdout.strip() == "true"

@@ -1,0 +1,82 @@
+"""`kbuild init`: the generated projects build with real compilers, pass their own tests with
+`kbuild test`, publish to a real local hub and load back through get_kernel, as generated."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from builder.cli import main
+from kbuild import get_kernel, install_kernel
+
+torch = pytest.importorskip("torch")
+
+
+def run(capsys, *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def commit(folder: Path) -> None:
+    for cmd in (["add", "-A"], ["-c", "user.email=init@localhost", "-c", "user.name=init", "commit", "-qm", "v1"]):
+        subprocess.run(["git", "-C", str(folder), *cmd], check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backends, variants", [
+    ("cpu,cuda", ["torch-stable-abi210-cpu-x86_64-linux"]),
+    ("triton", ["torch-cuda"]),
+])
+def test_a_new_project_builds_tests_publishes_and_loads(backends, variants, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KBUILD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    code, out = run(capsys, "init", "my-scale", "--backends", backends, "--org", "me")
+    assert code == 0, out
+    project = tmp_path / "my-scale"
+    assert (project / ".git").is_dir() and "build/" in (project / ".gitignore").read_text()
+    assert (project / "torch-ext" / "my_scale" / "__init__.py").is_file()
+    assert main(["check", str(project)]) == 0
+    commit(project)  # as its README says: builds name their sources by commit
+
+    archs = ["--cuda-archs", "8.0"] if "cuda" in backends and shutil.which("nvcc") else []
+    code, out = run(capsys, "build", str(project), *archs)
+    assert code == 0, out
+    built = sorted(p.name for p in (project / "build").iterdir())
+    assert set(variants) <= set(built), built
+
+    code, out = run(capsys, "test", str(project))
+    assert code == 0, out
+    for variant in variants:
+        assert any(line.startswith("passed") and variant in line for line in out.splitlines()), out
+
+    hub = tmp_path / "hub"
+    code, out = run(capsys, "publish", str(project), "--hub", str(hub), *(["--allow-partial-archs"] if archs else []))
+    assert code == 0, out
+    if backends == "triton" and not torch.cuda.is_available():
+        # importing it here would need TRITON_INTERPRET before triton's import: fetch and verify only
+        assert install_kernel("me/my-scale@v1", hub=str(hub)).name == "torch-cuda"
+        return
+    kernel = get_kernel("me/my-scale@v1", hub=str(hub))
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(kernel.scale(x, 3.0), x * 3.0)
+
+
+def test_init_refuses_bad_names_taken_folders_and_mixed_backends(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "file").write_text("x")
+    for args, message in [
+        (["Bad_Name"], "'Bad_Name' is not a kernel name"),
+        (["taken"], "exists and is not an empty folder"),
+        (["x", "--backends", "triton,cpu"], "cannot share a project"),
+        (["x", "--backends", "gpu"], "expected a comma-separated subset of cpu, cuda, triton"),
+    ]:
+        code, out = run(capsys, "init", *args)
+        assert code == 2 and message in out and "Traceback" not in out, out
+    assert not (tmp_path / "x").exists()
