@@ -86,6 +86,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--org", default="me", help="the hub organisation of [general.hub] repo-id (default: me)")
     p.set_defaults(handler=_init)
 
+    p = sub.add_parser("clean", help="remove built variants and .kbuild/ (or, with --stale, only stale variants)")
+    p.add_argument("dir", nargs="?", default=".", type=Path, help="a kernel folder or a workspace (default: .)")
+    p.add_argument("--stale", action="store_true",
+                   help="only variants built from other sources than the folder holds now, and leftovers "
+                        "of interrupted builds")
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed; remove nothing")
+    p.set_defaults(handler=_clean)
+
     p = sub.add_parser("check", help="validate build.toml (a kernel or a workspace)")
     p.add_argument("dir", nargs="?", default=".", type=Path)
     p.set_defaults(handler=_check)
@@ -220,6 +228,28 @@ def _init(args, reporter: Reporter) -> int:
         reporter.info(f"created {path.relative_to(dest.parent)}")
     reporter.result(f"{dest}: kernel {args.name} ({args.backends}); next: cd {dest.name}, commit it "
                     "(git add -A && git commit), then kbuild build . && kbuild test . && kbuild publish .")
+    return 0
+
+
+def _clean(args, reporter: Reporter) -> int:
+    from .clean import plan_clean, remove
+    from .toolchain_cli import human_size
+
+    total, count = 0, 0
+    for folder in kernel_dirs(_folder(args.dir)):
+        for removal in plan_clean(folder.resolve(), stale_only=args.stale):
+            if not args.dry_run:
+                remove(removal)
+            reporter.result(f"{'would remove' if args.dry_run else 'removed'} {removal.path} "
+                            f"({human_size(removal.size)}, {removal.why})")
+            total, count = total + removal.size, count + 1
+        build_dir = folder / "build"
+        if not args.stale and not args.dry_run and build_dir.is_dir() and not any(build_dir.iterdir()):
+            build_dir.rmdir()
+    if count:
+        reporter.result(f"{'would free' if args.dry_run else 'freed'} {human_size(total)}")
+    else:
+        reporter.result("nothing to clean" + (" (no stale variants)" if args.stale else ""))
     return 0
 
 

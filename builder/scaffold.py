@@ -13,16 +13,15 @@ README and a .gitignore for build/ and .kbuild/; a folder outside any git checko
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 from string import Template
 
 from . import resources
 from .errors import UsageError
+from .manifest import NAME_RE
 
 BACKENDS = ("cpu", "cuda", "triton")
-_NAME = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 
 
 def parse_backends(text: str) -> tuple[str, ...]:
@@ -38,9 +37,9 @@ def parse_backends(text: str) -> tuple[str, ...]:
 
 def scaffold(dest: Path, name: str, backends: tuple[str, ...], org: str = "me") -> list[Path]:
     """Write the project into `dest` (new or empty); returns the files written."""
-    if not _NAME.fullmatch(name):
-        raise UsageError(f"kbuild init: {name!r} is not a kernel name (lowercase letters, digits, '-' or '_', "
-                         "starting with a letter, e.g. fused-scale)")
+    if not NAME_RE.match(name):  # what build.toml's [general] name accepts
+        raise UsageError(f"kbuild init: {name!r} is not a kernel name (lowercase letters, digits and '-', "
+                         "starting with a letter and at least two long, e.g. fused-scale)")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise UsageError(f"kbuild init: {dest} exists and is not an empty folder")
     python_name = name.replace("-", "_")
