@@ -15,7 +15,7 @@ from . import __version__
 from .abi_floor import policy_error
 from .build import BuildOptions, build, variant_rows
 from .errors import KbuildError, UsageError
-from . import lock_cli, toolchain_cli
+from . import info_cli, lock_cli, toolchain_cli
 from .hub import serve_cli
 from .hub.address import parse_hub
 from .hub.open import open_hub
@@ -148,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     serve_cli.add_parser(sub)
     lock_cli.add_parsers(sub)
     toolchain_cli.add_parsers(sub)
+    info_cli.add_parser(sub)
 
     p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
     p.add_argument("dir", nargs="?", default=".", type=Path)

@@ -60,7 +60,7 @@ class GitHub:
         return sorted(names)
 
     def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
-        files = self._list(repo_id, commit, variant)
+        files = self.files(repo_id, commit, variant)
         blobs = self._cat(repo_id, [f.oid for f in files])
         dest = Path(dest)
         for f in files:
@@ -78,7 +78,7 @@ class GitHub:
         except _GitFailed:
             raise FileNotFoundError(f"{repo_id}@{commit[:12]} has no file {path}") from None
 
-    def _list(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
+    def files(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
         prefix = f"build/{variant}/"
         out = self._git(repo_id, "ls-tree", "-r", "-l", "-z", commit, prefix)
         files = []

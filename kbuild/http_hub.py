@@ -53,7 +53,7 @@ class HttpHub:
         return sorted(e.path.split("/")[-1] for e in entries if isinstance(e, RepoFolder))
 
     def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
-        files = self._list(repo_id, commit, variant)
+        files = self.files(repo_id, commit, variant)
         dest = Path(dest)
         with ThreadPoolExecutor(min(PARALLEL_DOWNLOADS, len(files))) as pool:
             list(pool.map(lambda f: self._download(repo_id, commit, f"build/{variant}/{f.path}", dest / f.path,
@@ -65,7 +65,7 @@ class HttpHub:
         self._download(repo_id, commit, path, buffer)
         return buffer.getvalue()
 
-    def _list(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
+    def files(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
         from huggingface_hub.hf_api import RepoFile
 
         prefix = f"build/{variant}/"

@@ -42,6 +42,9 @@ class HubReader(Protocol):
     def variants(self, repo_id: str, commit: str) -> list[str]:
         """The folder names under `build/` at `commit` ([] when there is no build/)."""
 
+    def files(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
+        """The files of `build/<variant>/` (bytecode skipped), with sizes; nothing is downloaded."""
+
     def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
         """Write `build/<variant>/**` (bytecode skipped) into `dest`; the files written."""
 
