@@ -72,6 +72,9 @@ def _show_warnings(caught, reporter: Reporter) -> None:
         reporter.warn(str(w.message))
 
 
+DIR_HELP = "a kernel folder, or a workspace whose build.toml lists members (default: .)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kbuild", description="Build, test and load ABI-tagged torch kernels.")
     parser.add_argument("--version", action="version", version=f"kbuild {__version__}")
@@ -95,11 +98,11 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_clean)
 
     p = sub.add_parser("check", help="validate build.toml (a kernel or a workspace)")
-    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
     p.set_defaults(handler=_check)
 
     p = sub.add_parser("build", help="build the variants this environment can build (or the matrix: --all)")
-    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
     p.add_argument("--variant", action="append", default=[], metavar="V",
                    help="only this variant (repeatable); one this environment cannot build gets a provisioned "
                         "toolchain")
@@ -125,13 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_build)
 
     p = sub.add_parser("variants", help="list the variants of the matrix and the toolchain each is built with")
-    p.add_argument("dir", nargs="?", default=".", type=Path)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
+    p.add_argument("--json", action="store_true", help="print a machine-readable listing")
     _python_option(p)
     p.set_defaults(handler=_variants)
 
     p = sub.add_parser("publish", help="push built variants to a version branch of a hub repo")
-    p.add_argument("dir", nargs="?", default=".", type=Path)
+    p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
     p.add_argument("--repo-id", help="ORG/NAME (default: [general.hub] repo-id)")
     p.add_argument("--branch", help="target branch (default: [general.hub] branch, else v<version>)")
     p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
@@ -151,12 +154,26 @@ def _parser() -> argparse.ArgumentParser:
     info_cli.add_parser(sub)
 
     p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
-    p.add_argument("dir", nargs="?", default=".", type=Path)
-    p.add_argument("--variant", action="append", default=[], metavar="V")
+    p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
+    p.add_argument("--variant", action="append", default=[], metavar="V",
+                   help="only this built variant (repeatable; default: every variant in build/)")
     p.epilog = "Arguments after -- go to pytest, e.g. kbuild test kernels/relu -- -k fp16 -x"
     _python_option(p)
     p.set_defaults(handler=_test)
+    _debug_everywhere(parser)
     return parser
+
+
+def _debug_everywhere(parser: argparse.ArgumentParser) -> None:
+    """`--debug` after the command too (kbuild build . --debug): every subcommand accepts it; a
+    suppressed default keeps one given before the command."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if not any("--debug" in a.option_strings for a in sub._actions):
+                    sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                     help="show tracebacks for errors")
+                _debug_everywhere(sub)
 
 
 def _python_option(p: argparse.ArgumentParser) -> None:

@@ -87,7 +87,8 @@ def add_parsers(subparsers) -> None:
 
     p = sub.add_parser("install", help="install toolchains: torch-2.13, torch-2.13.0, torch-2.13+cuda, cuda-13.2, "
                                        "cutlass-4.2 (CUTLASS headers), sysroot-2.28 (glibc 2.28 for manylinux_2_28)")
-    p.add_argument("specs", nargs="+", metavar="SPEC")
+    p.add_argument("specs", nargs="+", metavar="SPEC",
+                   help="toolchains to install, e.g. torch-2.13, torch-2.13+cuda, cuda-13.2, cutlass-4.2, sysroot-2.28")
     p.add_argument("--no-system-cuda", action="store_true",
                    help="install NVIDIA's wheels even when the system CUDA is this version")
     p.set_defaults(handler=_install)
