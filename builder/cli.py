@@ -97,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print what would be removed; remove nothing")
     p.set_defaults(handler=_clean)
 
+    p = sub.add_parser("completion", help="print a shell completion script: eval \"$(kbuild completion bash)\"")
+    p.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell to complete kbuild's commands in")
+    p.set_defaults(handler=_completion)
+
     p = sub.add_parser("check", help="validate build.toml (a kernel or a workspace)")
     p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
     p.set_defaults(handler=_check)
@@ -268,6 +272,13 @@ def _clean(args, reporter: Reporter) -> int:
         reporter.result(f"{'would free' if args.dry_run else 'freed'} {human_size(total)}")
     else:
         reporter.result("nothing to clean" + (" (no stale variants)" if args.stale else ""))
+    return 0
+
+
+def _completion(args, reporter: Reporter) -> int:
+    import shtab  # generates the script from this very parser, so it never drifts from the commands
+
+    reporter.result(shtab.complete(_parser(), shell=args.shell))
     return 0
 
 

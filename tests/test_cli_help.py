@@ -39,3 +39,25 @@ def test_without_debug_the_error_is_one_line(tmp_path, capsys):
     assert main(["check", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no build.toml here" in err and "Traceback" not in err
+
+
+def test_bash_completion_completes_commands_and_options(capsys):
+    """The script `kbuild completion bash` prints, sourced in a real bash, completes kbuild."""
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(words)
+        probe = (f'COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; COMP_LINE="{line}"; '
+                 f'COMP_POINT={len(line)}; _shtab_kbuild; echo "${{COMPREPLY[@]}}"')
+        done = subprocess.run(["bash", "-c", script + "\n" + probe], capture_output=True, text=True, check=True)
+        return done.stdout.split()
+
+    assert complete("kbuild", "bu") == ["build"]
+    assert "--manylinux" in complete("kbuild", "build", "--man")
+    assert set(complete("kbuild", "toolchain", "")) >= {"install", "list", "prune"}
