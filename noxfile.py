@@ -57,11 +57,9 @@ def matrix(session: nox.Session) -> None:
 
 
 _TOOLCHAIN_PYTHON = """
-import os
-from pathlib import Path
 from builder.provision import ToolchainStore
-root = Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache/kbuild/toolchains")
-print(ToolchainStore(root).torch_python("{release}", cuda=True))
+from builder.settings import from_environment
+print(ToolchainStore(from_environment().toolchains_dir).torch_python("{release}", cuda=True))
 """
 
 

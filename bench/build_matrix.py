@@ -48,7 +48,8 @@ from builder.manifest import load_manifest  # noqa: E402
 from builder.matrix import Target, load_table, matrix_variants, select  # noqa: E402
 from builder.ninja_run import ninja_binary  # noqa: E402
 from builder.plan import _DROPPED_NVCC_FLAGS  # noqa: E402
-from builder.provision import PYPI, ToolchainStore  # noqa: E402
+from builder.provision import ToolchainStore  # noqa: E402
+from builder.settings import PYPI  # noqa: E402
 from builder.report import Reporter  # noqa: E402
 from builder.stage import TEMPLATES  # noqa: E402
 from builder.toolchain import probe_torch  # noqa: E402

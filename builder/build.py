@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kbuild.metadata import VariantMetadata
+from kbuild.settings import DEFAULT_CACHE
 from kbuild.variants import STABLE_ABI, parse_variant
 
 from . import compile_cache, ninja_file, resources
@@ -28,6 +29,7 @@ from .ninja_run import run_ninja
 from .matrix import Target, full_matrix, matrix_variants, select, variant_archs
 from .plan import BuildPlan, PlanInputs, Skip, plan_build
 from .report import Reporter, VariantResult
+from .settings import DEFAULT_TOOLCHAINS, PYPI
 from .stage import Provenance, stage_variant
 from .sysroot import Sysroot
 from .toolchain import CudaInfo, TorchInfo, find_cuda, probe_torch
@@ -46,14 +48,14 @@ class BuildOptions:
     jobs: int | None = None
     python: str = ""
     cuda_home: str | None = None
-    cache_dir: Path = Path.home() / ".cache" / "kbuild"
+    cache_dir: Path = DEFAULT_CACHE
     cxx: str = "c++"
     compile_cache: bool = True  # `--no-cache` turns it off
     compile_cache_dir: Path | None = None  # the user's CCACHE_DIR, else cache_dir / "compile"
     source_date_epoch: str = "0"  # what __DATE__/__TIME__ expand to (SOURCE_DATE_EPOCH)
     all_variants: bool = False  # `--all`: every variant of the matrix, toolchains provisioned
-    toolchains_dir: Path = Path.home() / ".cache" / "kbuild" / "toolchains"  # KBUILD_TOOLCHAINS
-    torch_index: str = "https://pypi.org/simple"  # where CUDA builds of torch come from
+    toolchains_dir: Path = DEFAULT_TOOLCHAINS  # KBUILD_TOOLCHAINS
+    torch_index: str = PYPI  # where CUDA builds of torch come from
     cuda_archs: str | None = None  # "8.0;9.0a" or "native": only these archs (partial build)
     cuda_archs_from: str = "--cuda-archs"  # where cuda_archs came from, for errors
     nvcc_threads: int | None = None  # threads per nvcc (NVCC_THREADS); None sizes them from the cores

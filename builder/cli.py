@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
 
-from kbuild.settings import from_environment as hub_settings  # one hub rule for every command
-
 from . import __version__
 from .abi_floor import policy_error
 from .build import BuildOptions, build, variant_rows
-from .errors import KbuildError, UsageError
+from .errors import ExitCode, KbuildError, UsageError
 from . import info_cli, lock_cli, toolchain_cli
 from .hub import serve_cli
 from .hub.address import parse_hub
@@ -22,6 +19,7 @@ from .hub.open import open_hub
 from .manifest import check_python_package, load_manifest
 from .publish import PublishOptions, publish
 from .report import Reporter
+from .settings import from_environment as builder_settings
 from .testing import test_kernels
 from .workspace import kernel_dirs
 
@@ -64,7 +62,7 @@ _KEPT = {
 
 def _plain() -> bool | None:
     # CI logs want plain lines, not a live progress bar.
-    return True if os.environ.get("CI") else None
+    return True if builder_settings().ci else None
 
 
 def _show_warnings(caught, reporter: Reporter) -> None:
@@ -195,18 +193,15 @@ def _python(args) -> str:
 
 
 def _options(args) -> BuildOptions:
+    env = builder_settings()
     return BuildOptions(
         folder=_folder(args.dir).resolve(), variants=tuple(args.variant), jobs=getattr(args, "jobs", None),
-        python=_python(args), cuda_home=os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"),
-        cache_dir=Path(os.environ.get("KBUILD_CACHE", Path.home() / ".cache" / "kbuild")),
-        cxx=os.environ.get("CXX", "c++"), compile_cache=getattr(args, "compile_cache", True),
-        compile_cache_dir=Path(os.environ["CCACHE_DIR"]) if os.environ.get("CCACHE_DIR") else None,
-        source_date_epoch=os.environ.get("SOURCE_DATE_EPOCH", "0"),
-        all_variants=getattr(args, "all_variants", False),
-        toolchains_dir=Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains"),
-        torch_index=os.environ.get("KBUILD_TORCH_INDEX") or "https://pypi.org/simple",
-        **_cuda_archs(args), nvcc_threads=_nvcc_threads(), manylinux=_manylinux(args),
-        sysroot=getattr(args, "sysroot", True),
+        python=_python(args), cuda_home=env.cuda_home, cache_dir=env.cache_dir, cxx=env.cxx,
+        compile_cache=getattr(args, "compile_cache", True), compile_cache_dir=env.ccache_dir,
+        source_date_epoch=env.source_date_epoch, all_variants=getattr(args, "all_variants", False),
+        toolchains_dir=env.toolchains_dir, torch_index=env.torch_index,
+        **_cuda_archs(args, env.cuda_arch_list), nvcc_threads=_nvcc_threads(env.nvcc_threads),
+        manylinux=_manylinux(args), sysroot=getattr(args, "sysroot", True),
     )
 
 
@@ -217,17 +212,16 @@ def _manylinux(args) -> str | None:
     return policy
 
 
-def _cuda_archs(args) -> dict:
+def _cuda_archs(args, from_env: str | None) -> dict:
     # the flag, else torch's own variable (what torch.utils.cpp_extension and kernel-builder read)
     if getattr(args, "cuda_archs", None) is not None:
         return {"cuda_archs": args.cuda_archs, "cuda_archs_from": "--cuda-archs"}
-    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        return {"cuda_archs": os.environ["TORCH_CUDA_ARCH_LIST"], "cuda_archs_from": "TORCH_CUDA_ARCH_LIST"}
+    if from_env:
+        return {"cuda_archs": from_env, "cuda_archs_from": "TORCH_CUDA_ARCH_LIST"}
     return {}
 
 
-def _nvcc_threads() -> int | None:
-    text = os.environ.get("NVCC_THREADS")
+def _nvcc_threads(text: str | None) -> int | None:
     if not text:
         return None
     if not text.isdigit() or int(text) < 1:
@@ -304,7 +298,7 @@ def _build(args, reporter: Reporter) -> int:
         else:
             reporter.error("nothing was built: no backend of this kernel can be built in this environment")
         return 1
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return ExitCode.FAILED if any(r.status == "failed" for r in results) else ExitCode.OK
 
 
 def _variants(args, reporter: Reporter) -> int:
@@ -330,7 +324,7 @@ def _publish(args, reporter: Reporter) -> int:
     options = PublishOptions(folder=manifest.root, repo_id=args.repo_id, branch=args.branch,
                              variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
                              dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs)
-    settings = hub_settings()  # the hub rule get_kernel and kbuild lock follow too
+    settings = builder_settings()  # the hub rule get_kernel and kbuild lock follow too
     hub = open_hub(parse_hub(args.hub or settings.hub), settings.token)
     result = publish(manifest, options, hub, reporter)
     if args.json:
@@ -362,7 +356,7 @@ def _test(args, reporter: Reporter) -> int:
         reporter.error("no variant was tested: none is built, or none can load in this torch",
                        hint="kbuild build first, or pass --python")
         return 1
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return ExitCode.FAILED if any(r.status == "failed" for r in results) else ExitCode.OK
 
 
 if __name__ == "__main__":

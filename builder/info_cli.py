@@ -42,7 +42,7 @@ def _info(args, reporter) -> int:
 def _show(args, reporter) -> int:
     from kbuild.variants import detect_system
 
-    settings = from_environment()
+    settings = from_environment()  # the runtime's reading (the one hub rule); its Session takes it
     session = Session(args.hub or settings.hub, settings)
     repo_id = args.repo.partition("@")[0]
     try:

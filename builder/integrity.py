@@ -15,12 +15,12 @@ from pathlib import Path
 
 from kbuild.digest import file_digest
 
-from .errors import KbuildError
+from .errors import ExitCode, KbuildError
 from .gitid import SourceId
 
 
 class IntegrityError(KbuildError):
-    exit_code = 7
+    exit_code = ExitCode.REFUSED
 
 
 def regular_files(folder: Path, skip_bytecode: bool = True) -> dict[str, Path]:

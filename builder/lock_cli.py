@@ -17,16 +17,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kbuild.settings import from_environment as hub_settings  # one hub rule for every command
-
-from .errors import KbuildError, UsageError
+from .errors import ExitCode, KbuildError, UsageError
 from ._toml import tomllib
+from .settings import from_environment as builder_settings
 
 PYPROJECT = "pyproject.toml"
 
 
 class LockError(KbuildError):
-    exit_code = 8
+    exit_code = ExitCode.LOCK
 
 
 def add_parsers(subparsers) -> None:
@@ -78,7 +77,7 @@ def _lock(args, reporter) -> int:
     from kbuild.lock import LOCK_NAME, lock_kernel, write_lock
 
     folder = _folder(args.dir)
-    hub = args.hub or hub_settings().hub  # None: the default local hub
+    hub = args.hub or builder_settings().hub  # None: the default local hub (the one hub rule)
     locked = []
     for repo_id, revision, version in requested_kernels(folder / PYPROJECT):
         with _runtime_errors():

@@ -30,10 +30,10 @@ from typing import Callable, Iterator, Sequence
 
 from . import proc
 from .errors import KbuildError, ToolchainError
+from .settings import PYPI
 from .toolchain import TorchInfo, find_cuda, probe_torch
 
 MARKER = "kbuild-toolchain.json"
-PYPI = "https://pypi.org/simple"
 _TORCH_VERSION = re.compile(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
 
 

@@ -18,7 +18,7 @@ from kbuild.digest import git_blob_oid
 from kbuild.metadata import PARTIAL_ARCHS
 
 from .card import render_card
-from .errors import KbuildError, UsageError
+from .errors import ExitCode, KbuildError, UsageError
 from .gitid import source_id
 from .hub.backend import HubBackend, RemoteFile, Upload
 from .hub.errors import HubError, RefConflict
@@ -39,7 +39,7 @@ def backoff(attempt: int) -> None:
 
 
 class PublishError(KbuildError):
-    exit_code = 7
+    exit_code = ExitCode.REFUSED
 
 
 @dataclass(frozen=True)

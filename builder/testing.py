@@ -21,6 +21,7 @@ from .build import BUILD_DIR
 from .errors import UsageError
 from .manifest import load_manifest
 from .report import VariantResult
+from .settings import from_environment
 from .toolchain import TorchInfo, probe_torch
 from .workspace import kernel_dirs
 from ._toml import tomllib
@@ -33,7 +34,7 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
                  cache_dir: Path | None = None) -> list[VariantResult]:
     results = []
     has_gpu = None
-    torch = probe_torch(python, cache_dir or Path.home() / ".cache" / "kbuild" / "probes")
+    torch = probe_torch(python, cache_dir or from_environment().probe_dir)
     kernels = kernel_dirs(folder)
     for kernel in kernels:
         manifest = load_manifest(kernel)

@@ -15,7 +15,6 @@ stubs for manylinux_X_Y builds, builder/sysroot.py). The CLI wires this in with
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -25,19 +24,19 @@ from typing import Callable
 from .abi_floor import policy_error
 from .dependencies import cutlass_for
 from .errors import KbuildError, UsageError
-from .provision import PYPI, ToolchainStore, disk_usage, load_versions_table
+from .provision import ToolchainStore, disk_usage, load_versions_table
+from .settings import from_environment
 from .toolchain import find_cuda
 
 
 def store_root() -> Path:
-    return Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains")
+    return from_environment().toolchains_dir
 
 
 def open_store(log: Callable[[str], None] | None = None) -> ToolchainStore:
     """The toolchain store the environment names: $KBUILD_TOOLCHAINS, $KBUILD_TORCH_INDEX."""
-    probes = Path(os.environ.get("KBUILD_CACHE") or Path.home() / ".cache" / "kbuild") / "probes"  # as kbuild build
-    return ToolchainStore(store_root(), torch_index=os.environ.get("KBUILD_TORCH_INDEX") or PYPI, log=log,
-                          probe_dir=probes)
+    env = from_environment()
+    return ToolchainStore(env.toolchains_dir, torch_index=env.torch_index, log=log, probe_dir=env.probe_dir)
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ def _install(args, reporter) -> int:
             dirs = store.cutlass_includes(spec.version, spec.requirement)
             reporter.result(f"{spec.name}: {' '.join(dirs)} ({time.monotonic() - start:.1f}s)")
         elif spec.kind == "sysroot":
-            root = store.sysroot(spec.version, spec.requirement, cxx=os.environ.get("CXX", "c++"))
+            root = store.sysroot(spec.version, spec.requirement, cxx=from_environment().cxx)
             reporter.result(f"{spec.name}: {root} ({time.monotonic() - start:.1f}s)")
         else:
             major, minor = map(int, spec.version.split("."))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import KbuildError
+from ..errors import ExitCode, KbuildError
 
 
 class HubError(KbuildError):
-    exit_code = 6
+    exit_code = ExitCode.HUB
     http_status = 400
     error_code: str | None = None
 

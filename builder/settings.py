@@ -1,0 +1,70 @@
+"""The builder's settings: every environment variable kbuild's commands read, with its default,
+resolved once per command into a frozen record. The runtime's counterpart is kbuild/settings.py,
+whose hub rule (KBUILD_HUB, else HF_ENDPOINT, else the local hub), token and cache folder the
+builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
+
+| variable | meaning |
+|---|---|
+| `KBUILD_CACHE` | kbuild's cache (default ~/.cache/kbuild): probes, the compile cache, kernels |
+| `KBUILD_TOOLCHAINS` | the toolchain store (default ~/.cache/kbuild/toolchains) |
+| `KBUILD_TORCH_INDEX` | where CUDA builds of torch come from (default PyPI) |
+| `CUDA_HOME`, `CUDA_PATH` | the system nvcc's CUDA (else /usr/local/cuda, else nvcc on PATH) |
+| `CXX` | the C++ compiler (default c++) |
+| `CCACHE_DIR` | the compile cache's folder (default <cache>/compile) |
+| `SOURCE_DATE_EPOCH` | what `__DATE__`/`__TIME__` expand to (default 0) |
+| `TORCH_CUDA_ARCH_LIST` | the CUDA archs to build when `--cuda-archs` is not given |
+| `NVCC_THREADS` | threads per nvcc (default: sized from the free cores) |
+| `CI` | plain log lines instead of a live progress display |
+| `KBUILD_HUB`, `HF_ENDPOINT`, `HF_TOKEN` | the hub and its token (kbuild/settings.py) |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbuild import settings as runtime
+
+PYPI = "https://pypi.org/simple"
+DEFAULT_TOOLCHAINS = runtime.DEFAULT_CACHE / "toolchains"
+
+
+@dataclass(frozen=True)
+class BuilderSettings:
+    cache_dir: Path = runtime.DEFAULT_CACHE
+    toolchains_dir: Path = DEFAULT_TOOLCHAINS
+    torch_index: str = PYPI
+    cuda_home: str | None = None
+    cxx: str = "c++"
+    ccache_dir: Path | None = None
+    source_date_epoch: str = "0"
+    cuda_arch_list: str | None = None
+    nvcc_threads: str | None = None  # as written; the CLI checks it is a positive number
+    ci: bool = False
+    hub: str | None = None  # None: the default local hub
+    token: str | None = field(default=None, repr=False)
+
+    @property
+    def probe_dir(self) -> Path:
+        return self.cache_dir / "probes"
+
+
+def from_environment(environ=None) -> BuilderSettings:
+    env = os.environ if environ is None else environ
+    shared = runtime.from_environment(env)
+    return BuilderSettings(
+        cache_dir=shared.cache_dir,
+        toolchains_dir=Path(env["KBUILD_TOOLCHAINS"]).expanduser() if env.get("KBUILD_TOOLCHAINS")
+        else DEFAULT_TOOLCHAINS,
+        torch_index=env.get("KBUILD_TORCH_INDEX") or PYPI,
+        cuda_home=env.get("CUDA_HOME") or env.get("CUDA_PATH") or None,
+        cxx=env.get("CXX") or "c++",
+        ccache_dir=Path(env["CCACHE_DIR"]) if env.get("CCACHE_DIR") else None,
+        source_date_epoch=env.get("SOURCE_DATE_EPOCH") or "0",
+        cuda_arch_list=env.get("TORCH_CUDA_ARCH_LIST") or None,
+        nvcc_threads=env.get("NVCC_THREADS") or None,
+        ci=bool(env.get("CI")),
+        hub=shared.hub,
+        token=shared.token,
+    )
