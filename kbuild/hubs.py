@@ -7,6 +7,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlparse
 from typing import Protocol
 
 from .refs import Refs
@@ -52,27 +53,47 @@ class HubReader(Protocol):
         """One small file's bytes (a variant's metadata.json, for lock files)."""
 
 
-def open_reader(hub: str | None, token: str | None = None) -> HubReader:
-    """A folder or file:// URL is a local hub, http(s):// an HTTP one; None is the default local hub."""
-    from .git_hub import GitHub
+@dataclass(frozen=True)
+class HubAddress:
+    """Where a hub is: a local git hub's folder, or an HTTP endpoint."""
 
-    if not hub:
-        return GitHub(DEFAULT_LOCAL_HUB)
-    hub = str(hub)
-    scheme, sep, rest = hub.partition("://")
-    if sep and scheme.lower() in ("http", "https"):
-        if not rest.strip("/"):
-            raise ValueError(f"hub {hub!r} has no host (expected e.g. http://127.0.0.1:8000)")
+    local: Path | None = None
+    endpoint: str | None = None
+
+    def __str__(self) -> str:
+        return str(self.local) if self.local else self.endpoint
+
+
+def parse_hub_address(value: str | Path | None) -> HubAddress:
+    """A folder or file:// URL is a local hub, http(s):// an HTTP one; None or "" the default
+    local hub (~/.cache/kbuild/hub). The one parser of hub addresses: `kbuild publish/lock --hub`
+    use it too. ValueError for anything else."""
+    if not value:
+        return HubAddress(local=DEFAULT_LOCAL_HUB)
+    value = str(value)
+    parsed = urlparse(value)
+    scheme = parsed.scheme.lower()
+    if scheme in ("http", "https"):
+        if not parsed.netloc:
+            raise ValueError(f"hub {value!r} has no host (expected e.g. http://127.0.0.1:8000)")
+        return HubAddress(endpoint=value.rstrip("/"))
+    if scheme == "file":
+        return HubAddress(local=Path(unquote(parsed.path)))
+    if len(scheme) > 1:  # one letter: a Windows drive, i.e. a folder
+        raise ValueError(f"unsupported hub address {value!r} (expected a folder, file://, http:// or https://)")
+    return HubAddress(local=Path(value).expanduser())
+
+
+def open_reader(hub: str | None, token: str | None = None) -> HubReader:
+    """The reader for hub address `hub` (parse_hub_address)."""
+    address = parse_hub_address(hub)
+    if address.endpoint:
         from .http_hub import HttpHub
 
-        return HttpHub(hub.rstrip("/"), token)
-    if sep and scheme.lower() == "file":
-        from urllib.parse import unquote
+        return HttpHub(address.endpoint, token)
+    from .git_hub import GitHub
 
-        return GitHub(Path(unquote(rest.removeprefix("localhost"))))
-    if sep:
-        raise ValueError(f"unsupported hub address {hub!r} (expected a folder, file://, http:// or https://)")
-    return GitHub(Path(hub).expanduser())
+    return GitHub(address.local)
 
 
 def cache_key(kind: str, where: str) -> str:
