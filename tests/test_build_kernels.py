@@ -179,7 +179,8 @@ def test_a_failed_variant_is_reported_and_the_previous_build_kept(workspace, tmp
     cpp.write_text(cpp.read_text() + "\nthis is not C++;\n")
     code, output = run_build(capsys, str(kernel), "--variant", ACT_CPU)
     assert code == 1
-    assert re.search(rf"failed\s+activation/{ACT_CPU}.*build\.log", output), output
+    assert re.search(rf"failed\s+activation/{ACT_CPU} .*this is not C\+\+;.*\n\s+full log: \S+build\.log", output,
+                     re.DOTALL), output
     log = kernel / ".kbuild" / ACT_CPU / "build.log"
     assert "activation_cpu.cpp" in log.read_text()
     assert (kernel / "build" / ACT_CPU / "metadata.json").read_text() == before

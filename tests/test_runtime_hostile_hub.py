@@ -99,6 +99,8 @@ def hostile(tmp_path, monkeypatch):
 def test_a_file_larger_than_listed_is_cut_off_at_the_listed_size(hostile, runtime_env):
     with pytest.raises(OSError, match=r"_ops.py of org/tiny@\w+: the hub sent more than the \d+ bytes it listed"):
         get_kernel("org/tiny@v1", hub=hostile.url, trust_remote_code=True)
-    # The client stopped reading: a few socket buffers past the slack, never the 256 MB offered.
-    assert hostile.sent < SIZE_SLACK + 16 * 1024 * 1024, hostile.sent
+    # The client stopped reading: past the slack only by what loopback's socket buffers took before
+    # it closed (16.9 MB seen on a loaded 2-core machine; autotuned buffers grow under load), never
+    # the 256 MB offered.
+    assert hostile.sent < SIZE_SLACK + OFFERED // 4, hostile.sent
     assert not [p for p in runtime_env.rglob("*") if p.is_dir() and p.name.startswith(("torch-", ".tmp-"))]
