@@ -18,6 +18,7 @@ from builder.cli import main
 from kbuild import get_kernel, get_kernel_variants, host_abi
 from kbuild.local import find_variant
 from kbuild.metadata import AbiFloor, VariantMetadata
+from cpu_kernel import write_cpu_kernel
 from runtime_hubs import CUDA130, Kernel, runtime_env, torch_probes  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -103,35 +104,9 @@ def test_python_api_outside_the_limited_api_is_reported(tmp_path):
 # --- the build ----------------------------------------------------------------------------------
 
 
-CPU_KERNEL = {
-    "build.toml": """[general]
-name = "floor"
-version = 1
-edition = 5
-license = "Apache-2.0"
-backends = ["cpu"]
-{extra}
-[torch]
-src = ["torch-ext/torch_binding.cpp"]
-
-[kernel.floor_cpu]
-backend = "cpu"
-src = ["floor_cpu/floor.cpp"]
-depends = ["torch"]
-""",
-    "floor_cpu/floor.cpp": '#include <dlfcn.h>\nextern "C" void *floor_probe(void *h) { return dlsym(h, "x"); }\n',
-    "torch-ext/torch_binding.cpp": '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
-                                   '"_floor", 0, -1, 0};\nPyMODINIT_FUNC PyInit__floor(void) '
-                                   '{ return PyModule_Create(&m); }\n',
-    "torch-ext/floor/__init__.py": "",
-}
-
-
 def write_kernel(root: Path, extra: str = "") -> Path:
-    for rel, text in CPU_KERNEL.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text.format(extra=extra) if rel == "build.toml" else text)
-    return root
+    source = '#include <dlfcn.h>\nextern "C" void *floor_probe(void *h) { return dlsym(h, "x"); }\n'
+    return write_cpu_kernel(root, "floor", source, extra=extra, depends='["torch"]')
 
 
 @pytest.mark.slow

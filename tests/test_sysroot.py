@@ -18,6 +18,7 @@ from builder.cli import main
 from builder.elf_stub import exports, write_stub
 from builder.provision import ToolchainStore, load_versions_table
 from builder.sysroot import NEWER, Sysroot
+from cpu_kernel import write_cpu_kernel
 from kbuild import host_abi
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
@@ -121,38 +122,10 @@ def test_the_sysroot_is_glibc_2_28s(toolchains):
     assert marker["kind"] == "sysroot" and marker["glibc"] == "2.28"
 
 
-KERNEL = {
-    "build.toml": """[general]
-name = "old"
-version = 1
-edition = 5
-license = "Apache-2.0"
-backends = ["cpu"]
-{extra}
-[torch]
-src = ["torch-ext/torch_binding.cpp"]
-
-[kernel.old_cpu]
-backend = "cpu"
-src = ["old_cpu/old.cpp"]
-depends = []
-""",
-    # dlsym (libc.so.6 since 2.34), a std::thread, streams: what pulls glibc and libstdc++ up
-    "old_cpu/old.cpp": '#include <dlfcn.h>\n' + CXX_PROGRAM
-                       + 'extern "C" void *old_symbol(void *h) { return dlsym(h, "x"); }\n{body}',
-    "torch-ext/torch_binding.cpp": '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
-                                   '"_old", 0, -1, 0};\nPyMODINIT_FUNC PyInit__old(void) '
-                                   '{ return PyModule_Create(&m); }\n',
-    "torch-ext/old/__init__.py": "",
-}
-
-
 def write_kernel(root: Path, extra: str = "", body: str = "") -> Path:
-    for rel, text in KERNEL.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        text = text.replace("{extra}", extra) if rel == "build.toml" else text.replace("{body}", body)
-        (root / rel).write_text(text)
-    return root
+    # dlsym (libc.so.6 since 2.34), a std::thread, streams: what pulls glibc and libstdc++ up
+    source = '#include <dlfcn.h>\n' + CXX_PROGRAM + 'extern "C" void *old_symbol(void *h) { return dlsym(h, "x"); }\n'
+    return write_cpu_kernel(root, "old", source + body, extra=extra)
 
 
 def sysroot_of(toolchains: Path) -> Sysroot:
