@@ -43,14 +43,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from builder.build import BuildOptions, plan_jobs  # noqa: E402
+from builder.jobs import plan_jobs  # noqa: E402
 from builder.manifest import load_manifest  # noqa: E402
 from builder.matrix import Target, load_table, matrix_variants, select  # noqa: E402
 from builder.ninja_run import ninja_binary  # noqa: E402
+from builder.options import BuildOptions  # noqa: E402
 from builder.plan import _DROPPED_NVCC_FLAGS  # noqa: E402
 from builder.provision import ToolchainStore  # noqa: E402
-from builder.settings import PYPI  # noqa: E402
 from builder.report import Reporter  # noqa: E402
+from builder.settings import PYPI  # noqa: E402
 from builder.stage import TEMPLATES  # noqa: E402
 from builder.toolchain import probe_torch  # noqa: E402
 from builder.workspace import kernel_dirs, workspace_matrix  # noqa: E402

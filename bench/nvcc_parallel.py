@@ -36,8 +36,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from builder.build import BuildOptions, _write_graph, nvcc_threads, plan_jobs, usable_cores  # noqa: E402
+from builder.graph import nvcc_threads, usable_cores, write_graph  # noqa: E402
+from builder.jobs import plan_jobs  # noqa: E402
 from builder.ninja_run import ninja_binary  # noqa: E402
+from builder.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
 
 _BASELINE = r"""
@@ -69,7 +71,7 @@ def _plan_unit(kernel: Path, source: str):
 
 def kbuild_unit(kernel: Path, source: str, cores: int) -> dict:
     (options, jobs, variant), unit = _plan_unit(kernel, source)
-    ninja = _write_graph(options, jobs, None)
+    ninja, _ = write_graph(options, jobs, None)
     threads = nvcc_threads([replace(variant, units=(unit,))], None, cores,
                            int(os.environ["NVCC_THREADS"]) if os.environ.get("NVCC_THREADS") else None)
     unit.output.unlink(missing_ok=True)

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from .gitid import source_id
 from .integrity import stale_reason
-
-BUILD_DIR, WORK_DIR = "build", ".kbuild"
+from .layout import BUILD_DIR, WORK_DIR
 
 
 @dataclass(frozen=True)

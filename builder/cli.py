@@ -8,15 +8,17 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import __version__
+from . import __version__, info_cli, lock_cli, toolchain_cli
 from .abi_floor import policy_error
-from .build import BuildOptions, build, variant_rows
+from .build import build
 from .errors import ExitCode, KbuildError, UsageError
-from . import info_cli, lock_cli, toolchain_cli
 from .hub import serve_cli
 from .hub.address import parse_hub
 from .hub.open import open_hub
+from .jobs import variant_rows
+from .layout import BUILD_DIR
 from .manifest import check_python_package, load_manifest
+from .options import BuildOptions
 from .publish import PublishOptions, publish
 from .report import Reporter
 from .settings import from_environment as builder_settings
@@ -259,7 +261,7 @@ def _clean(args, reporter: Reporter) -> int:
             reporter.result(f"{'would remove' if args.dry_run else 'removed'} {removal.path} "
                             f"({human_size(removal.size)}, {removal.why})")
             total, count = total + removal.size, count + 1
-        build_dir = folder / "build"
+        build_dir = folder / BUILD_DIR
         if not args.stale and not args.dry_run and build_dir.is_dir() and not any(build_dir.iterdir()):
             build_dir.rmdir()
     if count:

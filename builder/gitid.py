@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import proc
 from .errors import CommandError
+from .layout import BUILD_DIR, WORK_DIR
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class SourceId:
         return self.tree[:7] + ("_dirty" if self.dirty else "")
 
 
-def source_id(folder: Path, exclude: tuple[str, ...] = ("build", ".kbuild")) -> SourceId:
+def source_id(folder: Path, exclude: tuple[str, ...] = (BUILD_DIR, WORK_DIR)) -> SourceId:
     """Identify `folder`'s sources: its tree at HEAD and whether tracked files changed since."""
     folder = folder.resolve()
     git = _git_state(folder)
@@ -45,7 +46,7 @@ def _git_state(folder: Path) -> SourceId | None:
     rel = folder.relative_to(Path(top).resolve()).as_posix()
     tree = _git(folder, "rev-parse", f"HEAD:{rel}" if rel != "." else "HEAD^{tree}")
     if tree is None:  # not committed yet: everything in it is a change
-        return SourceId(_content_hash(folder, ("build", ".kbuild")), None, True)
+        return SourceId(_content_hash(folder, (BUILD_DIR, WORK_DIR)), None, True)
     commit = _git(folder, "rev-parse", "HEAD")
     status = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ".")
     return SourceId(tree, commit, bool(status))

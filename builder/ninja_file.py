@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import io
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
-from ninja.ninja_syntax import Writer
+from ninja.ninja_syntax import Writer, escape
 
 from .plan import VariantPlan
 
 
+@dataclass(frozen=True)
+class Graph:
+    """build.ninja's text, and which variants each of its steps belongs to, so progress and logs
+    are attributed from the graph itself rather than by parsing ninja's status lines."""
+
+    text: str
+    owners: dict[str, tuple[str, ...]]  # a step's status line -> the variants needing it (shown under the first)
+    steps: dict[str, int]  # variant -> the steps shown under it: the compiles it is first to need, and its link
+
+
 def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None, root: Path | None = None,
-           launcher: str | None = None, maps: tuple[tuple[str, str], ...] = ()) -> str:
-    """The text of build.ninja: compile and link every compiled variant; one phony per variant.
+           launcher: str | None = None, maps: tuple[tuple[str, str], ...] = ()) -> Graph:
+    """build.ninja: compile and link every compiled variant; one phony per variant.
 
     `nvcc` maps each nvcc the plans name to the command that runs it (kbuild's wrapper); a plain
     string is the one nvcc of every unit. Identical compile commands (same compiler, flags and
@@ -39,22 +50,27 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
     w.variable("nvcc_reproducible", _join([x for f in prefix_map for x in ("-Xcompiler", f)]))
     w.newline()
     w.rule("cxx", "$launcher $cxx -MMD -MF $out.d $flags $cxx_reproducible $header_maps -c $in -o $out", depfile="$out.d",
-           deps="gcc", description="CXX $in ($variant)")
+           deps="gcc", description="$desc")
     if wrappers:
         w.rule("nvcc", "$launcher $nvcc --generate-dependencies-with-compile --dependency-output $out.d $flags "
-               "$nvcc_reproducible $header_maps $nvcc_source -c $in -o $out", depfile="$out.d", deps="gcc", description="NVCC $in ($variant)")
-    w.rule("link", "$cxx $in -o $out $ldflags -Wl,--build-id=sha1", description="LINK $out")
+               "$nvcc_reproducible $header_maps $nvcc_source -c $in -o $out", depfile="$out.d", deps="gcc", description="$desc")
+    w.rule("link", "$cxx $in -o $out $ldflags -Wl,--build-id=sha1", description="$desc")
     w.newline()
-    edges: dict[tuple, Path] = {}  # compile command -> the object that one edge produces
+    edges: dict[tuple, tuple[Path, str]] = {}  # compile command -> the object one edge produces, its status line
+    owners: dict[str, tuple[str, ...]] = {}
+    steps: dict[str, int] = {}
     for plan in plans:
         if not plan.compiled:
             continue
         objects = []
+        steps[plan.name] = 1  # its link
         for unit in plan.units:
             key = (unit.tool, unit.compiler, unit.flags, unit.source, unit.implicit)
             if key not in edges:
-                edges[key] = unit.output
-                variables = {"flags": _join(unit.flags), "variant": plan.name}
+                desc = f"{'NVCC' if unit.tool == 'nvcc' else 'CXX'} {unit.source} ({plan.name})"
+                edges[key] = (unit.output, desc)
+                steps[plan.name] += 1
+                variables = {"flags": _join(unit.flags), "desc": escape(desc)}
                 header_maps = [f"-ffile-prefix-map={old}={new}" for old, new in torch_header_maps(unit.flags)]
                 if unit.tool == "nvcc":
                     header_maps = [x for f in header_maps for x in ("-Xcompiler", f)]
@@ -65,11 +81,15 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
                     variables["nvcc_source"] = _join(_nvcc_source_flags(unit.source, root))
                 w.build(_p(unit.output), unit.tool, _p(unit.source), implicit=[_p(h) for h in unit.implicit],
                         variables=variables)
-            objects.append(_p(edges[key]))
-        w.build(_p(plan.library), "link", objects, variables={"ldflags": _join(plan.link_flags)})
+            output, desc = edges[key]
+            objects.append(_p(output))
+            owners[desc] = tuple(dict.fromkeys((*owners.get(desc, ()), plan.name)))
+        link = f"LINK {plan.library}"
+        owners[link] = (plan.name,)
+        w.build(_p(plan.library), "link", objects, variables={"ldflags": _join(plan.link_flags), "desc": escape(link)})
         w.build(f"{plan.ops_name}-{plan.name}", "phony", _p(plan.library))  # unique across a workspace
         w.newline()
-    return out.getvalue()
+    return Graph(out.getvalue(), owners, steps)
 
 
 def torch_header_maps(flags) -> list[tuple[str, str]]:

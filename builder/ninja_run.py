@@ -25,7 +25,7 @@ class NinjaOutcome:
     finished_at: dict[str, float] = field(default_factory=dict)  # output path -> seconds since start
     log: str = ""
     step_times: dict[str, tuple[int, int]] = field(default_factory=dict)  # output -> (start, end) ms
-    steps: list[tuple[str, str]] = field(default_factory=list)  # (status line, output that followed)
+    steps: list[tuple[str, tuple[str, ...], str]] = field(default_factory=list)  # (status line, its variants, output)
 
     def variant_seconds(self, outputs: set[str]) -> float:
         """Wall time from the first to the last step ninja ran for these outputs in this run."""
@@ -33,9 +33,9 @@ class NinjaOutcome:
         return (max(e for _, e in spans) - min(s for s, _ in spans)) / 1000 if spans else 0.0
 
     def variant_log(self, variant: str, outputs: set[str]) -> str:
-        """The status lines and compiler output of this variant's steps, then its failures."""
-        mine = [f"{line}\n{text}" for line, text in self.steps
-                if line.endswith(f"({variant})") or any(o in line for o in outputs)]
+        """The status lines and compiler output of this variant's steps (a compile shared with
+        another variant too), then its failures."""
+        mine = [f"{line}\n{text}" for line, variants, text in self.steps if variant in variants]
         failed = [f"FAILED: {o}\n{t}" for o, t in self.failed_outputs.items() if o in outputs]
         return "".join(mine) + "".join(failed)
 
@@ -59,7 +59,8 @@ def ninja_binary() -> str:
 
 
 def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
-              env: dict[str, str] | None = None) -> NinjaOutcome:
+              env: dict[str, str] | None = None, owners: dict[str, tuple[str, ...]] | None = None) -> NinjaOutcome:
+    """Run the graph; `owners` (from ninja_file.render) names the variants of each step's status line."""
     cmd = [ninja_binary(), "-f", str(ninja_file), "-k", "0"]
     if jobs:
         cmd += ["-j", str(jobs)]
@@ -82,8 +83,9 @@ def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
                 started = True
             outcome.steps_run = done
             outcome.compiles_run += what.startswith(("CXX", "NVCC"))
-            reporter.job_done(done, total, what)
-            outcome.steps.append((what, ""))
+            variants = (owners or {}).get(what, ())
+            reporter.job_done(done, total, what, variants[0] if variants else None)
+            outcome.steps.append((what, variants, ""))
             failed = None
             continue
         if line.startswith("FAILED: "):
@@ -93,8 +95,8 @@ def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
         if failed is not None:
             outcome.failed_outputs[failed] += line + "\n"
         elif outcome.steps:
-            what, text = outcome.steps[-1]
-            outcome.steps[-1] = (what, text + line + "\n")
+            what, variants, text = outcome.steps[-1]
+            outcome.steps[-1] = (what, variants, text + line + "\n")
         reporter.compiler_output(line)
     child.stdout.close()
     outcome.returncode = child.wait()

@@ -23,6 +23,7 @@ from .gitid import source_id
 from .hub.backend import HubBackend, RemoteFile, Upload
 from .hub.errors import HubError, RefConflict
 from .integrity import regular_files, stale_reason, verify_variant
+from .layout import BUILD_DIR, WORK_DIR
 from .manifest import Manifest
 from .pyapi import public_names
 
@@ -102,7 +103,7 @@ class PublishResult:
 # -- what to publish -----------------------------------------------------------------------------
 
 def local_variants(manifest: Manifest, only: tuple[str, ...]) -> list[LocalVariant]:
-    build = manifest.root / "build"
+    build = manifest.root / BUILD_DIR
     found = {p.name: p for p in sorted(build.iterdir())
              if p.is_dir() and not p.name.startswith(".")} if build.is_dir() else {}
     for name in only:
@@ -313,7 +314,7 @@ def _publish_card(manifest, hub: HubBackend, repo_id, branch, variants) -> str |
                 return None
         except HubError:
             pass  # no card yet
-    card = manifest.root / ".kbuild" / "README.md"
+    card = manifest.root / WORK_DIR / "README.md"
     card.parent.mkdir(parents=True, exist_ok=True)
     card.write_bytes(text)
     for attempt in range(1, ATTEMPTS + 1):

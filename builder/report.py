@@ -85,15 +85,14 @@ class Reporter:
             self._variant_tasks = {name: self._progress.add_task(f"  {name}", total=steps)
                                    for name, steps in self._variants.items()}
 
-    def job_done(self, done: int, total: int, description: str) -> None:
+    def job_done(self, done: int, total: int, description: str, variant: str | None = None) -> None:
+        """Step `done` of `total` finished; `variant` is the one the graph shows it under."""
         if self.plain:
             self.info(f"[{done}/{total}] {description}")
         elif self._progress is not None:
             self._progress.update(self._task, completed=done, total=total, description=description[:60])
-            name = next((n for n in self._variant_tasks if description.endswith(f"({n})") or f"/{n}/" in description),
-                        None)
-            if name:
-                self._progress.advance(self._variant_tasks[name])
+            if variant in self._variant_tasks:
+                self._progress.advance(self._variant_tasks[variant])
 
     def compiler_output(self, line: str) -> None:
         if self.verbose:

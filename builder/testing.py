@@ -17,14 +17,14 @@ from pathlib import Path
 from kbuild.variants import NOARCH, SystemInfo, Variant, host_cpu, host_os, parse_variant, why_not
 
 from . import proc
-from .build import BUILD_DIR
+from ._toml import tomllib
 from .errors import UsageError
+from .layout import BUILD_DIR
 from .manifest import load_manifest
 from .report import VariantResult
 from .settings import from_environment
 from .toolchain import TorchInfo, probe_torch
 from .workspace import kernel_dirs
-from ._toml import tomllib
 
 _NO_TESTS_COLLECTED = 5
 _GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"

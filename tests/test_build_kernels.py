@@ -182,7 +182,7 @@ def test_a_failed_variant_is_reported_and_the_previous_build_kept(workspace, tmp
     assert re.search(rf"failed\s+activation/{ACT_CPU} .*this is not C\+\+;.*\n\s+full log: \S+build\.log", output,
                      re.DOTALL), output
     log = kernel / ".kbuild" / ACT_CPU / "build.log"
-    assert "activation_cpu.cpp" in log.read_text()
+    assert f"CXX {cpp} ({ACT_CPU})\n" in log.read_text()  # the step's status line, attributed by the graph
     assert (kernel / "build" / ACT_CPU / "metadata.json").read_text() == before
 
 

@@ -68,7 +68,7 @@ def test_nvcc_wrapper_keeps_intermediates_and_threads_outside_the_command_line(t
 def test_rules_run_compilers_through_the_launcher_with_prefix_maps(tmp_path, no_subprocess):
     root = tmp_path / "a b"
     text = re.sub(r" \$\n +", " ", ninja_file.render([], "c++", "/x/nvcc", root=root,
-                                                     launcher=str(tmp_path / "bin" / "launch er")))
+                                                     launcher=str(tmp_path / "bin" / "launch er")).text)
     assert f"launcher = '{tmp_path}/bin/launch er'" in text
     assert f"cxx_reproducible = '-ffile-prefix-map={root}/=../'" in text
     assert f"nvcc_reproducible = -Xcompiler '-ffile-prefix-map={root}/=../'" in text
@@ -81,7 +81,7 @@ def test_rules_run_compilers_through_the_launcher_with_prefix_maps(tmp_path, no_
     # nvcc hashes the source's absolute path into anonymous-namespace names: pass a relative one
     assert ninja_file._nvcc_source_flags(root / "k" / "a.cu", root) == ["-Xcudafe", "--orig_src_path_name=../k/a.cu"]
     assert ninja_file._nvcc_source_flags(Path("/elsewhere/a.cu"), root) == []
-    bare = ninja_file.render([], "c++", None)
+    bare = ninja_file.render([], "c++", None).text
     assert "launcher = \n" in bare and "cxx_reproducible = \n" in bare
 
 

@@ -36,8 +36,10 @@ if not CORPUS.is_dir():
     pytest.skip(f"no kernel corpus at {CORPUS}", allow_module_level=True)
 pytest.importorskip("torch")
 
-from builder.build import BuildOptions, _kernels, _write_graph, plan_jobs, resolve_dependencies  # noqa: E402
 from builder.cli import main  # noqa: E402
+from builder.graph import write_graph  # noqa: E402
+from builder.jobs import load_kernels, plan_jobs, resolve_dependencies  # noqa: E402
+from builder.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -289,7 +291,7 @@ def plan_units(kernel: Path, arch: str):
     options = plan_options(kernel, arch)
     jobs, failed = plan_jobs(options, Reporter(plain=True), {})
     assert failed == []
-    _write_graph(options, jobs, None)
+    write_graph(options, jobs, None)
     return [(v.name, u) for j in jobs for v in j.plan.variants for u in v.units]
 
 
@@ -335,7 +337,7 @@ def test_cutlass_include_goes_to_the_sections_that_depend_on_it(cuda_corpus):
     """punica-sgmv: [kernel.sgmv] depends on cutlass_3_8, its other sections do not."""
     kernel = cuda_corpus / "punica-sgmv"
     options = plan_options(kernel, "8.0")
-    kernels = _kernels(options)
+    kernels = load_kernels(options)
     (manifest, _), = kernels
     with_cutlass = {s.name for s in manifest.kernels if "cutlass_3_8" in s.depends}
     assert with_cutlass == {"sgmv"}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import nvcc_threads
+from builder.graph import nvcc_threads
 from builder.cuda_arch import parse_arch_list, parse_capability
 from builder.dependencies import check_dependency, cutlass_for, parse_dependency, pick_cutlass, provider_of
 from builder.diagnose import failure_reason

@@ -410,7 +410,8 @@ def test_ninja_render(tmp_path):
     m = write_kernel(tmp_path / "my kernel", toml)
     plan = plan_build(inputs(m))
     noarch = VariantPlan(plan.variants[0].variant, "_x_cpu_abc1234", m.root, ("py",))  # not compiled: no edges
-    text = ninja_file.render([*plan.variants, noarch], cxx="c++", nvcc="/opt/cuda-13.0/bin/nvcc")
+    graph = ninja_file.render([*plan.variants, noarch], cxx="c++", nvcc="/opt/cuda-13.0/bin/nvcc")
+    text = graph.text
     lines = unwrap(text)
     for rule in ("cxx", "nvcc", "link"):
         assert f"rule {rule}" in lines
@@ -428,11 +429,18 @@ def test_ninja_render(tmp_path):
     # `$` in a flag reaches the command line literally: doubled for ninja, quoted for the shell.
     assert "'-Wl,-rpath,$$ORIGIN'" in text and not re.search(r"(?<!\$)\$ORIGIN", text)
     assert "'-DNAME=a b'" in " ".join(lines)
+    # every step's status line is attributed to its variant by the graph itself (no noarch steps)
+    assert graph.steps == {v.name: len(v.units) + 1 for v in plan.variants}
+    for v in plan.variants:
+        assert graph.owners[f"LINK {v.library}"] == (v.name,)
+        for u in v.units:
+            assert graph.owners[f"{'NVCC' if u.tool == 'nvcc' else 'CXX'} {u.source} ({v.name})"] == (v.name,)
+    assert "  description = $desc" in lines and f"  desc = LINK {plan.variants[0].library}" in lines
 
 
 def test_ninja_render_without_nvcc_has_no_nvcc_rule(kernel):
     plan = plan_build(inputs(kernel(), torch_info(cuda=None)))
-    text = ninja_file.render(list(plan.variants), cxx="/usr/bin/g++", nvcc=None)
+    text = ninja_file.render(list(plan.variants), cxx="/usr/bin/g++", nvcc=None).text
     assert "rule nvcc" not in text and "cxx = /usr/bin/g++" in text
     assert [line for line in unwrap(text) if line.startswith("build ")][-1] == (
         f"build {plan.variants[0].ops_name}-{plan.variants[0].name}: phony {plan.variants[0].library}")
@@ -522,12 +530,17 @@ def test_ninja_render_runs_identical_compiles_once(kernel):
     plans = [v for t in ("2.13.0", "2.14.1") for v in plan_build(inputs(kernel(), torch_info(t))).variants]
     cuda = [v for v in plans if v.variant.backend == "cuda"]
     assert len(cuda) == 2
-    text = unwrap(ninja_file.render(plans, cxx="c++", nvcc={"/opt/cuda-13.0/bin/nvcc": "/w/bin/cuda-13.0/nvcc"}))
+    graph = ninja_file.render(plans, cxx="c++", nvcc={"/opt/cuda-13.0/bin/nvcc": "/w/bin/cuda-13.0/nvcc"})
+    text = unwrap(graph.text)
     compiles = [line for line in text if line.startswith("build ") and ": nvcc " in line]
     assert len(compiles) == 1 and str(cuda[0].units[-1].output) in compiles[0]
     links = [line for line in text if line.startswith("build ") and ": link " in line and "cuda" in line]
     assert len(links) == 2 and all(str(cuda[0].units[-1].output) in line for line in links)
     assert "  nvcc = /w/bin/cuda-13.0/nvcc" in text
+    # the one edge is shown under the first variant and belongs to both variants' logs
+    shared = f"NVCC {cuda[0].units[-1].source} ({cuda[0].name})"
+    assert graph.owners[shared] == (cuda[0].name, cuda[1].name)
+    assert sum(graph.steps.values()) == len([line for line in text if line.startswith("build ") and ": phony " not in line])
 
 
 def test_section_cuda_minver_leaves_the_section_out_of_older_cuda_variants(kernel):
