@@ -380,16 +380,16 @@ class CountingGit:
     """Counts the git commands the local hub reader runs (its only way of reading the hub)."""
 
     def __init__(self, monkeypatch):
-        from kbuild.git_hub import GitHub
+        from kbuild.git_repo import BareRepo
 
         self.calls: list[tuple] = []
-        real = GitHub._git
+        real = BareRepo.git
 
-        def counted(hub, repo_id, *args, **kw):
+        def counted(repo, *args, **kw):
             self.calls.append(args[:1])
-            return real(hub, repo_id, *args, **kw)
+            return real(repo, *args, **kw)
 
-        monkeypatch.setattr(GitHub, "_git", counted)
+        monkeypatch.setattr(BareRepo, "git", counted)
 
 
 def test_a_pinned_load_from_the_cache_reads_nothing_from_the_hub(hub, monkeypatch):

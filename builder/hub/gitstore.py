@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
 from urllib.parse import unquote
 
+from kbuild.git_repo import BareRepo
+
 from .. import proc
 from ..errors import CommandError
 from . import paths
@@ -172,20 +174,13 @@ class GitStore:
         oid = self._commit_oid(repo, commit, repo_id)
         prefix = paths.validate_path(path) if path.strip("/") else ""
         try:
-            out = self._git(repo, "ls-tree", "-l", "-z", *(["-r", "-t"] if recursive else []), f"{oid}:{prefix}")
+            found = self._bare(repo).tree(f"{oid}:{prefix}", recursive=recursive, folders=True)
         except CommandError:
             if self._object(repo, oid, prefix or None, repo_id)[0] == "blob":
                 raise EntryNotFound(f"{prefix} is a file, not a folder, at {oid[:12]} in {repo_id}") from None
             raise
-        entries = []
-        for record in filter(None, out.split(b"\0")):
-            meta, name = record.split(b"\t", 1)
-            _mode, kind, entry_oid, size = meta.decode().split()
-            full = f"{prefix}/{_decode(name)}" if prefix else _decode(name)
-            if kind in ("blob", "tree"):
-                entries.append(TreeEntry(full, "file" if kind == "blob" else "directory",
-                                         int(size) if kind == "blob" else 0, entry_oid))
-        return entries
+        return [TreeEntry(f"{prefix}/{e.path}" if prefix else e.path, "file" if e.kind == "blob" else "directory",
+                          e.size, e.oid) for e in found if e.kind in ("blob", "tree")]
 
     def file_info(self, repo_type: str, repo_id: str, commit: str, path: str) -> TreeEntry:
         repo = self._repo(repo_type, repo_id)
@@ -203,9 +198,7 @@ class GitStore:
         repo = self._repo(repo_type, repo_id)
         oid = self._commit_oid(repo, commit, repo_id)
         wanted = [paths.validate_path(p) for p in paths_]  # no newline can reach the batch protocol
-        query = "".join(f"{oid}:{p}\n" for p in [""] + wanted).encode(errors="surrogateescape")
-        lines = self._text(repo, "cat-file", "--batch-check", input=query).split("\n")
-        found = [_batch_line(line) for line in lines[:len(wanted) + 1]]
+        found = self._bare(repo).lookup([f"{oid}:{p}" for p in [""] + wanted])
         if found[0] is None:
             raise RevisionNotFound(f"commit {commit} not found in {repo_id}")
         out = []
@@ -221,18 +214,18 @@ class GitStore:
         """A stream of the file's bytes; close it (or use `with`). Reading to the end raises
         CommandError if git failed midway."""
         repo, oid = self._blob(repo_type, repo_id, commit, path)
-        return proc.open_bytes(["git", "cat-file", "blob", oid], env=_env(repo), what="git cat-file")
+        return proc.open_bytes(["git", "cat-file", "blob", oid], env=self._bare(repo).env, what="git cat-file")
 
     def read_file(self, repo_type: str, repo_id: str, commit: str, path: str) -> bytes:
         repo, oid = self._blob(repo_type, repo_id, commit, path)
-        return self._git(repo, "cat-file", "blob", oid)
+        return self._bare(repo).cat("blob", oid)
 
     def commit_info(self, repo_type: str, repo_id: str, commit: str) -> dict:
         """{"oid", "parents", "message", "date"} with the committer date in ISO 8601."""
         repo = self._repo(repo_type, repo_id)
         oid = self._commit_oid(repo, commit, repo_id)
         try:
-            raw = self._git(repo, "cat-file", "commit", oid).decode(errors="replace")
+            raw = self._bare(repo).cat("commit", oid).decode(errors="replace")
         except CommandError:
             raise RevisionNotFound(f"commit {oid} not found in {repo_type} repo {repo_id}") from None
         headers, _, message = raw.partition("\n\n")
@@ -382,10 +375,16 @@ class GitStore:
                                hint=f"create it first (kbuild hub create {repo_id})")
         return repo
 
+    def _bare(self, repo: Path) -> BareRepo:
+        """The shared reader on `repo`, running git through this store's logged runner."""
+        return BareRepo(repo, runner=self._run)
+
     def _git(self, repo: Path, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
+        return self._bare(repo).git(*args, input=input, env=env)
+
+    def _run(self, argv: list[str], stdin: bytes | None, env: dict[str, str]) -> bytes:
         try:
-            return proc.run_bytes(["git", *args], input=input, env={**_env(repo), **(env or {})},
-                                  what=f"git {args[0]}")
+            return proc.run_bytes(argv, input=stdin, env=env, what=f"git {argv[1]}")
         except CommandError as e:
             # git says "unable to write ... No space left on device" or only "exit 128"
             if "No space left on device" in e.output_tail or shutil.disk_usage(self.root).free < NEARLY_FULL:
@@ -397,13 +396,7 @@ class GitStore:
 
     def _refs(self, repo: Path, *patterns: str) -> dict[str, str]:
         """Full ref name -> commit SHA (annotated tags peeled)."""
-        out = self._text(repo, "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)",
-                         *(patterns or ("refs/heads", "refs/tags")))
-        refs = {}
-        for line in out.splitlines():
-            name, oid, peeled = line.split("\0")
-            refs[name] = peeled or oid
-        return refs
+        return self._bare(repo).refs(*patterns)
 
     def _ref(self, repo: Path, ref: str) -> str | None:
         return self._refs(repo, ref).get(ref)
@@ -415,8 +408,8 @@ class GitStore:
             if candidate.startswith("refs/") and candidate in refs:
                 return refs[candidate]
         if paths.is_sha(rev):
-            out = self._text(repo, "cat-file", "--batch-check", input=f"{rev}\n".encode()).split()
-            if out[1:2] == ["commit"]:
+            found = self._bare(repo).lookup([rev])[0]
+            if found and found[0] == "commit":
                 return rev.lower()
         raise RevisionNotFound(f"revision {revision or 'main'!r} not found in {where}")
 
@@ -425,8 +418,7 @@ class GitStore:
 
     def _object(self, repo: Path, commit: str, path: str | None, where: str) -> tuple[str, str, int]:
         """(type, oid, size) of `path` in `commit` (None: the root tree), in one git call."""
-        query = f"{commit}^{{commit}}\n{commit}:{path or ''}\n".encode(errors="surrogateescape")
-        found = [_batch_line(line) for line in self._text(repo, "cat-file", "--batch-check", input=query).split("\n")]
+        found = self._bare(repo).lookup([f"{commit}^{{commit}}", f"{commit}:{path or ''}"])
         if found[0] is None:
             raise RevisionNotFound(f"commit {commit} not found in {where}")
         if found[1] is None:
@@ -442,13 +434,7 @@ class GitStore:
         return repo, oid
 
     def _flat_tree(self, repo: Path, commit: str) -> dict[str, tuple[str, str]]:
-        out = self._git(repo, "ls-tree", "-r", "-z", commit)
-        entries = {}
-        for record in filter(None, out.split(b"\0")):
-            meta, name = record.split(b"\t", 1)
-            mode, _kind, oid = meta.decode().split()
-            entries[_decode(name)] = (mode, oid)
-        return entries
+        return {e.path: (e.mode, e.oid) for e in self._bare(repo).tree(commit, recursive=True)}
 
     @contextmanager
     def scratch(self, prefix: str) -> Iterator[Path]:
@@ -498,10 +484,6 @@ def _size(root: Path) -> int:
     return total
 
 
-def _env(repo: Path) -> dict[str, str]:
-    """Pin git to this repository, whatever GIT_* variables the caller's environment carries."""
-    return {"GIT_DIR": str(repo), "GIT_OBJECT_DIRECTORY": str(repo / "objects"),
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": "", "GIT_NAMESPACE": ""}
 
 
 def _base(branch: str, head: str | None, parent: str | None, start: str | None) -> tuple[str, str]:
@@ -556,11 +538,6 @@ def _lock_reason(error: CommandError) -> str:
     return line.split("cannot lock ref '", 1)[1].split("': ", 1)[-1].strip() if line else error.output_tail.strip()
 
 
-def _batch_line(line: str) -> tuple[str, str, int] | None:
-    parts = line.split(" ")
-    if len(parts) == 3 and paths.is_sha(parts[0]) and parts[2].isdigit():
-        return parts[1], parts[0], int(parts[2])
-    return None
 
 
 def _git_date(signature: str) -> str:
@@ -573,8 +550,6 @@ def _under(refs: dict[str, str], prefix: str) -> dict[str, str]:
     return {name[len(prefix):]: oid for name, oid in refs.items() if name.startswith(prefix)}
 
 
-def _decode(name: bytes) -> str:
-    return name.decode(errors="surrogateescape")
 
 
 def _valid_id(repo_id: str) -> bool:

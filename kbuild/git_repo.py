@@ -1,0 +1,120 @@
+"""Read one bare git repository with the git CLI: refs, object lookups, trees and blobs.
+
+The one local-git reader of kbuild: the runtime's local hub (`git_hub.py`) reads published kernels
+with it, and the builder's hub store (`builder/hub/gitstore.py`) reads with it too and adds its
+writes on top, through the same pinned environment. Who runs git is pluggable (`runner`): the
+runtime runs it here, the builder through its logged subprocess helper.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .hubs import HubUnreachable
+
+TIMEOUT = 60
+
+# (argv, stdin, environment additions) -> stdout; raises on a non-zero exit
+Runner = Callable[[list[str], "bytes | None", dict[str, str]], bytes]
+
+
+class GitFailed(RuntimeError):
+    """git exited non-zero (the runtime's runner; the builder's raises its CommandError)."""
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    path: str  # relative to the tree listed, or the full path when listed by path
+    kind: str  # "blob", "tree" or "commit" (a submodule)
+    oid: str
+    mode: str
+    size: int  # 0 for trees
+
+
+def run_git(argv: list[str], stdin: bytes | None, env: dict[str, str]) -> bytes:
+    """The runtime's runner: git with a timeout; a missing git or a hang is an unreachable hub."""
+    try:
+        done = subprocess.run(argv, input=stdin, capture_output=True, timeout=TIMEOUT, env={**os.environ, **env})
+    except FileNotFoundError:
+        raise HubUnreachable("reading a local hub needs the git command, which is not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise HubUnreachable(f"git timed out after {TIMEOUT}s: {' '.join(argv)}") from None
+    if done.returncode != 0:
+        raise GitFailed(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode(errors='replace')[-500:]}")
+    return done.stdout
+
+
+class BareRepo:
+    def __init__(self, path: Path, runner: Runner = run_git):
+        self.path = Path(path)
+        self._runner = runner
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Pin git to this repository and to git's own defaults, whatever GIT_* variables, system
+        config, pager or locale the caller's environment carries (they change what git prints)."""
+        return {"GIT_DIR": str(self.path), "GIT_OBJECT_DIRECTORY": str(self.path / "objects"),
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES": "", "GIT_NAMESPACE": "", "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C"}
+
+    def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
+        return self._runner(["git", *args], input, {**self.env, **(env or {})})
+
+    def refs(self, *patterns: str) -> dict[str, str]:
+        """Full ref name -> commit SHA, annotated tags peeled to their commit."""
+        out = self.git("for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)",
+                       *(patterns or ("refs/heads", "refs/tags"))).decode()
+        refs = {}
+        for line in out.splitlines():
+            name, oid, peeled = line.split("\0")
+            refs[name] = peeled or oid
+        return refs
+
+    def lookup(self, names: list[str]) -> list[tuple[str, str, int] | None]:
+        """(type, oid, size) of each object name (`<commit>^{commit}`, `<commit>:<path>`, an oid),
+        None where there is none: one `git cat-file --batch-check` for all of them."""
+        query = "".join(f"{n}\n" for n in names).encode(errors="surrogateescape")
+        lines = self.git("cat-file", "--batch-check", input=query).decode(errors="surrogateescape").split("\n")
+        return [_batch_line(line) for line in lines[:len(names)]]
+
+    def tree(self, treeish: str, *paths: str, recursive: bool = False, folders: bool = False) -> list[TreeEntry]:
+        """`git ls-tree -l` of `treeish` (limited to `paths`): direct children, or with `recursive`
+        every file below (and every folder too with `folders`)."""
+        flags = ["-r", *(["-t"] if folders else [])] if recursive else []
+        out = self.git("ls-tree", "-l", "-z", *flags, treeish, *(["--", *paths] if paths else []))
+        entries = []
+        for record in filter(None, out.split(b"\0")):
+            meta, name = record.split(b"\t", 1)
+            mode, kind, oid, size = meta.decode().split()
+            entries.append(TreeEntry(name.decode(errors="surrogateescape"), kind, oid, mode,
+                                     int(size) if size.isdigit() else 0))
+        return entries
+
+    def blobs(self, oids: list[str]) -> dict[str, bytes]:
+        """Every blob's bytes, in one `git cat-file --batch`."""
+        out = self.git("cat-file", "--batch", input="".join(o + "\n" for o in oids).encode())
+        blobs, pos = {}, 0
+        for oid in oids:
+            header_end = out.index(b"\n", pos)
+            got, kind, size = out[pos:header_end].decode().split(" ")
+            if got != oid or kind != "blob":
+                raise ValueError(f"{self.path}: git returned {kind} {got} for blob {oid}")
+            start = header_end + 1
+            blobs[oid] = out[start:start + int(size)]
+            pos = start + int(size) + 1  # the newline after each object
+        return blobs
+
+    def cat(self, kind: str, name: str) -> bytes:
+        """One object's content (`blob`, `commit`) by oid or `<commit>:<path>`."""
+        return self.git("cat-file", kind, name)
+
+
+def _batch_line(line: str) -> tuple[str, str, int] | None:
+    parts = line.split(" ")
+    if len(parts) == 3 and len(parts[0]) in (40, 64) and parts[2].isdigit():
+        return parts[1], parts[0], int(parts[2])
+    return None  # "<name> missing" (or ambiguous)
