@@ -20,6 +20,7 @@ from .layout import BUILD_DIR
 from .manifest import check_python_package, load_manifest
 from .options import BuildOptions
 from .publish import PublishOptions, publish
+from .remote_cache import resolve_remote
 from .report import Reporter
 from .settings import from_environment as builder_settings
 from .testing import test_kernels
@@ -196,10 +197,12 @@ def _python(args) -> str:
 
 def _options(args) -> BuildOptions:
     env = builder_settings()
+    folder = _folder(args.dir).resolve()
     return BuildOptions(
-        folder=_folder(args.dir).resolve(), variants=tuple(args.variant), jobs=getattr(args, "jobs", None),
+        folder=folder, variants=tuple(args.variant), jobs=getattr(args, "jobs", None),
         python=_python(args), cuda_home=env.cuda_home, cache_dir=env.cache_dir, cxx=env.cxx,
         compile_cache=getattr(args, "compile_cache", True), compile_cache_dir=env.ccache_dir,
+        remote_cache=resolve_remote(env.remote_cache, folder),
         source_date_epoch=env.source_date_epoch, all_variants=getattr(args, "all_variants", False),
         toolchains_dir=env.toolchains_dir, torch_index=env.torch_index,
         **_cuda_archs(args, env.cuda_arch_list), nvcc_threads=_nvcc_threads(env.nvcc_threads),

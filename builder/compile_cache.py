@@ -4,7 +4,8 @@ ccache keys a compile on the compiler (its `--version` output, not its mtime), t
 the preprocessed input. Paths under the build folder are hashed relative to the ninja folder
 (`base_dir`) and the working directory is left out of the key (`hash_dir = false`), so a copy of
 the project in another folder hits the same entries. Each build writes its own stats log, so the
-summary counts this build's hits and misses only, whatever else shares the cache.
+summary counts this build's hits and misses only, whatever else shares the cache. A remote
+storage (`remote_cache.py`: Redis, HTTP, a shared folder) is ccache's too, set in ninja's environment.
 
 The script texts are pure functions; `install_script` writes them.
 """
@@ -33,10 +34,13 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     uncached: int = 0  # compiles ccache could not cache (unsupported flags, preprocessor errors…)
+    remote_hits: int = 0  # of the hits, those the remote storage answered
+    remote_errors: int = 0  # compiles for which the remote storage could not be reached
 
     def line(self) -> str:
+        remote = f" ({self.remote_hits} remote)" if self.remote_hits else ""
         extra = f", {self.uncached} not cached" if self.uncached else ""
-        return f"compile cache: {self.hits} hit(s), {self.misses} miss(es){extra}"
+        return f"compile cache: {self.hits} hit(s){remote}, {self.misses} miss(es){extra}"
 
 
 def find_ccache() -> str | None:
@@ -103,4 +107,6 @@ def read_stats(log: Path) -> CacheStats:
             entries[-1].add(line.strip())
     hits = sum(1 for e in entries if e & _HITS)
     misses = sum(1 for e in entries if not e & _HITS and "cache_miss" in e)
-    return CacheStats(hits, misses, len(entries) - hits - misses)
+    remote_hits = sum(1 for e in entries if e & _HITS and "remote_storage_hit" in e)
+    remote_errors = sum(1 for e in entries if e & {"remote_storage_error", "remote_storage_timeout"})
+    return CacheStats(hits, misses, len(entries) - hits - misses, remote_hits, remote_errors)

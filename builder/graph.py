@@ -26,6 +26,9 @@ def run_graph(options: BuildOptions, jobs: list[Job], reporter: Reporter) -> Nin
     ninja_path, graph = write_graph(options, jobs, cache)
     reporter.start_variants(graph.steps)
     env = {"SOURCE_DATE_EPOCH": options.source_date_epoch}
+    if cache and options.remote_cache:
+        env["CCACHE_REMOTE_STORAGE"] = options.remote_cache.url  # in ninja's environment: no command changes
+        reporter.info(f"compile cache shared through {options.remote_cache.shown()} ({options.remote_cache.origin})")
     threads = nvcc_threads(compiled, options.jobs, usable_cores(), options.nvcc_threads)
     if threads > 1:
         env["KBUILD_NVCC_THREADS"] = str(threads)
@@ -35,7 +38,11 @@ def run_graph(options: BuildOptions, jobs: list[Job], reporter: Reporter) -> Nin
     if outcome.compiles_run == 0 and outcome.returncode == 0:
         reporter.info("nothing to compile: every object is up to date")
     elif cache:
-        reporter.note(compile_cache.read_stats(cache.stats_log).line())
+        stats = compile_cache.read_stats(cache.stats_log)
+        reporter.note(stats.line())
+        if stats.remote_errors and options.remote_cache:
+            reporter.warn(f"remote compile cache {options.remote_cache.shown()} did not answer for "
+                          f"{stats.remote_errors} compile(s): they ran here and were not shared")
     return outcome
 
 
