@@ -8,7 +8,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import __version__, info_cli, lock_cli, toolchain_cli
+from . import __version__, info_cli, lock_cli, matrix_cli, toolchain_cli
 from .abi_floor import policy_error
 from .build import build
 from .errors import ExitCode, KbuildError, UsageError
@@ -137,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a machine-readable listing")
     _python_option(p)
     p.set_defaults(handler=_variants)
+    matrix_cli.add_parser(sub)
 
     p = sub.add_parser("publish", help="push built variants to a version branch of a hub repo")
     p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
@@ -325,21 +326,42 @@ def _variants(args, reporter: Reporter) -> int:
 
 
 def _publish(args, reporter: Reporter) -> int:
-    manifest = load_manifest(_folder(args.dir).resolve())
-    options = PublishOptions(folder=manifest.root, repo_id=args.repo_id, branch=args.branch,
-                             variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
-                             dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs)
+    """One kernel, or each kernel of a workspace (a CI slice: `--variant` names those of its kernels
+    that built them; a kernel that built none of them is left alone)."""
+    folder = _folder(args.dir).resolve()
+    kernels = kernel_dirs(folder)
+    if len(kernels) > 1 and args.repo_id:
+        raise UsageError("--repo-id names one repo: publish one kernel folder with it, not a workspace")
     settings = builder_settings()  # the hub rule get_kernel and kbuild lock follow too
     hub = open_hub(parse_hub(args.hub or settings.hub), settings.token)
-    result = publish(manifest, options, hub, reporter)
+    summaries = []
+    for kernel in kernels:
+        manifest = load_manifest(kernel)
+        variants = tuple(args.variant)
+        if len(kernels) > 1 and variants:
+            built = manifest.root / BUILD_DIR
+            variants = tuple(v for v in variants if (built / v).is_dir())
+            if not variants:
+                reporter.info(f"{manifest.name}: none of {', '.join(args.variant)} is built here; not published")
+                continue
+        options = PublishOptions(folder=manifest.root, repo_id=args.repo_id, branch=args.branch, variants=variants,
+                                 allow_dirty=args.allow_dirty, force=args.force, dry_run=args.dry_run,
+                                 allow_partial_archs=args.allow_partial_archs)
+        result = publish(manifest, options, hub, reporter)
+        summaries.append(result.summary())
+        if not args.json:
+            _report_publish(result, hub, args.dry_run, reporter)
     if args.json:
-        reporter.result(json.dumps(result.summary(), indent=2))
-        return 0
+        reporter.result(json.dumps(summaries[0] if len(kernels) == 1 else summaries, indent=2))
+    return 0
+
+
+def _report_publish(result, hub, dry_run: bool, reporter: Reporter) -> None:
     plan = result.plan
     target = f"{plan.repo_id}@{plan.branch}"
     counts = f"{len(plan.added)} added, {len(plan.replaced)} replaced, {len(plan.deleted)} deleted, " \
              f"{plan.unchanged} unchanged"
-    if args.dry_run:
+    if dry_run:
         reporter.result(f"dry run: {target} ({hub.describe()}), parent {plan.parent or '(new branch)'}: {counts}")
         for kind, paths in (("add", plan.added), ("replace", plan.replaced), ("delete", plan.deleted)):
             for path in paths:
@@ -350,7 +372,6 @@ def _publish(args, reporter: Reporter) -> int:
         reporter.result(f"published {', '.join(plan.variants)} to {target}: {counts}")
         reporter.result(f"commit {result.commit}")
         reporter.result(result.url)
-    return 0
 
 
 def _test(args, reporter: Reporter) -> int:
