@@ -20,6 +20,7 @@ from .layout import BUILD_DIR
 from .manifest import check_python_package, load_manifest
 from .options import BuildOptions
 from .publish import PublishOptions, publish
+from .dist import resolve_dist
 from .remote_cache import resolve_remote
 from .report import Reporter
 from .settings import from_environment as builder_settings
@@ -122,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show compiler output")
     p.add_argument("--no-cache", dest="compile_cache", action="store_false",
                    help="compile without the compile cache (ccache)")
+    p.add_argument("--dist", default=None, metavar="URL",
+                   help="distribute the compiles through sccache to this sccache-dist scheduler (default: "
+                        "$KBUILD_DIST_SCHEDULER, else [workspace.dist] scheduler; token: $KBUILD_DIST_TOKEN)")
     p.add_argument("--manylinux", default=None, metavar="POLICY",
                    help='build for this manylinux policy, e.g. "2_28": compile and link against its glibc '
                         "sysroot (kbuild toolchain install sysroot-2.28) and fail a variant whose libraries "
@@ -204,6 +208,7 @@ def _options(args) -> BuildOptions:
         python=_python(args), cuda_home=env.cuda_home, cache_dir=env.cache_dir, cxx=env.cxx,
         compile_cache=getattr(args, "compile_cache", True), compile_cache_dir=env.ccache_dir,
         remote_cache=resolve_remote(env.remote_cache, folder),
+        dist=resolve_dist(args.dist, env.dist_scheduler, env.dist_token, folder) if hasattr(args, "dist") else None,
         source_date_epoch=env.source_date_epoch, all_variants=getattr(args, "all_variants", False),
         toolchains_dir=env.toolchains_dir, torch_index=env.torch_index,
         **_cuda_archs(args, env.cuda_arch_list), nvcc_threads=_nvcc_threads(env.nvcc_threads),

@@ -1,5 +1,6 @@
 """One ninja graph for every job of a build: written (with the compile cache's launcher and the
-nvcc wrappers), then run with nvcc's threads sized to the cores ninja leaves idle.
+nvcc wrappers, or sccache's when compiles are distributed), then run with nvcc's threads sized to
+the cores ninja leaves idle.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import math
 import os
 from pathlib import Path
 
-from . import compile_cache, ninja_file, resources
+from . import compile_cache, dist, ninja_file, resources
 from .compile_cache import CompileCache
 from .jobs import Job
 from .layout import WORK_DIR
@@ -22,14 +23,25 @@ def run_graph(options: BuildOptions, jobs: list[Job], reporter: Reporter) -> Nin
     compiled = [v for j in jobs for v in j.plan.variants if v.compiled]
     if not compiled:
         return None
-    cache = _compile_cache(options, reporter)
-    ninja_path, graph = write_graph(options, jobs, cache)
+    client = _dist_client(options, reporter)
+    try:
+        return _run(options, jobs, compiled, reporter, client)
+    finally:
+        if client:
+            client.stop()
+
+
+def _run(options: BuildOptions, jobs: list[Job], compiled, reporter: Reporter,
+         client: dist.DistClient | None) -> NinjaOutcome:
+    cache = None if client else _compile_cache(options, reporter)
+    ninja_path, graph = write_graph(options, jobs, cache, client.sccache if client else None)
     reporter.start_variants(graph.steps)
-    env = {"SOURCE_DATE_EPOCH": options.source_date_epoch}
+    env = {"SOURCE_DATE_EPOCH": options.source_date_epoch, **(client.env if client else {})}
     if cache and options.remote_cache:
         env["CCACHE_REMOTE_STORAGE"] = options.remote_cache.url  # in ninja's environment: no command changes
         reporter.info(f"compile cache shared through {options.remote_cache.shown()} ({options.remote_cache.origin})")
-    threads = nvcc_threads(compiled, options.jobs, usable_cores(), options.nvcc_threads)
+    # distributed, sccache runs each arch's cicc and ptxas as a job of its own
+    threads = 1 if client else nvcc_threads(compiled, options.jobs, usable_cores(), options.nvcc_threads)
     if threads > 1:
         env["KBUILD_NVCC_THREADS"] = str(threads)
         reporter.info(f"nvcc compiles each unit's archs in {threads} threads")
@@ -37,6 +49,12 @@ def run_graph(options: BuildOptions, jobs: list[Job], reporter: Reporter) -> Nin
                         owners=graph.owners)
     if outcome.compiles_run == 0 and outcome.returncode == 0:
         reporter.info("nothing to compile: every object is up to date")
+    elif client:
+        stats = client.stats()
+        reporter.note(stats.line())
+        if stats.errors:
+            reporter.warn(f"{stats.errors} compile(s) could not be distributed through {options.dist.scheduler}: "
+                          f"they ran here (see {client.folder / 'client.log'})")
     elif cache:
         stats = compile_cache.read_stats(cache.stats_log)
         reporter.note(stats.line())
@@ -44,6 +62,21 @@ def run_graph(options: BuildOptions, jobs: list[Job], reporter: Reporter) -> Nin
             reporter.warn(f"remote compile cache {options.remote_cache.shown()} did not answer for "
                           f"{stats.remote_errors} compile(s): they ran here and were not shared")
     return outcome
+
+
+def _dist_client(options: BuildOptions, reporter: Reporter) -> dist.DistClient | None:
+    """This build's sccache client when compiles are distributed and the scheduler answers; else
+    None (compiles run here, through ccache), with one warning when it did not answer."""
+    if options.dist is None:
+        return None
+    client = dist.DistClient(options.dist, options.folder / WORK_DIR, options.cache_dir / "sccache")
+    servers = client.start()
+    if servers is None:
+        reporter.warn(f"sccache-dist scheduler {options.dist.scheduler} ({options.dist.origin}) did not answer: "
+                      "compiling here")
+        return None
+    reporter.info(f"distributing compiles through {options.dist.scheduler} ({servers} build server(s))")
+    return client
 
 
 def _compile_cache(options: BuildOptions, reporter: Reporter) -> CompileCache | None:
@@ -59,7 +92,10 @@ def _compile_cache(options: BuildOptions, reporter: Reporter) -> CompileCache | 
     return CompileCache(ccache, options.compile_cache_dir or options.cache_dir / "compile", options.folder, log)
 
 
-def write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | None) -> tuple[Path, ninja_file.Graph]:
+def write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | None,
+                sccache: str | None = None) -> tuple[Path, ninja_file.Graph]:
+    """build.ninja for `jobs`; compiles run through ccache (`cache`), or through `sccache` when they
+    are distributed (then nvcc runs as itself: sccache takes it apart into its steps)."""
     work = options.folder / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
     for j in jobs:
@@ -68,12 +104,16 @@ def write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | No
         _write_if_changed(resources.read_bytes("templates/registration.h"), include / "registration.h")
     wrappers = {}
     for cuda in {j.toolchain.cuda for j in jobs if j.toolchain.cuda}:
+        if sccache:
+            wrappers[cuda.nvcc] = cuda.nvcc
+            continue
         # named nvcc: ccache recognises the compiler by its name
         wrapper = work / "bin" / f"cuda-{cuda.version[0]}.{cuda.version[1]}" / "nvcc"
         compile_cache.install_script(wrapper, compile_cache.nvcc_script(cuda.nvcc))
         wrappers[cuda.nvcc] = str(wrapper)
     launcher = work / "bin" / "compile"
-    compile_cache.install_script(launcher, compile_cache.launcher_script(cache))
+    compile_cache.install_script(launcher, dist.launcher_script(sccache) if sccache
+                                 else compile_cache.launcher_script(cache))
     graph = ninja_file.render([v for j in jobs for v in j.plan.variants], options.cxx, wrappers, options.folder,
                               str(launcher))
     path = work / "build.ninja"

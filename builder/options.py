@@ -8,6 +8,7 @@ from pathlib import Path
 from kbuild.settings import DEFAULT_CACHE
 
 from .cuda_arch import Capability
+from .dist import DistSettings
 from .remote_cache import RemoteCache
 from .settings import DEFAULT_TOOLCHAINS, PYPI
 
@@ -26,6 +27,7 @@ class BuildOptions:
     compile_cache: bool = True  # `--no-cache` turns it off
     compile_cache_dir: Path | None = None  # the user's CCACHE_DIR, else cache_dir / "compile"
     remote_cache: RemoteCache | None = None  # shared with other machines (KBUILD_REMOTE_CACHE, [workspace.cache])
+    dist: DistSettings | None = None  # compiles through sccache-dist (--dist, KBUILD_DIST_SCHEDULER, [workspace.dist])
     source_date_epoch: str = "0"  # what __DATE__/__TIME__ expand to (SOURCE_DATE_EPOCH)
     all_variants: bool = False  # `--all`: every variant of the matrix, toolchains provisioned
     toolchains_dir: Path = DEFAULT_TOOLCHAINS  # KBUILD_TOOLCHAINS

@@ -14,6 +14,7 @@ builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
 | `SOURCE_DATE_EPOCH` | what `__DATE__`/`__TIME__` expand to (default 0) |
 | `TORCH_CUDA_ARCH_LIST` | the CUDA archs to build when `--cuda-archs` is not given |
 | `NVCC_THREADS` | threads per nvcc (default: sized from the free cores) |
+| `KBUILD_DIST_SCHEDULER`, `KBUILD_DIST_TOKEN` | distributed compiles: the sccache-dist scheduler (`off`), else the workspace's `[workspace.dist] scheduler`; its client token |
 | `KBUILD_REMOTE_CACHE` | the shared compile cache (`redis://host:port`, …; `off`), else the workspace's `[workspace.cache] remote` |
 | `CI` | plain log lines instead of a live progress display |
 | `KBUILD_HUB`, `HF_ENDPOINT`, `HF_TOKEN` | the hub and its token (kbuild/settings.py) |
@@ -43,6 +44,8 @@ class BuilderSettings:
     cuda_arch_list: str | None = None
     nvcc_threads: str | None = None  # as written; the CLI checks it is a positive number
     remote_cache: str | None = field(default=None, repr=False)  # as written (may hold a password)
+    dist_scheduler: str | None = None
+    dist_token: str | None = field(default=None, repr=False)
     ci: bool = False
     hub: str | None = None  # None: the default local hub
     token: str | None = field(default=None, repr=False)
@@ -67,6 +70,8 @@ def from_environment(environ=None) -> BuilderSettings:
         cuda_arch_list=env.get("TORCH_CUDA_ARCH_LIST") or None,
         nvcc_threads=env.get("NVCC_THREADS") or None,
         remote_cache=env.get("KBUILD_REMOTE_CACHE") or None,
+        dist_scheduler=env.get("KBUILD_DIST_SCHEDULER") or None,
+        dist_token=env.get("KBUILD_DIST_TOKEN") or None,
         ci=bool(env.get("CI")),
         hub=shared.hub,
         token=shared.token,

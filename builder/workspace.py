@@ -7,7 +7,7 @@ from pathlib import Path
 from .errors import ManifestError
 from ._toml import tomllib
 
-_WORKSPACE_KEYS = {"members", "exclude", "matrix", "cache"}
+_WORKSPACE_KEYS = {"members", "exclude", "matrix", "cache", "dist"}
 
 
 def kernel_dirs(folder: Path) -> list[Path]:
@@ -26,8 +26,8 @@ def kernel_dirs(folder: Path) -> list[Path]:
         raise ManifestError(f"{manifest}: [workspace]: expected a table, got {ws!r}")
     for key, value in ws.items():
         if key not in _WORKSPACE_KEYS:
-            raise ManifestError(f"{manifest}: [workspace] {key}: unknown key (expected one of: members, exclude, matrix, cache)")
-        if key in ("matrix", "cache"):  # their keys are checked where they are read (matrix.py, remote_cache.py)
+            raise ManifestError(f"{manifest}: [workspace] {key}: unknown key (expected one of: members, exclude, matrix, cache, dist)")
+        if key in ("matrix", "cache", "dist"):  # their keys are checked where they are read (matrix, remote_cache, dist)
             if not isinstance(value, dict):
                 raise ManifestError(f"{manifest}: [workspace.{key}]: expected a table, got {value!r}")
             continue

