@@ -43,6 +43,26 @@ def run(
     return done
 
 
+def run_logged(cmd: list[str], log_file: Path, *, cwd: Path | None = None, env: dict[str, str] | None = None,
+               timeout: float | None = 3600) -> int | None:
+    """Run `cmd` with stdout and stderr going straight into `log_file` while it runs, so a run that
+    is killed or times out keeps what it printed; its exit code, None when it timed out (killed)."""
+    log.debug("$ %s%s > %s", _env_prefix(env), shlex.join(cmd), log_file)
+    full_env = {**os.environ, **env} if env else None
+    with open(log_file, "wb") as out:
+        try:
+            child = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT)
+        except FileNotFoundError:
+            raise CommandError(f"command not found: {cmd[0]}", 127, "") from None
+        try:
+            return child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            return None
+
+
 def stream(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start `cmd` with line-buffered text stdout (stderr merged) for live progress."""
     log.debug("$ %s%s", _env_prefix(env), shlex.join(cmd))

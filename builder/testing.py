@@ -27,6 +27,7 @@ from .toolchain import TorchInfo, probe_torch
 from .workspace import kernel_dirs
 
 _NO_TESTS_COLLECTED = 5
+TIMEOUT_S = 3600  # one variant's suite
 _GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
 
@@ -109,11 +110,17 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
         # pytest.ini (addopts, plugins) or conftest.py would otherwise apply to its tests.
         isolate = ["-c", str(config), f"--rootdir={root}", f"--confcutdir={root}"]
         cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *isolate, str(root / "tests"), *pytest_args]
-        done = proc.run(cmd, cwd=root, env=env, timeout=3600, check=False, what="pytest")
-    log.write_text(done.stdout)
+        # straight into the log: a suite that is cut short keeps what it ran (tail it while it runs)
+        code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=TIMEOUT_S)
     seconds = time.monotonic() - start
-    last = _outcome_line(done.stdout)
-    if done.returncode in (0, _NO_TESTS_COLLECTED):
+    output = log.read_text(errors="replace")
+    if code is None:
+        with log.open("a") as f:
+            f.write(f"\nkbuild: pytest stopped after {TIMEOUT_S} s\n")
+        return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log,
+                             reason=f"timed out after {TIMEOUT_S} s ({_progress(output)})")
+    last = _outcome_line(output)
+    if code in (0, _NO_TESTS_COLLECTED):
         # Exit 5: every test module skipped itself (e.g. no GPU for a CUDA variant).
         status = "skipped" if " passed" not in last else "passed"
         return VariantResult(manifest.name, variant_dir.name, status, seconds, log=log, reason=last)
@@ -154,6 +161,12 @@ def _own_pytest_config(root: Path) -> Path | None:
         if path.is_file() and re.search(rf"^\[{re.escape(section)}\]", path.read_text(), re.M):
             return path
     return None
+
+
+def _progress(output: str) -> str:
+    """What a cut-short `pytest -q` got through, from its progress dots."""
+    marks = "".join(m[1] for m in re.finditer(r"^([.FEsxX]+)\s*(?:\[\s*\d+%\])?\s*$", output, re.M))
+    return f"{marks.count('.')} passed, {marks.count('F') + marks.count('E')} failed, {marks.count('s')} skipped so far"
 
 
 def _outcome_line(output: str) -> str:

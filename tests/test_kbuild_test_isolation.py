@@ -216,3 +216,41 @@ def test_without_a_repo_id_hugging_faces_loader_is_not_redirected(relu, cpu_vari
     assert code == 0, log
     assert "LOCAL_KERNELS=<unset>\n" in log and "HF_HUB_OFFLINE=<unset>\n" in log, log
     assert re.search(r"^1 passed\b", log, re.M), log
+
+
+# --- a suite cut short keeps its log ---------------------------------------------------------
+
+SLOW_TESTS = '''\
+import time
+
+
+def test_one():
+    pass
+
+
+def test_two():
+    pass
+
+
+def test_hangs():
+    time.sleep(600)
+'''
+
+
+def test_a_suite_that_times_out_keeps_its_log_and_says_how_far_it_got(tmp_path, capsys, monkeypatch):
+    from builder import testing
+
+    monkeypatch.setenv("KBUILD_CACHE", str(tmp_path / "cache"))
+    assert main(["init", "slowk", "--backends", "triton", "--dir", str(tmp_path / "slowk")]) == 0
+    kernel = tmp_path / "slowk"
+    assert main(["build", str(kernel)]) == 0
+    for old in (kernel / "tests").glob("test_*.py"):
+        old.unlink()
+    (kernel / "tests" / "test_slow.py").write_text(SLOW_TESTS)
+    monkeypatch.setattr(testing, "TIMEOUT_S", 20)
+    capsys.readouterr()
+    assert main(["test", str(kernel), "--", "-p", "no:randomly"]) != 0
+    out = "".join(capsys.readouterr())
+    assert re.search(r"failed\s+slowk/torch-cuda .*timed out after 20 s \(2 passed, 0 failed, 0 skipped so far\)", out), out
+    log = (kernel / ".kbuild" / "torch-cuda" / "test.log").read_text()
+    assert log.splitlines()[-1] == "kbuild: pytest stopped after 20 s" and ".." in log
