@@ -24,8 +24,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from . import proc
-from ._toml import tomllib
 from .errors import CommandError, ManifestError, ToolchainError, UsageError
+from .workspace import workspace_url
 
 ENV_SCHEDULER = "KBUILD_DIST_SCHEDULER"
 ENV_TOKEN = "KBUILD_DIST_TOKEN"
@@ -89,22 +89,8 @@ def resolve_dist(flag: str | None, env_scheduler: str | None, env_token: str | N
 
 
 def _workspace_scheduler(folder: Path) -> tuple[str, str] | None:
-    manifest = folder / "build.toml"
-    try:
-        data = tomllib.loads(manifest.read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return None  # not a workspace, or a manifest whose errors the build reports
-    ws = data.get("workspace")
-    table = ws.get("dist") if isinstance(ws, dict) else None
-    if table is None:
-        return None
-    where = f"{manifest}: [workspace.dist]"
-    for key in table:
-        if key != "scheduler":
-            raise ManifestError(f"{where} {key}: unknown key (expected: scheduler; the token comes from {ENV_TOKEN})")
-    if not isinstance(table.get("scheduler"), str):
-        raise ManifestError(f"{where} scheduler: expected a URL string, got {table.get('scheduler')!r}")
-    return parse_scheduler(table["scheduler"], f"{where} scheduler", error=ManifestError), f"{where} scheduler"
+    found = workspace_url(folder, "dist", "scheduler", hint=f"; the token comes from {ENV_TOKEN}")
+    return None if found is None else (parse_scheduler(found[0], found[1], error=ManifestError), found[1])
 
 
 def find_sccache() -> str:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ._toml import tomllib
 from .errors import ManifestError, UsageError
+from .workspace import workspace_url
 
 ENV = "KBUILD_REMOTE_CACHE"
 # the storage kinds ccache's remote storage speaks (its `--version` lists them as *-storage)
@@ -50,21 +50,5 @@ def resolve_remote(env_value: str | None, folder: Path) -> RemoteCache | None:
     """KBUILD_REMOTE_CACHE, else the workspace's [workspace.cache] remote, else None."""
     if env_value:
         return None if env_value.strip() == "off" else parse_remote(env_value, ENV)
-    manifest = folder / "build.toml"
-    try:
-        data = tomllib.loads(manifest.read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return None  # not a workspace, or a manifest whose errors the build reports
-    ws = data.get("workspace")
-    cache = ws.get("cache") if isinstance(ws, dict) else None
-    if cache is None:
-        return None
-    where = f"{manifest}: [workspace.cache]"
-    if not isinstance(cache, dict):
-        raise ManifestError(f"{where}: expected a table, got {cache!r}")
-    for key in cache:
-        if key != "remote":
-            raise ManifestError(f"{where} {key}: unknown key (expected: remote)")
-    if not isinstance(cache.get("remote"), str):
-        raise ManifestError(f"{where} remote: expected a URL string, got {cache.get('remote')!r}")
-    return parse_remote(cache["remote"], f"{where} remote", error=ManifestError)
+    found = workspace_url(folder, "cache", "remote")
+    return None if found is None else parse_remote(found[0], found[1], error=ManifestError)

@@ -52,10 +52,35 @@ def kernel_dirs(folder: Path) -> list[Path]:
 def workspace_matrix(folder: Path) -> tuple[dict | None, str]:
     """The `[workspace.matrix]` table of the workspace at `folder` (None if it has none or is a
     kernel), and where to point errors about it."""
+    return workspace_table(folder, "matrix")
+
+
+def workspace_table(folder: Path, table: str) -> tuple[dict | None, str]:
+    """`[workspace.<table>]` of the workspace at `folder` (None if it has none, is a kernel, or its
+    build.toml does not parse: the build reports that), and where to point errors about it."""
     manifest = folder / "build.toml"
     try:
         data = tomllib.loads(manifest.read_text())
     except (OSError, tomllib.TOMLDecodeError):
         return None, str(manifest)
     ws = data.get("workspace")
-    return (ws.get("matrix") if isinstance(ws, dict) else None), f"{manifest}: [workspace.matrix]"
+    found = ws.get(table) if isinstance(ws, dict) else None
+    where = f"{manifest}: [workspace.{table}]"
+    if found is not None and not isinstance(found, dict):
+        raise ManifestError(f"{where}: expected a table, got {found!r}")
+    return found, where
+
+
+def workspace_url(folder: Path, table: str, key: str, hint: str = "") -> tuple[str, str] | None:
+    """The string `[workspace.<table>] <key>` of the workspace at `folder` and where it is written
+    (for messages); None when there is none or `folder` is a kernel. Any other key of the table
+    is an error naming it."""
+    found, where = workspace_table(folder, table)
+    if found is None:
+        return None
+    for name in found:
+        if name != key:
+            raise ManifestError(f"{where} {name}: unknown key (expected: {key}{hint})")
+    if not isinstance(found.get(key), str):
+        raise ManifestError(f"{where} {key}: expected a URL string, got {found.get(key)!r}")
+    return found[key], f"{where} {key}"
