@@ -478,7 +478,7 @@ def test_workspace_exclude(tmp_path):
     ('members = ["kernels/*", "ops/*"]', '[workspace] members: "ops/*" matches no kernel folder'),
     ('members = ["kernels/*"]\nexclude = ["kernels/*"]', "[workspace] members: no kernels listed"),
     ('members = ["kernels/*"]\nmatrix = []', "[workspace.matrix]: expected a table, got []"),
-    ('members = ["kernels/*"]\nmatrixx = 1', "[workspace] matrixx: unknown key (expected one of: members, exclude, matrix)"),
+    ('members = ["kernels/*"]\nmatrixx = 1', "[workspace] matrixx: unknown key (expected one of: members, exclude, matrix, cache, dist)"),
     ('members = "kernels/*"', "[workspace] members: expected a list of glob patterns relative to"),
     ('members = ["/abs/kernels/*"]', "[workspace] members: expected a list of glob patterns relative to"),
 ])
