@@ -167,6 +167,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
     p.add_argument("--variant", action="append", default=[], metavar="V",
                    help="only this built variant (repeatable; default: every variant in build/)")
+    p.add_argument("--timeout", type=_positive_seconds, default=None, metavar="S",
+                   help="stop a variant's suite after S seconds (default 3600); its log keeps what ran")
     p.epilog = "Arguments after -- go to pytest, e.g. kbuild test kernels/relu -- -k fp16 -x"
     _python_option(p)
     p.set_defaults(handler=_test)
@@ -237,6 +239,12 @@ def _nvcc_threads(text: str | None) -> int | None:
         return None
     if not text.isdigit() or int(text) < 1:
         raise UsageError(f"NVCC_THREADS: expected a positive number, got {text!r}")
+    return int(text)
+
+
+def _positive_seconds(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return int(text)
 
 
@@ -381,7 +389,7 @@ def _report_publish(result, hub, dry_run: bool, reporter: Reporter) -> None:
 
 def _test(args, reporter: Reporter) -> int:
     results = test_kernels(_folder(args.dir).resolve(), tuple(args.variant), _python(args), tuple(args.pytest_args),
-                           reporter, cache_dir=_options(args).cache_dir / "probes")
+                           reporter, cache_dir=_options(args).cache_dir / "probes", timeout=args.timeout)
     reporter.summary(results, "kbuild test")
     if not any(r.status in ("passed", "failed") or r.log for r in results):
         reporter.error("no variant was tested: none is built, or none can load in this torch",

@@ -27,12 +27,14 @@ from .toolchain import TorchInfo, probe_torch
 from .workspace import kernel_dirs
 
 _NO_TESTS_COLLECTED = 5
-TIMEOUT_S = 3600  # one variant's suite
+TIMEOUT_S = 3600  # one variant's suite, unless `kbuild test --timeout` says otherwise
 _GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
 
 def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_args: tuple[str, ...], reporter,
-                 cache_dir: Path | None = None) -> list[VariantResult]:
+                 cache_dir: Path | None = None, timeout: int | None = None) -> list[VariantResult]:
+    """Each kernel's tests/ against each built variant this torch can load; `timeout`: seconds per
+    variant's suite (default TIMEOUT_S)."""
     results = []
     has_gpu = None
     torch = probe_torch(python, cache_dir or from_environment().probe_dir)
@@ -60,7 +62,7 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
                 continue
             if has_gpu is None:
                 has_gpu = proc.run([python, "-c", _GPU_PROBE], timeout=300, what="GPU probe").stdout.strip().endswith("1")
-            results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter))
+            results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter, timeout))
     return results
 
 
@@ -84,7 +86,9 @@ def _built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
     return [p for p in found if not only or p.name in only]
 
 
-def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_args, reporter) -> VariantResult:
+def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_args, reporter,
+             timeout: int | None = None) -> VariantResult:
+    timeout = timeout or TIMEOUT_S
     variant = parse_variant(variant_dir.name)
     device = "cuda" if variant.backend in ("cuda", "rocm") else "cpu"
     env = {"KBUILD_TEST_DEVICE": device}
@@ -111,14 +115,14 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
         isolate = ["-c", str(config), f"--rootdir={root}", f"--confcutdir={root}"]
         cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *isolate, str(root / "tests"), *pytest_args]
         # straight into the log: a suite that is cut short keeps what it ran (tail it while it runs)
-        code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=TIMEOUT_S)
+        code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)
     seconds = time.monotonic() - start
     output = log.read_text(errors="replace")
     if code is None:
         with log.open("a") as f:
-            f.write(f"\nkbuild: pytest stopped after {TIMEOUT_S} s\n")
+            f.write(f"\nkbuild: pytest stopped after {timeout} s\n")
         return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log,
-                             reason=f"timed out after {TIMEOUT_S} s ({_progress(output)})")
+                             reason=f"timed out after {timeout} s ({_progress(output)})")
     last = _outcome_line(output)
     if code in (0, _NO_TESTS_COLLECTED):
         # Exit 5: every test module skipped itself (e.g. no GPU for a CUDA variant).
