@@ -56,7 +56,7 @@ for k in "$@"; do
   if [ "$status" = built ] || [ "$status" = unchanged ] || [ "$status" = prebuilt ]; then
     own=PYTEST_ARGS_${k//-/_}; eval "args=(${!own:-${PYTEST_ARGS:-}})"
     tstart=$(date +%s)
-    timeout ${TEST_TIMEOUT:-900} python -m builder.cli test $work/$k --variant "$v" -- "${args[@]}"
+    python -m builder.cli test $work/$k --variant "$v" --timeout "${TEST_TIMEOUT:-900}" -- "${args[@]}"
     rc=$?; echo "== $k tests: $(( $(date +%s) - tstart )) s (exit $rc)"
     summary=$(grep -E "[0-9]+ (passed|failed|skipped|error)|no tests ran" $work/$k/.kbuild/$v/test.log | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')
     cp $work/$k/.kbuild/$v/test.log "$OUT/$k.test.log"

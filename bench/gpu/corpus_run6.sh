@@ -15,14 +15,7 @@ run=/tmp/run; rm -rf $run /tmp/site /tmp/snap; mkdir -p $run/B $run/C
 # a snapshot of the checkout: later device calls sync the working tree again while this runs
 cp -r . /tmp/snap && cd /tmp/snap || exit 1
 here=$PWD
-python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .device/wheels/{rich,markdown_it,mdurl,pygments,pyelftools,kernels,einops,auditwheel,abi3info}*.whl || exit 1
-export PYTHONPATH=$here:/tmp/site CI=1 PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-date +%s > $run/start
-ldd --version | head -1 > $run/glibc
-xdist() { python -c "import xdist" 2>/dev/null && echo "-n $1"; }
-echo "pytest-xdist: $(xdist 1 || echo absent)" > $run/xdist
+source bench/gpu/run_setup.sh
 echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs" > $run/machine
 
 ( export OUT=$run/B CUDA_VISIBLE_DEVICES=0 TEST_TIMEOUT=1500 PREBUILT=.device/prebuilt

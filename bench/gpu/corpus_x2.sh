@@ -19,14 +19,7 @@
 set -uo pipefail
 run=/tmp/run; rm -rf $run /tmp/site; mkdir -p $run/A $run/B $run/C $run/D $run/E
 here=$PWD
-python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .device/wheels/{rich,markdown_it,mdurl,pygments,pyelftools,kernels,einops,auditwheel,abi3info}*.whl || exit 1
-export PYTHONPATH=$here:/tmp/site CI=1 PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-date +%s > $run/start
-ldd --version | head -1 > $run/glibc
-xdist() { python -c "import xdist" 2>/dev/null && echo "-n $1"; }
-echo "pytest-xdist: $(xdist 1 || echo absent)" > $run/xdist
+source bench/gpu/run_setup.sh
 
 # On a one-GPU machine (16 vCPUs) every lane shares GPU 0 and all cores, flash-attn2's build gets
 # the most (nice 0), and lane A is left out: its baseline outlasts a session there.
