@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
                         "publish refuses such partial builds unless --allow-partial-archs)")
     p.add_argument("-v", "--verbose", action="store_true", help="show compiler output")
     p.add_argument("--no-cache", dest="compile_cache", action="store_false",
-                   help="compile without the compile cache (ccache)")
+                   help="compile without the compile cache (ccache; with --dist, sccache compiles every unit again)")
     p.add_argument("--dist", default=None, metavar="URL",
                    help="distribute the compiles through sccache to this sccache-dist scheduler (default: "
                         "$KBUILD_DIST_SCHEDULER, else [workspace.dist] scheduler; token: $KBUILD_DIST_TOKEN)")

@@ -105,8 +105,11 @@ def find_sccache() -> str:
 class DistClient:
     """This build's own sccache client (server process): configured, started, asked, stopped."""
 
-    def __init__(self, settings: DistSettings, work: Path, cache_dir: Path):
+    def __init__(self, settings: DistSettings, work: Path, cache_dir: Path, recache: bool = False):
+        """`recache` (`--no-cache`): every unit is compiled again, whatever sccache's cache holds
+        (sccache cannot be left out of a distributed build: it still writes what it compiled)."""
         self.settings = settings
+        self.recache = recache
         self.sccache = find_sccache()
         self.folder = work / "sccache"
         self.port = _free_port()
@@ -118,7 +121,8 @@ class DistClient:
         """What every compile (and this class's own calls) runs sccache with."""
         return {"SCCACHE_CONF": str(self.config), "SCCACHE_SERVER_PORT": str(self.port),
                 "SCCACHE_ERROR_LOG": str(self.folder / "client.log"), "SCCACHE_LOG": "info",
-                "SCCACHE_IDLE_TIMEOUT": "0", "SCCACHE_DIR": str(self.cache_dir)}
+                "SCCACHE_IDLE_TIMEOUT": "0", "SCCACHE_DIR": str(self.cache_dir),
+                **({"SCCACHE_RECACHE": "1"} if self.recache else {})}
 
     def start(self) -> int | None:
         """Start the client; the scheduler's server count, or None when it does not answer."""

@@ -69,7 +69,8 @@ def _dist_client(options: BuildOptions, reporter: Reporter) -> dist.DistClient |
     None (compiles run here, through ccache), with one warning when it did not answer."""
     if options.dist is None:
         return None
-    client = dist.DistClient(options.dist, options.folder / WORK_DIR, options.cache_dir / "sccache")
+    client = dist.DistClient(options.dist, options.folder / WORK_DIR, options.cache_dir / "sccache",
+                             recache=not options.compile_cache)
     servers = client.start()
     if servers is None:
         reporter.warn(f"sccache-dist scheduler {options.dist.scheduler} ({options.dist.origin}) did not answer: "

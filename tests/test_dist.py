@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from builder.cli import main
-from builder.dist import DistSettings, DistStats, resolve_dist
+from builder.dist import DistClient, DistSettings, DistStats, resolve_dist
 from builder.errors import ManifestError, UsageError
 from redis_server import free_port
 from sccache_dist import sccache_dist
@@ -106,3 +106,11 @@ def test_the_summary_line():
     assert stats.line() == ("distributed compiles: 9 of 10 on 2 server(s) (127.0.0.1:1: 4, 127.0.0.1:2: 5), 1 here; "
                             "steps: c++ [gcc] 3, ptx [cicc] 2")
     assert "2 could not be distributed" in DistStats(3, {}, 2, {}).line()
+
+
+def test_no_cache_makes_a_distributed_build_compile_every_unit_again(tmp_path, monkeypatch):
+    monkeypatch.setattr("builder.dist.find_sccache", lambda: "/usr/bin/sccache")
+    settings = DistSettings("http://s:1", "--dist", "t")
+    assert "SCCACHE_RECACHE" not in DistClient(settings, tmp_path, tmp_path / "c").env
+    env = DistClient(settings, tmp_path, tmp_path / "c", recache=True).env
+    assert env["SCCACHE_RECACHE"] == "1" and env["SCCACHE_CONF"] == str(tmp_path / "sccache" / "config.toml")
