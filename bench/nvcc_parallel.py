@@ -85,13 +85,27 @@ def kbuild_unit(kernel: Path, source: str, cores: int) -> dict:
             "variant": variant.name, "source": f"{kernel.name}/{source}"}
 
 
-def baseline_args(unit, work: Path) -> list[str]:
+def baseline_args(unit, work: Path, steps: Path | None = None) -> list[str]:
     flags = [f for f in unit.flags if not f.startswith(("-I", "-std="))]
+    flags += ["--time", str(steps)] if steps else []  # nvcc appends each finished phase to this CSV
     includes = [f[2:] for f in unit.flags if f.startswith("-I")]
     build = work / unit.source.stem
     build.mkdir(parents=True)
     return [sys.executable, "-c", _BASELINE, f"bench_{unit.source.stem}", str(unit.source), str(build),
             json.dumps(flags), json.dumps(includes)]
+
+
+def baseline_steps(csv: Path) -> list[str]:
+    """The phases nvcc's --time CSV says have finished so far ("cicc compute_80 312.4 s"): a baseline
+    cut short shows how far through the archs its one nvcc got."""
+    if not csv.is_file():
+        return []
+    steps = []
+    for line in csv.read_text().splitlines()[1:]:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 8 and cells[7] == "ms":
+            steps.append(f"{cells[1]} {cells[4] or '-'} {float(cells[6]) / 1000:.1f} s")
+    return steps
 
 
 def _rows_json(rows: list[dict], baselines: list[dict], cores: int) -> list[dict]:
@@ -106,6 +120,8 @@ def _rows_json(rows: list[dict], baselines: list[dict], cores: int) -> list[dict
                 entry["ratio"] = round(row["seconds"] / base["seconds"], 3)
         else:
             entry["baseline"] = {"running_for": round(time.monotonic() - base["start"], 1)}
+        if base.get("steps"):
+            entry["baseline"]["nvcc_steps"] = baseline_steps(base["steps"])
             if "seconds" in row:
                 entry["ratio_at_most"] = round(row["seconds"] / entry["baseline"]["running_for"], 3)
         if "unit" in row:
@@ -131,6 +147,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "nvcc_parallel_results.json")
     parser.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
                         help="stop waiting for baselines after this many seconds; report bounds for those still running")
+    parser.add_argument("--baseline-steps", action="store_true",
+                        help="record the baselines' nvcc phases as they finish (nvcc --time): a baseline cut "
+                             "short then shows which archs it got through")
+    parser.add_argument("--baseline-cpus", default=None, metavar="LIST",
+                        help="pin the baselines to these cores (taskset -c LIST), apart from kbuild's; "
+                             "default: the cores this run may use")
     args = parser.parse_args()
     began = time.monotonic()
     cores = usable_cores()  # taskset -c pins the run to a share of the machine
@@ -146,9 +168,12 @@ def main() -> None:
         for kernel, source in units:
             unit = _plan_unit(kernel, source)[1]
             log = Path(tmp) / f"{unit.source.stem}.baseline"  # files, not pipes: nothing blocks on a full pipe
-            proc = subprocess.Popen(baseline_args(unit, Path(tmp)), stdout=open(f"{log}.out", "w"),
+            pin = ["taskset", "-c", args.baseline_cpus] if args.baseline_cpus else []
+            steps = Path(tmp) / f"{unit.source.stem}.nvcc_time.csv" if args.baseline_steps else None
+            proc = subprocess.Popen([*pin, *baseline_args(unit, Path(tmp), steps)], stdout=open(f"{log}.out", "w"),
                                     stderr=open(f"{log}.err", "w"), env=env, start_new_session=True)
-            baselines.append({"proc": proc, "log": log, "start": time.monotonic(), "source": f"{kernel.name}/{source}"})
+            baselines.append({"proc": proc, "log": log, "start": time.monotonic(), "source": f"{kernel.name}/{source}",
+                              "steps": steps})
             rows.append({"source": f"{kernel.name}/{source}"})
 
         def save() -> None:  # whole files only: a reader mid-run never sees half a JSON

