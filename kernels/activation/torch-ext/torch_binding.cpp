@@ -106,9 +106,11 @@ void check_launch(cudaError_t err, const char* op) {
 }
 
 // torch's current stream on `device`, through the stable C shim (no c10::cuda at this ABI).
+// TORCH_ERROR_CODE_CHECK, not STABLE_TORCH_ERROR_CODE_CHECK: torch 2.10's headers (this variant's
+// oldest torch) have only the former.
 cudaStream_t current_stream(int32_t device) {
   void* stream = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
   return static_cast<cudaStream_t>(stream);
 }
 
@@ -193,7 +195,8 @@ Tensor act_and_mul_backward(const Tensor& grad_out_in, const Tensor& x_in, Backw
   const int64_t d = half_last_dim(x_in, op);
   std::vector<int64_t> out_sizes = x_in.sizes().vec();
   out_sizes.back() = d;
-  STD_TORCH_CHECK(grad_out_in.sizes() == IntHeaderOnlyArrayRef(out_sizes), op,
+  // compared as vectors: torch 2.10's headers give HeaderOnlyArrayRef no operator==
+  STD_TORCH_CHECK(grad_out_in.sizes().vec() == out_sizes, op,
                   ": grad_out must have shape [..., d] = ", shape_str(out_sizes), ", got ",
                   shape_str(grad_out_in.sizes()));
   const Tensor x = as_contiguous(x_in);
