@@ -59,13 +59,14 @@ def _show(args, reporter) -> int:
         raise UsageError(f"{repo_id} on {session.reader.describe()} has no version branch (v1, v2, ...); "
                          f"name a branch or commit: {repo_id}@<branch>")
     system = detect_system(args.backend)
-    found = session.resolve(ref, system)
+    # judged as get_kernel judges: by name, then by each variant's recorded ABI floor on this host
+    found = session.judge_floors(session.resolve(ref, system), every=True)
     rows = []
     for c in found.trace:
         files = session.reader.files(repo_id, found.commit, c.name)
-        abi = _floor(session, repo_id, found.commit, c.name)
+        abi = session.floor(repo_id, found.commit, c.name)
         rows.append({"variant": c.name, "size": sum(f.size for f in files), "files": len(files),
-                     "fits": c.accepted, "why": c.reason or c.note, "floor": abi,
+                     "fits": c.accepted, "why": c.reason or c.note, "floor": (abi.manylinux or "") if abi else "",
                      "loads": c.name == found.chosen})
     record = {"repo": repo_id, "hub": session.reader.describe(), "revision": ref.revision, "commit": found.commit,
               "versions": {v: refs.branches[v] for v in versions}, "system": system.describe(), "variants": rows}
@@ -86,13 +87,4 @@ def _show(args, reporter) -> int:
     if not rows:
         reporter.result(f"  (no build/ folder at {found.commit[:12]}: nothing was published there)")
     return 0
-
-
-def _floor(session: Session, repo_id: str, commit: str, variant: str) -> str:
-    try:
-        meta = json.loads(session.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json"))
-    except (OSError, ValueError):
-        return ""
-    abi = meta.get("abi") if isinstance(meta, dict) else None
-    return abi.get("manylinux", "") if isinstance(abi, dict) else ""
 

@@ -9,6 +9,7 @@ a ref resolves once and a (hub, repo, commit, variant) imports once.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
@@ -112,7 +113,8 @@ def has_kernel(repo_id: str, *, revision: str | None = None, version: int | None
             return False
         return True
     try:
-        return Session(hub, settings).resolve(ref, system or _system(backend)).chosen is not None
+        session = Session(hub, settings)
+        return session.judge_floors(session.resolve(ref, system or _system(backend))).chosen is not None
     except (RepoNotFound, UnknownRevision, OfflineMiss):
         return False
 
@@ -121,18 +123,22 @@ def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: i
                         hub: str | None = None, backend: str | None = None,
                         system: SystemInfo | None = None) -> list[Candidate]:
     """Every variant at that pin, judged against this system: the accepted ones best-first, then
-    the rejected ones with the reason (kbuild.variants.format_trace renders them)."""
+    the rejected ones with the reason (kbuild.variants.format_trace renders them). A variant whose
+    recorded ABI floor this host is below is rejected, as get_kernel would (its metadata.json is read)."""
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
-    return list(Session(hub, settings).resolve(ref, system or _system(backend)).trace)
+    session = Session(hub, settings)
+    return list(session.judge_floors(session.resolve(ref, system or _system(backend)), every=True).trace)
 
 
 def resolve_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
                    backend: str | None = None, system: SystemInfo | None = None) -> Resolution:
-    """The commit and variant choice a get_kernel call would make, without fetching anything."""
+    """The commit and variant choice a get_kernel call would make, without fetching more than the
+    chosen variants' metadata.json (their ABI floors)."""
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
-    return Session(hub, settings).resolve(ref, system or _system(backend))
+    session = Session(hub, settings)
+    return session.judge_floors(session.resolve(ref, system or _system(backend)))
 
 
 def _request(repo_id: str, revision: str | None, version: int | None, hub, settings: Settings) -> KernelRef:
@@ -214,6 +220,38 @@ class Session:
         with _MEMO_LOCK:
             _VARIANTS[key] = names
         return names
+
+    def floor(self, repo_id: str, commit: str, variant: str):
+        """The variant's recorded ABI floor (an AbiFloor, or None when it records none), from its
+        metadata.json on the hub: one small file, nothing else fetched. Offline, or when the hub
+        cannot be reached, None: unknown, so not checked here (get_kernel checks the copy it installs)."""
+        key = (self.reader.key, repo_id, commit, variant)
+        if key in _FLOORS:
+            return _FLOORS[key]
+        if self.offline:
+            return None
+        try:
+            raw = self.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
+        except FileNotFoundError:  # an old kernel-builder build without metadata.json: no floor
+            raw = b"{}"
+        except HubUnreachable:
+            return None
+        abi = VariantMetadata.from_dict(_json(raw, f"{repo_id}@{commit[:12]} build/{variant}/metadata.json")).abi
+        with _MEMO_LOCK:
+            _FLOORS[key] = abi
+        return abi
+
+    def judge_floors(self, found: Resolution, every: bool = False) -> Resolution:
+        """`found` with the accepted variants whose recorded ABI floor this host is below rejected,
+        best first, until one fits (`every`: all of them): the choice get_kernel makes."""
+        trace = list(found.trace)
+        for candidate in [c for c in found.trace if c.accepted]:
+            abi = self.floor(found.ref.repo_id, found.commit, candidate.name)
+            if problem := floor_problem(abi, found.system.glibc, found.system.glibcxx):
+                trace = reject(trace, candidate.name, problem)
+            elif not every:
+                break
+        return replace(found, trace=tuple(trace))
 
     def install(self, repo_id: str, commit: str, variant: str) -> Path:
         """The verified variant folder: the cached copy when it verifies, else fetched (again)."""
@@ -336,6 +374,13 @@ def same_build_loaded(folder: Path) -> ModuleType | None:
         return None
     other = VariantMetadata.for_variant(Path(origin).parent)
     return module if other.digest == meta.digest else None
+
+
+def _json(raw: bytes, where: str):
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{where}: not valid JSON ({e})") from None
 
 
 def _warn(message: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 from builder.abi_check import library_problems
 from builder.abi_floor import above, floor, needs, policy_error, policy_name
 from builder.cli import main
-from kbuild import get_kernel, get_kernel_variants, host_abi
+from kbuild import get_kernel, get_kernel_variants, has_kernel, host_abi, resolve_kernel
 from kbuild.local import find_variant
 from kbuild.metadata import AbiFloor, VariantMetadata
 from cpu_kernel import write_cpu_kernel
@@ -185,8 +185,35 @@ def test_hub_loader_skips_a_variant_above_this_host_with_the_reason(kernel, tmp_
     kernel.publish(hub)
     assert get_kernel("org/tiny@v1", hub=str(hub), system=NEW_HOST).VARIANT == "torch-stable-abi210-cu130-x86_64-linux"
     assert get_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST).VARIANT == "torch214-cxx11-cu130-x86_64-linux"
-    # the name alone still fits: the floor is in metadata, which resolving does not fetch
-    assert get_kernel_variants("org/tiny@v1", hub=str(hub), system=OLD_HOST)[0].accepted
+
+
+def test_resolving_applies_the_floors_get_kernel_applies(kernel, tmp_path, runtime_env):
+    # has_kernel, get_kernel_variants and resolve_kernel read the candidates' metadata.json, so
+    # they answer as get_kernel loads
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    trace = get_kernel_variants("org/tiny@v1", hub=str(hub), system=OLD_HOST)
+    assert trace[0].name == "torch214-cxx11-cu130-x86_64-linux" and trace[0].accepted
+    stable = next(c for c in trace if c.name == "torch-stable-abi210-cu130-x86_64-linux")
+    assert not stable.accepted and stable.reason == "needs glibc 2.34, this system has 2.28"
+    assert resolve_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST).chosen == "torch214-cxx11-cu130-x86_64-linux"
+    assert resolve_kernel("org/tiny@v1", hub=str(hub), system=NEW_HOST).chosen == "torch-stable-abi210-cu130-x86_64-linux"
+    assert has_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST)
+
+
+def test_info_rejects_a_variant_above_this_host(kernel, tmp_path, runtime_env, capsys):
+    meta_path = kernel.variant("torch-cpu") / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    meta["abi"] = {"glibc": "99.0", "manylinux": "manylinux_99_0_x86_64"}
+    meta_path.write_text(json.dumps(meta))
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    capsys.readouterr()
+    assert main(["info", "org/tiny@v1", "--hub", str(hub), "--backend", "cpu", "--json"]) == 0
+    rows = {r["variant"]: r for r in json.loads(capsys.readouterr().out)["variants"]}
+    cpu = rows["torch-cpu"]
+    assert not cpu["fits"] and not cpu["loads"] and cpu["why"].startswith("needs glibc 99.0, this system has ")
+    assert cpu["floor"] == "manylinux_99_0_x86_64"
 
 
 def test_no_variant_at_or_below_this_host_names_the_floor(kernel, tmp_path, runtime_env):
@@ -197,3 +224,4 @@ def test_no_variant_at_or_below_this_host_names_the_floor(kernel, tmp_path, runt
     with pytest.raises(FileNotFoundError) as err:
         get_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST)
     assert "torch-stable-abi210-cu130-x86_64-linux: rejected (needs glibc 2.34, this system has 2.28)" in str(err.value)
+    assert not has_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST)
