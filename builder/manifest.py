@@ -207,7 +207,9 @@ class _Parser:
             self._require(("general",), general, key)
         name = general["name"]
         if not NAME_RE.match(name):
-            raise self.w.error(("general", "name"), f'"{name}" is not a valid kernel name (lowercase letters, digits and -, starting with a letter)')
+            raise self.w.error(("general", "name"), f'"{name}" is not a valid kernel name (lowercase letters, digits '
+                               "and -, starting with a letter and ending with a letter or digit, as kernel-builder "
+                               "requires)")
         backends = self._backends(general["backends"])
         torch, noarch = self._framework(edition, general)
         hub = self._table(("general", "hub"), general.get("hub"), _HUB)
