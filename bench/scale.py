@@ -118,7 +118,8 @@ def main() -> None:
         for name in rows.keys() - {"one"}:
             rows[name]["ratio_to_one"] = round(rows[name]["seconds"] / rows["one"]["seconds"], 3)
         result = {"kernels": args.kernels, "matrix": matrix, "jobs": args.jobs, "cores": os.cpu_count(),
-                  "cores_per_machine": k, "machines": machine, **rows}
+                  "cores_per_machine": k, "machines": machine,
+                  "torch_cuda_arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"), **rows}  # narrows what kbuild compiles
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 
     with tempfile.TemporaryDirectory(prefix="kbuild-scale-") as tmp:
