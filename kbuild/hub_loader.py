@@ -236,7 +236,8 @@ class Session:
             raw = b"{}"
         except HubUnreachable:
             return None
-        abi = VariantMetadata.from_dict(_json(raw, f"{repo_id}@{commit[:12]} build/{variant}/metadata.json")).abi
+        where = f"{repo_id}@{commit[:12]}/build/{variant}/metadata.json"  # errors name the hub's file
+        abi = VariantMetadata.from_dict(_json(raw, where), Path(where)).abi
         with _MEMO_LOCK:
             _FLOORS[key] = abi
         return abi
