@@ -224,23 +224,31 @@ class Session:
     def floor(self, repo_id: str, commit: str, variant: str):
         """The variant's recorded ABI floor (an AbiFloor, or None when it records none), from its
         metadata.json on the hub: one small file, nothing else fetched. Offline, or when the hub
-        cannot be reached, None: unknown, so not checked here (get_kernel checks the copy it installs)."""
+        cannot be reached, the cached copy's, which is what get_kernel would load then; None
+        (unknown, not checked here) when there is no trustworthy copy either."""
         key = (self.reader.key, repo_id, commit, variant)
         if key in _FLOORS:
             return _FLOORS[key]
         if self.offline:
-            return None
+            return self._cached_floor(repo_id, commit, variant)
         try:
             raw = self.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
         except FileNotFoundError:  # an old kernel-builder build without metadata.json: no floor
             raw = b"{}"
         except HubUnreachable:
-            return None
+            return self._cached_floor(repo_id, commit, variant)
         where = f"{repo_id}@{commit[:12]}/build/{variant}/metadata.json"  # errors name the hub's file
         abi = VariantMetadata.from_dict(_json(raw, where), Path(where)).abi
         with _MEMO_LOCK:
             _FLOORS[key] = abi
         return abi
+
+    def _cached_floor(self, repo_id: str, commit: str, variant: str):
+        try:  # no anchor: only a copy this user's signed marker vouches for is read
+            folder = self.cache.cached(self.reader.key, repo_id, commit, variant)
+        except IntegrityError:
+            return None
+        return VariantMetadata.for_variant(folder).abi if folder is not None else None
 
     def judge_floors(self, found: Resolution, every: bool = False) -> Resolution:
         """`found` with the accepted variants whose recorded ABI floor this host is below rejected,

@@ -19,7 +19,7 @@ from kbuild import get_kernel, get_kernel_variants, has_kernel, host_abi, resolv
 from kbuild.local import find_variant
 from kbuild.metadata import AbiFloor, VariantMetadata
 from cpu_kernel import write_cpu_kernel
-from runtime_hubs import CUDA130, Kernel, runtime_env, torch_probes  # noqa: F401 (fixtures)
+from runtime_hubs import CUDA130, Kernel, new_process, runtime_env, start_server, torch_probes  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -225,3 +225,25 @@ def test_no_variant_at_or_below_this_host_names_the_floor(kernel, tmp_path, runt
         get_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST)
     assert "torch-stable-abi210-cu130-x86_64-linux: rejected (needs glibc 2.34, this system has 2.28)" in str(err.value)
     assert not has_kernel("org/tiny@v1", hub=str(hub), system=OLD_HOST)
+
+
+def test_offline_the_floors_come_from_the_cached_copies(kernel, tmp_path, runtime_env, monkeypatch):
+    # offline (or with the hub gone) nothing can be read from the hub: the floor of a variant in the
+    # cache is its cached metadata.json's, the copy get_kernel would load
+    served, stop = start_server(tmp_path / "served")
+    try:
+        monkeypatch.setenv("HF_TOKEN", served.token)
+        kernel.publish(served.url)
+        monkeypatch.delenv("HF_TOKEN")
+        stable = "torch-stable-abi210-cu130-x86_64-linux"
+        assert get_kernel("org/tiny@v1", hub=served.url, system=NEW_HOST, trust_remote_code=True).VARIANT == stable
+        new_process()
+        monkeypatch.setenv("KBUILD_OFFLINE", "1")
+        mark = served.mark()
+        trace = {c.name: c for c in get_kernel_variants("org/tiny@v1", hub=served.url, system=OLD_HOST)}
+        assert not trace[stable].accepted and trace[stable].reason == "needs glibc 2.34, this system has 2.28"
+        assert trace["torch214-cxx11-cu130-x86_64-linux"].accepted  # not cached: its floor is unknown here
+        assert resolve_kernel("org/tiny@v1", hub=served.url, system=NEW_HOST).chosen == stable
+        assert served.requests(mark) == []
+    finally:
+        stop()
