@@ -1,5 +1,6 @@
 """The dependencies a `[kernel.*]` section names in `depends`: which names exist, which backend
-each belongs to, and what a build of that backend gets from it.
+each belongs to, and what a build of that backend gets from it; and the `python-depends` names a
+manifest may declare.
 
 The one owner of dependency names. kernel-builder's names are accepted as they are; a name of a
 backend kbuild does not build is never an error (its sections are not compiled), while an unknown
@@ -61,6 +62,30 @@ def check_dependency(name: str, backend: str) -> str | None:
     if dep.kind == "unsupported":
         return f'"{name}": {dep.note}'
     return None
+
+
+# -- python-depends ------------------------------------------------------------------------------
+
+# kernel-builder's allow-list of `python-depends` (the packages its builds may declare): those of
+# [general], and those of a [general.<backend>] table.
+PYTHON_GENERAL = ("einops", "helion", "tvm-ffi")
+PYTHON_BY_BACKEND = {"cuda": ("nvidia-cutlass-dsl",), "neuron": ("nki",), "xpu": ("onednn",)}
+
+
+def check_python_dependency(name: str, backend: str | None) -> str | None:
+    """Why `name` cannot be a `python-depends` entry of [general] (backend None) or of
+    [general.<backend>], or None."""
+    if name in PYTHON_GENERAL:
+        return None
+    if backend is None:
+        owner = next((b for b, names in PYTHON_BY_BACKEND.items() if name in names), None)
+        if owner:
+            return f'"{name}" is a {owner} dependency: list it in [general.{owner}] python-depends'
+        return f'unknown Python dependency "{name}" (known: {", ".join(PYTHON_GENERAL)})'
+    if name in PYTHON_BY_BACKEND.get(backend, ()):
+        return None
+    known = PYTHON_GENERAL + PYTHON_BY_BACKEND.get(backend, ())
+    return f'unknown Python dependency "{name}" for {backend} (known: {", ".join(known)})'
 
 
 # -- CUTLASS releases ---------------------------------------------------------------------------

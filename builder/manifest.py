@@ -15,7 +15,7 @@ from kbuild.variants import BACKENDS
 
 from .abi_floor import policy_error
 from .cuda_arch import Capability, parse_capability, well_formed_capability
-from .dependencies import BUILT_BACKENDS, check_dependency
+from .dependencies import BUILT_BACKENDS, check_dependency, check_python_dependency
 from .errors import ManifestError
 from .toml_lines import key_lines
 from ._toml import tomllib
@@ -24,12 +24,22 @@ NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?\Z")
 EDITIONS = (4, 5)
 
-# kind per key: "str", "int", "strs" (list of strings), "table", "stable-abi" (str or table).
+# kind per key: "str", "int", "strs" (list of strings), "table", "stable-abi" (str or table),
+# "kernels" (kernel dependencies: a list of {repo-id, version | revision} tables).
 _GENERAL = {"name": "str", "version": "int", "edition": "int", "license": "str", "backends": "strs",
-            "upstream": "str", "source": "str", "python-depends": "strs", "kernel-depends": "strs",
-            "hub": "table", "cuda": "table", "universal": "bool", "manylinux": "str"}
+            "upstream": "str", "source": "str", "python-depends": "strs", "kernel-depends": "kernels",
+            "hub": "table", "cuda": "table", "xpu": "table", "neuron": "table", "tpu": "table",
+            "universal": "bool", "manylinux": "str"}
 _HUB = {"repo-id": "str", "branch": "str"}
-_GENERAL_CUDA = {"minver": "str", "maxver": "str", "python-depends": "strs"}
+# kernel-builder's per-backend [general.<backend>] tables: their dependencies are that backend's builds' only.
+_GENERAL_BY_BACKEND = {
+    "cuda": {"minver": "str", "maxver": "str", "python-depends": "strs", "kernel-depends": "kernels"},
+    "xpu": {"python-depends": "strs", "kernel-depends": "kernels"},
+    "neuron": {"python-depends": "strs", "kernel-depends": "kernels"},
+    "tpu": {"python-depends": "strs"},
+}
+_KERNEL_DEPENDENCY = {"repo-id": "str", "version": "int", "revision": "str"}
+REPO_ID_RE = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*/[A-Za-z0-9][-A-Za-z0-9_.]*\Z")
 _TORCH = {"src": "strs", "include": "strs", "pyext": "strs", "minver": "str", "maxver": "str",
           "cxx-flags": "strs", "stable-abi": "stable-abi"}
 _NOARCH = {"pyext": "strs", "cuda-capabilities": "strs", "rocm-archs": "strs"}
@@ -40,6 +50,19 @@ _KERNEL_BY_BACKEND = {
     "xpu": {"sycl-flags": "strs"},
 }
 _TOP = ("general", "torch", "torch-noarch", "tvm-ffi", "kernel")
+
+
+@dataclass(frozen=True)
+class KernelDependency:
+    """Another Hub kernel this one needs at run time (kernel-builder's `kernel-depends` entry)."""
+
+    repo_id: str
+    version: int | None = None  # a major version (branch vN), or
+    revision: str | None = None  # a branch, tag or commit
+
+    def as_metadata(self) -> dict:
+        pin = {"version": self.version} if self.version is not None else {"revision": self.revision}
+        return {"repo-id": self.repo_id, **pin}
 
 
 @dataclass(frozen=True)
@@ -86,8 +109,10 @@ class Manifest:
     license: str | None = None
     upstream: str | None = None
     source: str | None = None
-    python_depends: tuple[str, ...] = ()
-    kernel_depends: tuple[str, ...] = ()
+    python_depends: tuple[str, ...] = ()  # [general]'s: every variant's
+    kernel_depends: tuple[KernelDependency, ...] = ()
+    backend_python_depends: dict[str, tuple[str, ...]] = field(default_factory=dict)  # [general.<backend>]'s
+    backend_kernel_depends: dict[str, tuple[KernelDependency, ...]] = field(default_factory=dict)
     hub_repo_id: str | None = None
     hub_branch: str | None = None
     cuda_minver: str | None = None
@@ -109,6 +134,13 @@ class Manifest:
 
     def kernels_for(self, backend: str) -> tuple[KernelSection, ...]:
         return tuple(k for k in self.kernels if k.backend == backend)
+
+    def python_depends_for(self, backend: str) -> tuple[str, ...]:
+        """What a `backend` variant's metadata.json lists: [general]'s, then [general.<backend>]'s."""
+        return self.python_depends + self.backend_python_depends.get(backend, ())
+
+    def kernel_depends_for(self, backend: str) -> tuple[KernelDependency, ...]:
+        return self.kernel_depends + self.backend_kernel_depends.get(backend, ())
 
     def where(self, *keys: str) -> str:
         """`file:line: [table] key` for an error about `keys` (best line known)."""
@@ -137,7 +169,7 @@ def _split_table(keys: tuple[str, ...]) -> tuple[str, str]:
         return "", ""
     if keys[0] == "kernel" and len(keys) >= 2:
         return f"kernel.{keys[1]}", ".".join(keys[2:])
-    if keys[0] == "general" and len(keys) >= 2 and keys[1] in ("hub", "cuda"):
+    if keys[0] == "general" and len(keys) >= 2 and keys[1] in ("hub", *_GENERAL_BY_BACKEND):
         return f"general.{keys[1]}", ".".join(keys[2:])
     return keys[0], ".".join(keys[1:])
 
@@ -213,7 +245,8 @@ class _Parser:
         backends = self._backends(general["backends"])
         torch, noarch = self._framework(edition, general)
         hub = self._table(("general", "hub"), general.get("hub"), _HUB)
-        cuda = self._table(("general", "cuda"), general.get("cuda"), _GENERAL_CUDA)
+        by_backend = {b: self._table(("general", b), general.get(b), spec) for b, spec in _GENERAL_BY_BACKEND.items()}
+        cuda = by_backend["cuda"]
         for key in ("minver", "maxver"):
             if key in cuda:
                 self._version(("general", "cuda", key), cuda[key])
@@ -227,8 +260,12 @@ class _Parser:
         return Manifest(
             path=self.path, edition=5, name=name, backends=backends, version=general.get("version"),
             license=general.get("license"), upstream=general.get("upstream"), source=general.get("source"),
-            python_depends=tuple(general.get("python-depends", ())),
-            kernel_depends=tuple(general.get("kernel-depends", ())),
+            python_depends=self._python_depends(("general",), general, None),
+            kernel_depends=self._kernel_depends(("general",), general),
+            backend_python_depends={b: self._python_depends(("general", b), t, b) for b, t in by_backend.items()
+                                    if "python-depends" in t},
+            backend_kernel_depends={b: self._kernel_depends(("general", b), t) for b, t in by_backend.items()
+                                    if "kernel-depends" in t},
             hub_repo_id=hub.get("repo-id"), hub_branch=hub.get("branch"),
             cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
             torch=torch, noarch=noarch, kernels=kernels, kernel_builder=self.kernel_builder, lines=self.lines,
@@ -239,8 +276,8 @@ class _Parser:
 
     def _edition(self, general: dict) -> int:
         if "edition" not in general:
-            warnings.warn(f"{_display(self.path)}: edition 4 manifest (no [general] edition); "
-                          "read as edition 5 — add `edition = 5` to silence this", stacklevel=2)
+            warnings.warn(f"{_display(self.path)}: edition 4 manifest (no [general] edition), upgraded to "
+                          "edition 5 in memory; update it to edition 5 and add `edition = 5` to silence this", stacklevel=2)
             return 4
         if general["edition"] not in EDITIONS:
             raise self.w.error(("general", "edition"), f"unsupported edition {general['edition']} (supported: 4, 5)")
@@ -330,6 +367,28 @@ class _Parser:
             sycl_flags=tuple(t.get("sycl-flags", ())),
         )
 
+    def _python_depends(self, keys, table: dict, backend: str | None) -> tuple[str, ...]:
+        names = table.get("python-depends", [])
+        for name in names:
+            if problem := check_python_dependency(name, backend):
+                raise self.w.error(keys + ("python-depends",), problem)
+        return tuple(names)
+
+    def _kernel_depends(self, keys, table: dict) -> tuple[KernelDependency, ...]:
+        keys = keys + ("kernel-depends",)
+        found = []
+        for entry in table.get("kernel-depends", []):
+            self._table(keys, entry, _KERNEL_DEPENDENCY)
+            self._require(keys, entry, "repo-id")
+            repo_id = entry["repo-id"]
+            if not REPO_ID_RE.match(repo_id):
+                raise self.w.error(keys, f'"{repo_id}" is not a Hub repo id (expected "org/name")')
+            if ("version" in entry) == ("revision" in entry):
+                raise self.w.error(keys, f'{repo_id}: give exactly one of `version` (a major version, e.g. 1) '
+                                   "or `revision` (a branch, tag or commit)")
+            found.append(KernelDependency(repo_id, entry.get("version"), entry.get("revision")))
+        return tuple(found)
+
     # -- value checks -------------------------------------------------------------------------
 
     def _table(self, keys, value, spec: dict, required: bool = False, backend_note: str | None = None) -> dict:
@@ -365,11 +424,13 @@ class _Parser:
             "bool": isinstance(value, bool),
             "strs": isinstance(value, list) and all(isinstance(v, str) for v in value),
             "table": isinstance(value, dict),
+            "kernels": isinstance(value, list) and all(isinstance(v, dict) for v in value),
             "stable-abi": isinstance(value, (str, dict)),
         }[kind]
         if not ok:
             expected = {"str": "a string", "int": "an integer", "bool": "true or false",
                         "strs": "a list of strings", "table": "a table",
+                        "kernels": 'a list of tables like {repo-id = "org/name", version = 1}',
                         "stable-abi": 'a torch version ("2.10") or a table backend -> version'}[kind]
             raise self.w.error(keys, f"expected {expected}, got {value!r}")
 
@@ -401,6 +462,9 @@ class _Parser:
             p = Path(v)
             if p.is_absolute() or ".." in p.parts:
                 raise self.w.error(keys, f'"{v}" must be a path inside the kernel folder')
-            if not (self.path.parent / p).is_file():
-                raise self.w.error(keys, f'file not found: "{v}"')
+        missing = [v for v in values if not (self.path.parent / v).is_file()]
+        if missing:  # all of them at once: a half-copied project should not take one run per file
+            listed = ", ".join(f'"{v}"' for v in missing)
+            raise self.w.error(keys, f"file not found: {listed}" if len(missing) == 1 else
+                               f"{len(missing)} files not found: {listed}")
         return tuple(values)

@@ -68,12 +68,16 @@ def _write_ops(plan: VariantPlan, dest: Path) -> None:
 
 
 def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[str, str], abi: dict | None) -> dict:
+    backend = plan.variant.backend
     metadata = {
         "name": manifest.name,
         "id": plan.ops_name,
         "version": manifest.version,
         "license": manifest.license,
-        "python-depends": list(manifest.python_depends),
+        **{key: value for key in ("upstream", "source") if (value := getattr(manifest, key))},
+        # kernel-builder's shape: [general]'s dependencies, then this backend's [general.<backend>]'s
+        "python-depends": list(manifest.python_depends_for(backend)),
+        "kernel-depends": [d.as_metadata() for d in manifest.kernel_depends_for(backend)],
         "backend": _backend(plan),
         "digest": {"algorithm": "sha256", "files": files},
         "provenance": _provenance(provenance),

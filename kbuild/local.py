@@ -36,6 +36,9 @@ def find_variant(path: str | Path, system: SystemInfo) -> Path:
         raise FileNotFoundError(f"no kernel at {path}: not a folder")
     build = _build_folder(path)
     if build is None:
+        if (path / "build.toml").is_file() and not (path / "__init__.py").is_file():
+            raise FileNotFoundError(f"no kernel variants in {path}: it is a kernel project without a build/ "
+                                    f"folder; build it first (kbuild build {path})")
         return _single_variant(path, system)
     names = sorted(d.name for d in build.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not names:
@@ -58,6 +61,10 @@ def load_variant(variant_dir: str | Path, *, verify: bool = True) -> ModuleType:
     loaded = loaded_from(name, package_dir)
     if loaded is not None:
         return loaded  # verified when it was first imported
+    if meta.kernel_depends:  # its import would call kernels.get_kernel_dep, which only Hugging Face's loader serves
+        raise ImportError(f"{variant_dir}: needs the kernels {', '.join(meta.kernel_depends)} loaded with it "
+                          "(kernel-depends); kbuild's loader does not load kernel dependencies yet: load it "
+                          "with Hugging Face's kernels >= 0.17 (kernels.get_kernel)")
     if verify and meta.digest is not None:
         verify_tree(variant_dir, meta.digest)
     return import_package(name, package_dir)

@@ -48,6 +48,7 @@ class VariantMetadata:
     version: int | None = None
     license: str | None = None
     python_depends: tuple[str, ...] = ()
+    kernel_depends: tuple[str, ...] = ()  # other Hub kernels it loads through kernels.get_kernel_dep: "org/name@v1"
     backend: BackendInfo | None = None
     digest: dict[str, str] | None = field(default=None, compare=False)
     abi: AbiFloor | None = None
@@ -90,6 +91,7 @@ class VariantMetadata:
             version=check.opt(data, "version", int),
             license=check.opt(data, "license", str),
             python_depends=check.str_list(data, "python-depends"),
+            kernel_depends=_kernel_depends(check, data),
             backend=_backend(check, data),
             digest=_digest(check, data, required=ours),
             abi=_abi(check, data),
@@ -106,6 +108,21 @@ def _backend(check: _Checker, data: dict) -> BackendInfo | None:
         check.fail("backend.type", f"one of {', '.join(BACKENDS)}", kind)
     partial = check.opt(raw, PARTIAL_ARCHS, bool, where=f"backend.{PARTIAL_ARCHS}")
     return BackendInfo(kind, check.str_list(raw, "archs", where="backend.archs"), bool(partial))
+
+
+def _kernel_depends(check: _Checker, data: dict) -> tuple[str, ...]:
+    found = []
+    for n, entry in enumerate(check.opt(data, "kernel-depends", list) or ()):
+        where = f"kernel-depends[{n}]"
+        if not isinstance(entry, dict):
+            check.fail(where, 'an object like {"repo-id": "org/name", "version": 1}', entry)
+        repo_id = check.opt(entry, "repo-id", str, required=True, where=f"{where}.repo-id")
+        version = check.opt(entry, "version", int, where=f"{where}.version")
+        revision = check.opt(entry, "revision", str, where=f"{where}.revision")
+        if (version is None) == (revision is None):
+            check.fail(where, "pinned by exactly one of `version` and `revision`", entry)
+        found.append(f"{repo_id}@v{version}" if version is not None else f"{repo_id}@{revision}")
+    return tuple(found)
 
 
 def _abi(check: _Checker, data: dict) -> AbiFloor | None:

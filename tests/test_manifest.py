@@ -199,6 +199,15 @@ def test_edition5_compiled():
     assert (m.name, m.python_name, m.version, m.edition, m.license) == ("fused-relu", "fused_relu", 2, 5, "Apache-2.0")
     assert m.backends == ("cpu", "cuda")
     assert m.python_depends == ("einops",)
+    # [general.<backend>] dependencies belong to that backend's variants only, after [general]'s
+    assert m.python_depends_for("cpu") == ("einops",)
+    assert m.python_depends_for("cuda") == ("einops", "nvidia-cutlass-dsl")
+    assert m.python_depends_for("xpu") == ("einops", "onednn")
+    assert [d.as_metadata() for d in m.kernel_depends_for("cpu")] == [
+        {"repo-id": "kernels-community/activation", "version": 1}]
+    assert [d.as_metadata() for d in m.kernel_depends_for("cuda")] == [
+        {"repo-id": "kernels-community/activation", "version": 1},
+        {"repo-id": "kernels-community/rotary", "revision": "main"}]
     assert (m.hub_repo_id, m.hub_branch, m.cuda_minver, m.cuda_maxver) == (
         "kernels-community/fused-relu", "v2", "12.6", None)
     assert m.torch.src == ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h")
@@ -235,8 +244,8 @@ def test_check_prints_the_edition4_warning(corpus, capsys):
     assert main(["check", "good/edition4"]) == 0
     err = capsys.readouterr().err
     assert err.splitlines() == [
-        "kbuild: warning: good/edition4/build.toml: edition 4 manifest (no [general] edition); "
-        "read as edition 5 — add `edition = 5` to silence this"]
+        "kbuild: warning: good/edition4/build.toml: edition 4 manifest (no [general] edition), "
+        "upgraded to edition 5 in memory; update it to edition 5 and add `edition = 5` to silence this"]
 
 
 def test_torch_noarch():

@@ -317,6 +317,9 @@ def test_metadata_fields(tmp_path):
         ({"version": "1"}, '`version` must be an integer, got "1"'),
         ({"version": True}, "`version` must be an integer"),
         ({"python-depends": ["einops", 3]}, "`python-depends` must be a list of strings"),
+        ({"kernel-depends": ["org/dep"]}, r"`kernel-depends\[0\]` must be an object"),
+        ({"kernel-depends": [{"version": 1}]}, r"`kernel-depends\[0\].repo-id` is missing"),
+        ({"kernel-depends": [{"repo-id": "org/dep"}]}, r"`kernel-depends\[0\]` must be pinned by exactly one"),
         ({"backend": {"type": "gpu"}}, "`backend.type` must be one of"),
         ({"backend": {"archs": []}}, "`backend.type` is missing"),
         ({"digest": {"algorithm": "md5", "files": {}}}, '`digest.algorithm` must be "sha256"'),
@@ -328,6 +331,26 @@ def test_malformed_metadata_names_file_and_field(tmp_path, content, message):
     with pytest.raises(ValueError, match=message) as err:
         VariantMetadata.from_file(path)
     assert str(path) in str(err.value)
+
+
+def test_a_variant_with_kernel_dependencies_is_refused_with_the_reason(tmp_path):
+    # its import would ask kernels.get_kernel_dep for them, which only Hugging Face's loader serves
+    variant = make_variant(tmp_path, "torch-cuda")
+    meta = json.loads((variant / "metadata.json").read_text())
+    meta["kernel-depends"] = [{"repo-id": "kernels-community/activation", "version": 1},
+                              {"repo-id": "org/other", "revision": "main"}]
+    (variant / "metadata.json").write_text(json.dumps(meta))
+    assert VariantMetadata.for_variant(variant).kernel_depends == ("kernels-community/activation@v1", "org/other@main")
+    with pytest.raises(ImportError, match=r"needs the kernels kernels-community/activation@v1, org/other@main loaded "
+                                          r"with it \(kernel-depends\); kbuild's loader does not load"):
+        load_variant(variant)
+
+
+def test_a_project_that_was_never_built_says_so(tmp_path):
+    (tmp_path / "build.toml").write_text("[general]\n")
+    with pytest.raises(FileNotFoundError, match=r"kernel project without a build/ folder; build it first "
+                                                r"\(kbuild build "):
+        get_local_kernel(tmp_path)
 
 
 def test_metadata_tolerates_kernel_builder_fields(tmp_path):
