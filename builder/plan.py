@@ -144,7 +144,8 @@ def _cannot_build(inputs: PlanInputs, backend: str) -> str | None:
             have = ".".join(map(str, inputs.cuda.version))
             return f"nvcc is CUDA {have} but torch was built with CUDA {torch.cuda} (the major versions must match)"
         if not in_range(inputs.cuda.version, m.cuda_minver, m.cuda_maxver):
-            return f"CUDA {torch.cuda} is outside [general.cuda] minver/maxver"
+            have = ".".join(map(str, inputs.cuda.version))
+            return f"CUDA {have} (nvcc) is outside [general.cuda] minver/maxver"
     return None
 
 
@@ -308,7 +309,10 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
                    abi: tuple[int, int] | None = None) -> list[CompileUnit]:
     m = inputs.manifest
     uses_torch = "torch" in section.depends
-    common = [f"-I{m.root / d}" for d in section.include] + _project_includes(m) + _dependency_includes(inputs, section)
+    # kernel-builder defines <BACKEND>_KERNEL for every unit of a build (add_compile_definitions), not
+    # only the binding: a kernel source may test `#if defined(CPU_KERNEL)` as well
+    common = [f"-D{section.backend.upper()}_KERNEL", *[f"-I{m.root / d}" for d in section.include],
+              *_project_includes(m), *_dependency_includes(inputs, section)]
     if uses_torch:
         common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.torch, abi),
                    *_torch_includes(inputs, section.backend), f"-I{inputs.torch.python_include}"]

@@ -173,7 +173,7 @@ def test_torch_and_cuda_version_bounds(kernel):
     m = write_kernel(m.root, m.path.read_text().replace("[torch]", '[general.cuda]\nmaxver = "12.9"\n\n[torch]'))
     plan = plan_build(inputs(m))
     assert [v.name for v in plan.variants] == [CPU_214]
-    assert plan.skipped == (Skip("cuda", "CUDA 13.0 is outside [general.cuda] minver/maxver"),)
+    assert plan.skipped == (Skip("cuda", "CUDA 13.0 (nvcc) is outside [general.cuda] minver/maxver"),)
 
 
 def test_stable_abi_replaces_the_compiled_variants(kernel):
@@ -339,6 +339,14 @@ def test_binding_is_compiled_once_per_backend_with_its_define(kernel):
         assert "-I/env/torch/include" in flags and "-I/usr/include/python3.11" in flags
         assert "-DPy_LIMITED_API=0x03090000" in flags and "-fno-gnu-unique" in flags
     assert "-I/opt/cuda-13.0/include" in unit(variants[CU130_214], "torch_binding.cpp").flags
+
+
+def test_every_unit_of_a_build_gets_its_backend_define(kernel):
+    # as kernel-builder's add_compile_definitions(<BACKEND>_KERNEL): kernel sources too, not only the binding
+    variants = by_name(plan_build(inputs(kernel())))
+    for name, backend, other in ((CPU_214, "CPU", "CUDA"), (CU130_214, "CUDA", "CPU")):
+        for u in variants[name].units:
+            assert f"-D{backend}_KERNEL" in u.flags and f"-D{other}_KERNEL" not in u.flags, (name, u.source)
 
 
 def test_sections_without_torch_dependency_get_no_torch_flags(kernel):
