@@ -21,6 +21,7 @@ from types import ModuleType
 from .cache import KernelCache, no_digest_message
 from .digest import IntegrityError
 from .host_abi import floor_problem
+from .kernel_deps import KernelPin, LoadOne
 from .hubs import HubReader, HubUnreachable, RepoNotFound, open_reader
 from .local import find_variant, load_variant
 from .metadata import VariantMetadata
@@ -78,7 +79,13 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     session = Session(hub, settings, allow_no_digest)
     endpoint = None if session.reader.local else session.reader.endpoint
     check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
-    return session.load_best(session.resolve(ref, system or _system(backend)))
+    found = session.resolve(ref, system or _system(backend))
+
+    def dependency(pin: KernelPin) -> ModuleType:  # from the same hub, for the same system, trusted alike
+        return get_kernel(pin.repo_id, version=pin.version, revision=pin.revision, hub=hub, backend=backend,
+                          trust_remote_code=trust_remote_code, system=found.system, allow_no_digest=allow_no_digest)
+
+    return session.load_best(found, dependency)
 
 
 def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
@@ -309,18 +316,19 @@ class Session:
                 return variant, folder
             found = replace(found, trace=tuple(reject(list(found.trace), variant, problem)))
 
-    def load_best(self, found: Resolution) -> ModuleType:
+    def load_best(self, found: Resolution, dependency: LoadOne | None = None) -> ModuleType:
         key = (self.reader.key, found.ref.repo_id, found.commit, found.chosen)
         module = _LOADED.get(key) if found.chosen else None
         if module is not None and floor_problem(_FLOORS.get(key), found.system.glibc, found.system.glibcxx) is None:
             return module  # loaded before, and its floor (recorded then) fits this system too
         variant, folder = self.install_best(found)
-        return self.load(found.ref.repo_id, found.commit, variant, folder=folder)
+        return self.load(found.ref.repo_id, found.commit, variant, folder=folder, dependency=dependency)
 
-    def load(self, repo_id: str, commit: str, variant: str, check=None, folder: Path | None = None) -> ModuleType:
+    def load(self, repo_id: str, commit: str, variant: str, check=None, folder: Path | None = None,
+             dependency: LoadOne | None = None) -> ModuleType:
         """Import a variant (fetched and verified first when needed), once per process;
         `check(folder)` runs before the first import (the lock file's metadata check); `folder`:
-        the variant already installed."""
+        the variant already installed; `dependency` loads its kernel dependencies."""
         key = (self.reader.key, repo_id, commit, variant)
         module = _LOADED.get(key)
         if module is None:
@@ -329,7 +337,8 @@ class Session:
                 check(folder)
             # verified by install (digest or marker); the same build reached through another
             # commit (republished to another branch) is the module already loaded
-            module = same_build_loaded(folder) or load_variant(folder, verify=False)
+            module = same_build_loaded(folder) or load_variant(folder, verify=False, load_dependency=dependency,
+                                                               owner=repo_id)
             with _MEMO_LOCK:
                 _LOADED[key] = module
         return module

@@ -14,6 +14,7 @@ from types import ModuleType
 from ._import import import_package, loaded_from
 from .digest import verify_tree
 from .host_abi import floor_problem
+from .kernel_deps import KernelPin, LoadOne, load_dependencies, serving
 from .metadata import VariantMetadata
 from .variants import Candidate, SystemInfo, detect_system, format_trace, parse_variant, reject, resolve
 
@@ -25,7 +26,8 @@ def get_local_kernel(path: str | Path, backend: str | None = None, *, verify: bo
     `backend="cpu"` picks CPU builds in a CUDA-built torch. With `verify`, a variant whose
     metadata.json records a digest is checked against it before anything of it runs.
     """
-    return load_variant(find_variant(path, detect_system(backend)), verify=verify)
+    return load_variant(find_variant(path, detect_system(backend)), verify=verify,
+                        load_dependency=lambda pin: _from_hub(pin, backend))
 
 
 def find_variant(path: str | Path, system: SystemInfo) -> Path:
@@ -52,8 +54,11 @@ def find_variant(path: str | Path, system: SystemInfo) -> Path:
     return build / trace[0].name
 
 
-def load_variant(variant_dir: str | Path, *, verify: bool = True) -> ModuleType:
-    """Import one variant folder as `sys.modules[<its id>]` (memoised per folder)."""
+def load_variant(variant_dir: str | Path, *, verify: bool = True, load_dependency: LoadOne | None = None,
+                 owner: str | None = None) -> ModuleType:
+    """Import one variant folder as `sys.modules[<its id>]` (memoised per folder). Its kernel
+    dependencies are loaded first with `load_dependency` (default: get_kernel on the default hub);
+    `owner` names the kernel in messages and in the dependency chain (default: the folder)."""
     variant_dir = Path(variant_dir).resolve()
     meta = VariantMetadata.for_variant(variant_dir)
     package_dir = _package_dir(variant_dir, meta)
@@ -61,13 +66,20 @@ def load_variant(variant_dir: str | Path, *, verify: bool = True) -> ModuleType:
     loaded = loaded_from(name, package_dir)
     if loaded is not None:
         return loaded  # verified when it was first imported
-    if meta.kernel_depends:  # its import would call kernels.get_kernel_dep, which only Hugging Face's loader serves
-        raise ImportError(f"{variant_dir}: needs the kernels {', '.join(meta.kernel_depends)} loaded with it "
-                          "(kernel-depends); kbuild's loader does not load kernel dependencies yet: load it "
-                          "with Hugging Face's kernels >= 0.17 (kernels.get_kernel)")
     if verify and meta.digest is not None:
         verify_tree(variant_dir, meta.digest)
-    return import_package(name, package_dir)
+    if not meta.kernel_depends:
+        return import_package(name, package_dir)
+    where = owner or str(variant_dir)
+    deps = load_dependencies(where, meta.kernel_depends, load_dependency or _from_hub, where)
+    with serving(deps, meta.kernel_depends, where):
+        return import_package(name, package_dir)
+
+
+def _from_hub(pin: KernelPin, backend: str | None = None) -> ModuleType:
+    from .hub_loader import get_kernel  # the hub loader imports this module
+
+    return get_kernel(pin.repo_id, version=pin.version, revision=pin.revision, backend=backend)
 
 
 def _build_folder(path: Path) -> Path | None:

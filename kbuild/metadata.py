@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .digest import ALGORITHM
+from .kernel_deps import KernelPin
 from .variants import BACKENDS
 
 FILENAME = "metadata.json"
@@ -48,7 +49,7 @@ class VariantMetadata:
     version: int | None = None
     license: str | None = None
     python_depends: tuple[str, ...] = ()
-    kernel_depends: tuple[str, ...] = ()  # other Hub kernels it loads through kernels.get_kernel_dep: "org/name@v1"
+    kernel_depends: tuple[KernelPin, ...] = ()  # other Hub kernels it takes from kernels.get_kernel_dep
     backend: BackendInfo | None = None
     digest: dict[str, str] | None = field(default=None, compare=False)
     abi: AbiFloor | None = None
@@ -110,7 +111,7 @@ def _backend(check: _Checker, data: dict) -> BackendInfo | None:
     return BackendInfo(kind, check.str_list(raw, "archs", where="backend.archs"), bool(partial))
 
 
-def _kernel_depends(check: _Checker, data: dict) -> tuple[str, ...]:
+def _kernel_depends(check: _Checker, data: dict) -> tuple[KernelPin, ...]:
     found = []
     for n, entry in enumerate(check.opt(data, "kernel-depends", list) or ()):
         where = f"kernel-depends[{n}]"
@@ -121,7 +122,7 @@ def _kernel_depends(check: _Checker, data: dict) -> tuple[str, ...]:
         revision = check.opt(entry, "revision", str, where=f"{where}.revision")
         if (version is None) == (revision is None):
             check.fail(where, "pinned by exactly one of `version` and `revision`", entry)
-        found.append(f"{repo_id}@v{version}" if version is not None else f"{repo_id}@{revision}")
+        found.append(KernelPin(repo_id, version, revision))
     return tuple(found)
 
 

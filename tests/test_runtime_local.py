@@ -333,17 +333,36 @@ def test_malformed_metadata_names_file_and_field(tmp_path, content, message):
     assert str(path) in str(err.value)
 
 
-def test_a_variant_with_kernel_dependencies_is_refused_with_the_reason(tmp_path):
-    # its import would ask kernels.get_kernel_dep for them, which only Hugging Face's loader serves
-    variant = make_variant(tmp_path, "torch-cuda")
+def with_dependencies(variant: Path, init: str, *pins: dict) -> Path:
+    (variant / "__init__.py").write_text(init)
     meta = json.loads((variant / "metadata.json").read_text())
-    meta["kernel-depends"] = [{"repo-id": "kernels-community/activation", "version": 1},
-                              {"repo-id": "org/other", "revision": "main"}]
+    meta["kernel-depends"] = list(pins)
     (variant / "metadata.json").write_text(json.dumps(meta))
-    assert VariantMetadata.for_variant(variant).kernel_depends == ("kernels-community/activation@v1", "org/other@main")
-    with pytest.raises(ImportError, match=r"needs the kernels kernels-community/activation@v1, org/other@main loaded "
-                                          r"with it \(kernel-depends\); kbuild's loader does not load"):
-        load_variant(variant)
+    return variant
+
+
+def test_kernel_dependencies_are_loaded_first_and_served_to_get_kernel_dep(tmp_path, monkeypatch):
+    # the kernel takes them from Hugging Face's kernels.get_kernel_dep while it imports, as it does
+    # under that loader; LOCAL_KERNELS points the dependency's repo at a local build
+    make_variant(tmp_path / "dep" / "build", "torch-cuda", id="_dep_cuda_abc1234", name="dep")
+    top = make_variant(tmp_path / "top" / "build", "torch-cuda", id="_top_cuda_abc1234", name="top",
+                       digest=False, provenance=None)
+    with_dependencies(top, "from kernels import get_kernel_dep\nDEP = get_kernel_dep('org/dep')\n",
+                      {"repo-id": "org/dep", "version": 1})
+    assert VariantMetadata.for_variant(top).kernel_depends == (kbuild.kernel_deps.KernelPin("org/dep", 1),)
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/dep={tmp_path / 'dep'}")
+    loaded = get_local_kernel(tmp_path / "top")
+    assert loaded.DEP.VARIANT == "torch-cuda" and loaded.DEP.__name__ == "_dep_cuda_abc1234"
+
+
+def test_a_kernel_dependency_that_cannot_load_is_named(tmp_path, monkeypatch):
+    top = make_variant(tmp_path / "top" / "build", "torch-cuda", id="_top2_cuda_abc1234", name="top",
+                       digest=False, provenance=None)
+    with_dependencies(top, "raise AssertionError('never imported')\n", {"repo-id": "org/gone", "revision": "main"})
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/gone={tmp_path / 'nothing-here'}")
+    with pytest.raises(ImportError, match=r"top/build/torch-cuda: its kernel dependency org/gone@main could not "
+                                          r"be loaded: no kernel at .*nothing-here"):
+        get_local_kernel(tmp_path / "top")
 
 
 def test_a_project_that_was_never_built_says_so(tmp_path):
