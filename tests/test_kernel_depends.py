@@ -1,10 +1,13 @@
-"""Kernel dependencies end to end: two kernels built and published with the real CLI, the one
-declaring `kernel-depends` on the other and taking it from `kernels.get_kernel_dep` while it
-imports. kbuild's get_kernel loads it from a local git hub; Hugging Face's kernels loads the same
-builds from `kbuild hub serve` over HTTP."""
+"""Dependencies of a kernel: what metadata.json records for each backend (kernel-builder's shape:
+[general]'s python-depends and kernel-depends, then [general.<backend>]'s), and kernel
+dependencies end to end: two kernels built and published with the real CLI, the one declaring
+`kernel-depends` on the other and taking it from `kernels.get_kernel_dep` while it imports.
+kbuild's get_kernel loads it from a local git hub; Hugging Face's kernels loads the same builds
+from `kbuild hub serve` over HTTP. The kernels are Python-only: each builds in a fraction of a second."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +18,7 @@ import pytest
 
 from builder.cli import main
 from kbuild import get_kernel
+from kbuild.metadata import VariantMetadata
 from runtime_hubs import git, new_process, runtime_env, start_server, torch_probes  # noqa: F401 (fixtures)
 
 MANIFEST = """[general]
@@ -47,6 +51,39 @@ def project(root: Path, name: str, init: str, depends: str = "") -> Path:
 
 def depends_on(repo_id: str) -> str:
     return f'kernel-depends = [{{ repo-id = "{repo_id}", version = 1 }}]\n'
+
+
+def metadata(root: Path, variant: str) -> dict:
+    return json.loads((root / "build" / variant / "metadata.json").read_text())
+
+
+PER_BACKEND = """upstream = "https://github.com/example/tiny"
+python-depends = ["einops"]
+kernel-depends = [{ repo-id = "kernels-community/activation", version = 1 }]
+
+[general.cuda]
+python-depends = ["nvidia-cutlass-dsl"]
+kernel-depends = [{ repo-id = "kernels-community/rotary", revision = "main" }]
+"""
+
+
+def test_each_backend_records_general_then_its_own_dependencies(tmp_path):
+    root = project(tmp_path, "tiny", "VALUE = 1\n", PER_BACKEND)
+    cpu, cuda = metadata(root, "torch-cpu"), metadata(root, "torch-cuda")
+    assert cpu["python-depends"] == ["einops"]
+    assert cuda["python-depends"] == ["einops", "nvidia-cutlass-dsl"]
+    assert cpu["kernel-depends"] == [{"repo-id": "kernels-community/activation", "version": 1}]
+    assert cuda["kernel-depends"] == [{"repo-id": "kernels-community/activation", "version": 1},
+                                      {"repo-id": "kernels-community/rotary", "revision": "main"}]
+    assert cpu["upstream"] == "https://github.com/example/tiny" and "source" not in cpu
+    # the loader reads what the builder wrote
+    assert VariantMetadata.for_variant(root / "build" / "torch-cuda").python_depends == ("einops", "nvidia-cutlass-dsl")
+
+
+def test_a_kernel_without_dependencies_records_empty_lists(tmp_path):
+    meta = metadata(project(tmp_path, "tiny", "VALUE = 1\n"), "torch-cuda")
+    assert (meta["python-depends"], meta["kernel-depends"]) == ([], [])  # kernel-builder writes both, always
+    assert "upstream" not in meta
 
 
 @pytest.fixture
