@@ -11,6 +11,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbuild.kernel_deps import KernelPin
 from kbuild.variants import BACKENDS
 
 from .abi_floor import policy_error
@@ -50,19 +51,6 @@ _KERNEL_BY_BACKEND = {
     "xpu": {"sycl-flags": "strs"},
 }
 _TOP = ("general", "torch", "torch-noarch", "tvm-ffi", "kernel")
-
-
-@dataclass(frozen=True)
-class KernelDependency:
-    """Another Hub kernel this one needs at run time (kernel-builder's `kernel-depends` entry)."""
-
-    repo_id: str
-    version: int | None = None  # a major version (branch vN), or
-    revision: str | None = None  # a branch, tag or commit
-
-    def as_metadata(self) -> dict:
-        pin = {"version": self.version} if self.version is not None else {"revision": self.revision}
-        return {"repo-id": self.repo_id, **pin}
 
 
 @dataclass(frozen=True)
@@ -110,9 +98,9 @@ class Manifest:
     upstream: str | None = None
     source: str | None = None
     python_depends: tuple[str, ...] = ()  # [general]'s: every variant's
-    kernel_depends: tuple[KernelDependency, ...] = ()
+    kernel_depends: tuple[KernelPin, ...] = ()
     backend_python_depends: dict[str, tuple[str, ...]] = field(default_factory=dict)  # [general.<backend>]'s
-    backend_kernel_depends: dict[str, tuple[KernelDependency, ...]] = field(default_factory=dict)
+    backend_kernel_depends: dict[str, tuple[KernelPin, ...]] = field(default_factory=dict)
     hub_repo_id: str | None = None
     hub_branch: str | None = None
     cuda_minver: str | None = None
@@ -139,7 +127,7 @@ class Manifest:
         """What a `backend` variant's metadata.json lists: [general]'s, then [general.<backend>]'s."""
         return self.python_depends + self.backend_python_depends.get(backend, ())
 
-    def kernel_depends_for(self, backend: str) -> tuple[KernelDependency, ...]:
+    def kernel_depends_for(self, backend: str) -> tuple[KernelPin, ...]:
         return self.kernel_depends + self.backend_kernel_depends.get(backend, ())
 
     def where(self, *keys: str) -> str:
@@ -374,7 +362,7 @@ class _Parser:
                 raise self.w.error(keys + ("python-depends",), problem)
         return tuple(names)
 
-    def _kernel_depends(self, keys, table: dict) -> tuple[KernelDependency, ...]:
+    def _kernel_depends(self, keys, table: dict) -> tuple[KernelPin, ...]:
         keys = keys + ("kernel-depends",)
         found = []
         for entry in table.get("kernel-depends", []):
@@ -386,7 +374,7 @@ class _Parser:
             if ("version" in entry) == ("revision" in entry):
                 raise self.w.error(keys, f'{repo_id}: give exactly one of `version` (a major version, e.g. 1) '
                                    "or `revision` (a branch, tag or commit)")
-            found.append(KernelDependency(repo_id, entry.get("version"), entry.get("revision")))
+            found.append(KernelPin(repo_id, entry.get("version"), entry.get("revision")))
         return tuple(found)
 
     # -- value checks -------------------------------------------------------------------------

@@ -30,24 +30,29 @@ class KernelPin:
     def __str__(self) -> str:
         return f"{self.repo_id}@v{self.version}" if self.version is not None else f"{self.repo_id}@{self.revision}"
 
+    def as_metadata(self) -> dict:
+        """The metadata.json entry (kernel-builder's shape), also build.toml's."""
+        pin = {"version": self.version} if self.version is not None else {"revision": self.revision}
+        return {"repo-id": self.repo_id, **pin}
+
 
 LoadOne = Callable[[KernelPin], ModuleType]
 
 
-def load_dependencies(owner: str, pins: tuple[KernelPin, ...], load_one: LoadOne, where: str) -> dict[str, ModuleType]:
-    """repo id -> loaded module, for each pin of `owner` (a repo id or a folder, for messages)."""
-    _get_kernel_dep_context(pins, where)  # before anything is fetched: without it the kernel cannot import
+def load_dependencies(owner: str, pins: tuple[KernelPin, ...], load_one: LoadOne) -> dict[str, ModuleType]:
+    """repo id -> loaded module, for each pin of `owner` (a repo id, or a folder; named in errors)."""
+    _get_kernel_dep_context(pins, owner)  # before anything is fetched: without it the kernel cannot import
     chain = _CHAIN.get()
     chain = chain if chain and chain[-1] == owner else (*chain, owner)
     loaded = {}
     for pin in pins:
         if pin.repo_id in chain:
-            raise ImportError(f"{where}: cyclic kernel dependency {' -> '.join((*chain, pin.repo_id))}")
+            raise ImportError(f"{owner}: cyclic kernel dependency {' -> '.join((*chain, pin.repo_id))}")
         token = _CHAIN.set((*chain, pin.repo_id))
         try:
             loaded[pin.repo_id] = load_one(pin)
         except (OSError, ImportError, ValueError) as e:
-            raise ImportError(f"{where}: its kernel dependency {pin} could not be loaded: {e}") from e
+            raise ImportError(f"{owner}: its kernel dependency {pin} could not be loaded: {e}") from e
         finally:
             _CHAIN.reset(token)
     return loaded

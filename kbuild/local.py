@@ -71,7 +71,7 @@ def load_variant(variant_dir: str | Path, *, verify: bool = True, load_dependenc
     if not meta.kernel_depends:
         return import_package(name, package_dir)
     where = owner or str(variant_dir)
-    deps = load_dependencies(where, meta.kernel_depends, load_dependency or _from_hub, where)
+    deps = load_dependencies(where, meta.kernel_depends, load_dependency or _from_hub)
     with serving(deps, meta.kernel_depends, where):
         return import_package(name, package_dir)
 
