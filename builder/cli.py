@@ -11,7 +11,7 @@ from pathlib import Path
 from . import __version__, info_cli, lock_cli, matrix_cli, toolchain_cli
 from .abi_floor import policy_error
 from .build import build
-from .errors import ExitCode, KbuildError, UsageError
+from .errors import ExitCode, KbuildError, ManifestError, UsageError
 from .hub import serve_cli
 from .hub.address import parse_hub
 from .hub.open import open_hub
@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
             _show_warnings(caught, reporter)
             if args.debug:
                 raise
-            reporter.error(str(e), e.hint)
+            errors = getattr(e, "errors", (e,))  # a build.toml's every error, one line each
+            for n, error in enumerate(errors, start=1):
+                reporter.error(str(error), e.hint if n == len(errors) else None)
             return e.exit_code
         except KeyboardInterrupt:
             reporter.error(f"interrupted; {_KEPT.get(args.command, 'nothing half-done was kept')}")
@@ -296,11 +298,19 @@ def _completion(args, reporter: Reporter) -> int:
 
 
 def _check(args, reporter: Reporter) -> int:
+    """Every member of a workspace is checked, and every error of each is reported."""
+    errors = []
     for folder in kernel_dirs(_folder(args.dir)):
-        m = load_manifest(folder)
-        check_python_package(m)
+        try:
+            m = load_manifest(folder)
+            check_python_package(m)
+        except ManifestError as e:
+            errors.append(e)
+            continue
         kinds = "torch-noarch" if m.noarch else f"{len(m.kernels)} kernel section(s)"
         reporter.result(f"{m.path}: ok ({m.name}, backends {', '.join(m.backends)}, {kinds})")
+    if errors:
+        raise ManifestError.of(errors)
     return 0
 
 

@@ -29,9 +29,26 @@ class KbuildError(Exception):
 
 
 class ManifestError(KbuildError):
-    """build.toml is malformed: the message names file, line, key and what was expected."""
+    """build.toml is malformed: the message names file, line, key and what was expected.
+    `errors` holds every error found in the file (this one alone, or several: ManifestError.of)."""
 
     exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, hint: str | None = None, line: int | None = None):
+        super().__init__(message, hint)
+        self.line = line  # where in the file, for putting several errors in file order
+        self.errors: tuple[ManifestError, ...] = (self,)
+
+    @classmethod
+    def of(cls, errors: list[ManifestError]) -> ManifestError:
+        """One error for all of `errors` (each may hold several): str() is one line per error, and
+        the CLI prints each as its own error line."""
+        found = tuple(one for e in errors for one in e.errors)
+        if len(found) == 1:
+            return found[0]
+        combined = cls("\n".join(str(e) for e in found), hint=next((e.hint for e in found if e.hint), None))
+        combined.errors = found
+        return combined
 
 
 class UsageError(KbuildError):

@@ -140,16 +140,20 @@ class _Where:
         self.path, self.lines = path, lines
 
     def at(self, keys: tuple[str, ...]) -> str:
-        line = None
-        for n in range(len(keys), 0, -1):
-            if (line := self.lines.get(tuple(keys[:n]))) is not None:
-                break
+        line = self.line(keys)
         table, key = _split_table(keys)
         loc = f"{_display(self.path)}:{line}" if line else _display(self.path)
         return f"{loc}: [{table}] {key}".rstrip() if table else f"{loc}: {key}"
 
+    def line(self, keys: tuple[str, ...]) -> int | None:
+        """The line of `keys`, else of the nearest enclosing table or key that is written."""
+        for n in range(len(keys), 0, -1):
+            if (line := self.lines.get(tuple(keys[:n]))) is not None:
+                return line
+        return None
+
     def error(self, keys: tuple[str, ...], message: str) -> ManifestError:
-        return ManifestError(f"{self.at(keys)}: {message}")
+        return ManifestError(f"{self.at(keys)}: {message}", line=self.line(keys))
 
 
 def _split_table(keys: tuple[str, ...]) -> tuple[str, str]:
@@ -210,60 +214,93 @@ def is_kernel_builder_project(folder: Path) -> bool:
 
 
 class _Parser:
+    """Validates the whole file and reports every error it finds (`kbuild check` lists them all):
+    a bad value is left out and checking goes on; what depends on it is not checked, so one
+    mistake gives one line."""
+
     def __init__(self, path: Path, data: dict, lines: dict, kernel_builder: bool = False):
         self.path, self.data, self.lines = path, data, lines
         self.kernel_builder = kernel_builder
         self.w = _Where(path, lines)
+        self.errors: list[ManifestError] = []
 
     def manifest(self) -> Manifest:
         if "workspace" in self.data:
             raise self.w.error(("workspace",), "this is a workspace manifest, not a kernel's build.toml")
+        m = self._manifest()
+        if self.errors:  # in file order; those without a line (a missing table) last
+            raise ManifestError.of(sorted(self.errors, key=lambda e: (e.line is None, e.line or 0)))
+        return m
+
+    def _manifest(self) -> Manifest | None:
         self._no_unknown((), self.data, _TOP)
         if "tvm-ffi" in self.data:
-            raise self.w.error(("tvm-ffi",), "tvm-ffi kernels are not supported by kbuild yet (use [torch] or [torch-noarch])")
+            self._fail(("tvm-ffi",), "tvm-ffi kernels are not supported by kbuild yet (use [torch] or [torch-noarch])")
         general = self._table(("general",), self.data.get("general"), _GENERAL, required=True)
-        edition = self._edition(general)
-        for key in ("name", "backends") + (("version", "license") if edition == 4 else ()):
-            self._require(("general",), general, key)
-        name = general["name"]
-        if not NAME_RE.match(name):
-            raise self.w.error(("general", "name"), f'"{name}" is not a valid kernel name (lowercase letters, digits '
-                               "and -, starting with a letter and ending with a letter or digit, as kernel-builder "
-                               "requires)")
-        backends = self._backends(general["backends"])
-        torch, noarch = self._framework(edition, general)
-        hub = self._table(("general", "hub"), general.get("hub"), _HUB)
-        by_backend = {b: self._table(("general", b), general.get(b), spec) for b, spec in _GENERAL_BY_BACKEND.items()}
+        edition = self._check(self._edition, general, default=5) if general is not None else 5
+        if general is not None:
+            for key in ("name", "backends") + (("version", "license") if edition == 4 else ()):
+                self._require(("general",), self.data["general"], key)
+        name = (general or {}).get("name")
+        if name is not None and not NAME_RE.match(name):
+            self._fail(("general", "name"), f'"{name}" is not a valid kernel name (lowercase letters, digits '
+                       "and -, starting with a letter and ending with a letter or digit, as kernel-builder "
+                       "requires)")
+        # None when [general] backends is missing or bad (already reported): kernels are not matched against it
+        backends = self._check(self._backends, general["backends"]) if general and "backends" in general else None
+        torch, noarch = self._check(self._framework, edition, general or {}, default=(None, None))
+        general = general or {}
+        hub = self._table(("general", "hub"), general.get("hub"), _HUB) or {}
+        by_backend = {b: self._table(("general", b), general.get(b), spec) or {}
+                      for b, spec in _GENERAL_BY_BACKEND.items()}
         cuda = by_backend["cuda"]
         for key in ("minver", "maxver"):
             if key in cuda:
-                self._version(("general", "cuda", key), cuda[key])
+                self._check(self._version, ("general", "cuda", key), cuda[key])
         if "manylinux" in general and (problem := policy_error(general["manylinux"])):
-            raise self.w.error(("general", "manylinux"), problem)
+            self._fail(("general", "manylinux"), problem)
         kernels = self._kernels(backends)
         if noarch is not None and kernels:
-            raise self.w.error(("kernel", kernels[0].name), "[torch-noarch] kernels have no compiled [kernel.*] sections")
-        if torch is not None and not torch.src and kernels:
-            raise self.w.error(("torch", "src"), "missing: [torch] needs the binding sources (e.g. torch-ext/torch_binding.cpp)")
+            self._fail(("kernel", kernels[0].name), "[torch-noarch] kernels have no compiled [kernel.*] sections")
+        python_depends = self._check(self._python_depends, ("general",), general, None, default=())
+        kernel_depends = self._check(self._kernel_depends, ("general",), general, default=())
+        backend_python_depends = {b: self._check(self._python_depends, ("general", b), t, b, default=())
+                                  for b, t in by_backend.items() if "python-depends" in t}
+        backend_kernel_depends = {b: self._check(self._kernel_depends, ("general", b), t, default=())
+                                  for b, t in by_backend.items() if "kernel-depends" in t}
+        if self.errors:
+            return None
         return Manifest(
             path=self.path, edition=5, name=name, backends=backends, version=general.get("version"),
             license=general.get("license"), upstream=general.get("upstream"), source=general.get("source"),
-            python_depends=self._python_depends(("general",), general, None),
-            kernel_depends=self._kernel_depends(("general",), general),
-            backend_python_depends={b: self._python_depends(("general", b), t, b) for b, t in by_backend.items()
-                                    if "python-depends" in t},
-            backend_kernel_depends={b: self._kernel_depends(("general", b), t) for b, t in by_backend.items()
-                                    if "kernel-depends" in t},
+            python_depends=python_depends, kernel_depends=kernel_depends,
+            backend_python_depends=backend_python_depends, backend_kernel_depends=backend_kernel_depends,
             hub_repo_id=hub.get("repo-id"), hub_branch=hub.get("branch"),
             cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
             torch=torch, noarch=noarch, kernels=kernels, kernel_builder=self.kernel_builder, lines=self.lines,
             manylinux=general.get("manylinux"),
         )
 
+    # -- collecting errors --------------------------------------------------------------------
+
+    def _fail(self, keys, message: str) -> None:
+        self.errors.append(self.w.error(keys, message))
+
+    def _check(self, check, *args, default=None):
+        """check(*args), or `default` once its error is recorded (a check stops at its first error:
+        a value is wrong once)."""
+        try:
+            return check(*args)
+        except ManifestError as e:
+            self.errors.append(e)
+            return default
+
     # -- sections -----------------------------------------------------------------------------
 
     def _edition(self, general: dict) -> int:
         if "edition" not in general:
+            if isinstance(self.data.get("general"), dict) and "edition" in self.data["general"]:
+                return 5  # written, but not as an integer: reported by _table
             warnings.warn(f"{_display(self.path)}: edition 4 manifest (no [general] edition), upgraded to "
                           "edition 5 in memory; update it to edition 5 and add `edition = 5` to silence this", stacklevel=2)
             return 4
@@ -288,19 +325,29 @@ class _Parser:
         if has_torch and has_noarch:
             raise self.w.error(("torch-noarch",), "a kernel has exactly one of [torch] and [torch-noarch]")
         if not (has_torch or has_noarch):
+            if general.get("universal") or "tvm-ffi" in self.data:
+                return None, None  # edition 4's `universal` in edition 5, or tvm-ffi: said already
             raise self.w.error(("general",), "missing framework table: add [torch] (compiled) or [torch-noarch] (Python/Triton)")
         if has_noarch:
             t = self._table(("torch-noarch",), self.data.get("torch-noarch", {}), _NOARCH)
-            caps = self._capabilities(("torch-noarch", "cuda-capabilities"), t.get("cuda-capabilities"))
+            if t is None:
+                return None, None
+            caps = self._check(self._capabilities, ("torch-noarch", "cuda-capabilities"), t.get("cuda-capabilities"))
             return None, NoarchSection(tuple(t.get("pyext", ("py", "pyi"))), caps, tuple(t.get("rocm-archs", ())))
         t = self._table(("torch",), self.data["torch"], _TORCH)
+        if t is None:
+            return None, None
         for key in ("minver", "maxver"):
             if key in t:
-                self._version(("torch", key), t[key])
+                self._check(self._version, ("torch", key), t[key])
+        src = self._check(self._paths, ("torch", "src"), t.get("src", []))  # None: reported
+        if src == () and self.data.get("kernel"):
+            self._fail(("torch", "src"), "missing: [torch] needs the binding sources (e.g. torch-ext/torch_binding.cpp)")
         return TorchSection(
-            src=self._paths(("torch", "src"), t.get("src", [])), include=tuple(t.get("include", ())),
+            src=src or (),
+            include=tuple(t.get("include", ())),
             pyext=tuple(t.get("pyext", ("py", "pyi"))), minver=t.get("minver"), maxver=t.get("maxver"),
-            cxx_flags=tuple(t.get("cxx-flags", ())), stable_abi=self._stable_abi(t.get("stable-abi")),
+            cxx_flags=tuple(t.get("cxx-flags", ())), stable_abi=self._check(self._stable_abi, t.get("stable-abi")),
         ), None
 
     def _stable_abi(self, value) -> dict[str, str] | None:
@@ -316,13 +363,15 @@ class _Parser:
             self._version(keys, version)
         return dict(table)
 
-    def _kernels(self, backends: tuple[str, ...]) -> tuple[KernelSection, ...]:
+    def _kernels(self, backends: tuple[str, ...] | None) -> tuple[KernelSection, ...]:
         kernels = self.data.get("kernel", {})
         if not isinstance(kernels, dict):
-            raise self.w.error(("kernel",), "expected tables [kernel.<name>]")
-        return tuple(self._kernel(name, body, backends) for name, body in kernels.items())
+            self._fail(("kernel",), "expected tables [kernel.<name>]")
+            return ()
+        found = (self._check(self._kernel, name, body, backends) for name, body in kernels.items())
+        return tuple(k for k in found if k is not None)
 
-    def _kernel(self, name: str, body, backends: tuple[str, ...]) -> KernelSection:
+    def _kernel(self, name: str, body, backends: tuple[str, ...] | None) -> KernelSection | None:
         keys = ("kernel", name)
         if not isinstance(body, dict):
             raise self.w.error(keys, "expected a table")
@@ -332,24 +381,25 @@ class _Parser:
         self._type(keys + ("backend",), backend, "str")
         if backend not in BACKENDS:
             raise self.w.error(keys + ("backend",), f'unknown backend "{backend}" (known: {", ".join(BACKENDS)})')
-        if backend not in backends:
+        if backends is not None and backend not in backends:
             raise self.w.error(keys + ("backend",), f'"{backend}" is not in [general] backends ({", ".join(backends)})')
         spec = {**_KERNEL_COMMON, **_KERNEL_BY_BACKEND.get(backend, {})}
         t = self._table(keys, body, spec, backend_note=backend)
         for key in ("depends", "src"):
-            self._require(keys, t, key)
+            self._require(keys, body, key)
         # Sections of backends kbuild never compiles keep their dependencies unchecked: their
         # names (sycl_tla, metal-cpp, ...) never reach a build here.
         if backend in BUILT_BACKENDS:
-            for dep in t["depends"]:
+            for dep in t.get("depends", ()):
                 if problem := check_dependency(dep, backend):
-                    raise self.w.error(keys + ("depends",), problem)
+                    self._fail(keys + ("depends",), problem)
         if "cuda-minver" in t:
-            self._version(keys + ("cuda-minver",), t["cuda-minver"])
+            self._check(self._version, keys + ("cuda-minver",), t["cuda-minver"])
         return KernelSection(
-            name=name, backend=backend, depends=tuple(t["depends"]), src=self._paths(keys + ("src",), t["src"]),
+            name=name, backend=backend, depends=tuple(t.get("depends", ())),
+            src=self._check(self._paths, keys + ("src",), t.get("src", []), default=()),
             include=tuple(t.get("include", ())), cxx_flags=tuple(t.get("cxx-flags", ())),
-            cuda_capabilities=self._capabilities(keys + ("cuda-capabilities",), t.get("cuda-capabilities")),
+            cuda_capabilities=self._check(self._capabilities, keys + ("cuda-capabilities",), t.get("cuda-capabilities")),
             cuda_flags=tuple(t.get("cuda-flags", ())), cuda_minver=t.get("cuda-minver"),
             rocm_archs=tuple(t.get("rocm-archs", ())), hip_flags=tuple(t.get("hip-flags", ())),
             sycl_flags=tuple(t.get("sycl-flags", ())),
@@ -366,9 +416,13 @@ class _Parser:
         keys = keys + ("kernel-depends",)
         found = []
         for entry in table.get("kernel-depends", []):
-            self._table(keys, entry, _KERNEL_DEPENDENCY)
+            pin = self._table(keys, entry, _KERNEL_DEPENDENCY)
+            if pin is None:
+                continue
             self._require(keys, entry, "repo-id")
-            repo_id = entry["repo-id"]
+            entry, repo_id = pin, pin.get("repo-id")
+            if repo_id is None:
+                continue
             if not REPO_ID_RE.match(repo_id):
                 raise self.w.error(keys, f'"{repo_id}" is not a Hub repo id (expected "org/name")')
             if ("version" in entry) == ("revision" in entry):
@@ -379,33 +433,40 @@ class _Parser:
 
     # -- value checks -------------------------------------------------------------------------
 
-    def _table(self, keys, value, spec: dict, required: bool = False, backend_note: str | None = None) -> dict:
+    def _table(self, keys, value, spec: dict, required: bool = False, backend_note: str | None = None) -> dict | None:
+        """The keys of `value` that are known and well-typed (each other key is an error, recorded);
+        None when `value` is absent (an error if required) or not a table."""
         if value is None:
             if required:
-                raise self.w.error(keys, "missing required table")
+                self._fail(keys, "missing required table")
+                return None
             return {}
         if not isinstance(value, dict):
-            raise self.w.error(keys, "expected a table")
+            self._fail(keys, "expected a table")
+            return None
         allowed = tuple(spec)
+        good = {}
         for key, v in value.items():
             if key not in spec:
                 other = [b for b, s in _KERNEL_BY_BACKEND.items() if key in s]
                 if backend_note and other:
-                    raise self.w.error(keys + (key,), f'only valid for backend {other[0]}, this kernel is "{backend_note}"')
-                raise self.w.error(keys + (key,), f"unknown key (expected one of: {', '.join(allowed)})")
-            self._type(keys + (key,), v, spec[key])
-        return value
+                    self._fail(keys + (key,), f'only valid for backend {other[0]}, this kernel is "{backend_note}"')
+                else:
+                    self._fail(keys + (key,), f"unknown key (expected one of: {', '.join(allowed)})")
+            elif self._check(self._type, keys + (key,), v, spec[key], default=False) is not False:
+                good[key] = v
+        return good
 
     def _no_unknown(self, keys, table: dict, allowed) -> None:
         for key in table:
             if key not in allowed:
-                raise self.w.error(keys + (key,), f"unknown table (expected one of: {', '.join(allowed)})")
+                self._fail(keys + (key,), f"unknown table (expected one of: {', '.join(allowed)})")
 
     def _require(self, keys, table: dict, key: str) -> None:
         if key not in table:
-            raise self.w.error(keys + (key,), "missing required key")
+            self._fail(keys + (key,), "missing required key")
 
-    def _type(self, keys, value, kind: str) -> None:
+    def _type(self, keys, value, kind: str) -> bool:
         ok = {
             "str": isinstance(value, str),
             "int": isinstance(value, int) and not isinstance(value, bool),
@@ -421,6 +482,7 @@ class _Parser:
                         "kernels": 'a list of tables like {repo-id = "org/name", version = 1}',
                         "stable-abi": 'a torch version ("2.10") or a table backend -> version'}[kind]
             raise self.w.error(keys, f"expected {expected}, got {value!r}")
+        return True
 
     def _version(self, keys, value: str) -> None:
         if not VERSION_RE.match(value):

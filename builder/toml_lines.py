@@ -18,8 +18,16 @@ def _split_dotted(key: str) -> tuple[str, ...]:
     return tuple(a or b or c for a, b, c in parts)
 
 
+def _define(lines: dict, table: tuple[str, ...], key: tuple[str, ...], number: int) -> None:
+    """`[a.b.c]` (or `a.b.c = …`) defines a, a.b and a.b.c where it is first written: an error
+    about the table `a` of `[kernal.relu]` must point at that header too."""
+    for n in range(1, len(key) + 1):
+        lines.setdefault(table + key[:n], number)
+
+
 def key_lines(text: str) -> dict[tuple[str, ...], int]:
-    """Map ('kernel', 'x', 'src') -> 1-based line of its definition (tables map to their header)."""
+    """Map ('kernel', 'x', 'src') -> 1-based line of its definition (tables map to their header,
+    a table only ever named as a prefix to the first header or key that names it)."""
     lines: dict[tuple[str, ...], int] = {}
     table: tuple[str, ...] = ()
     depth = 0  # open brackets of a multi-line array value
@@ -33,10 +41,10 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
         if depth == 0:
             if m := _HEADER.match(raw):
                 table = _split_dotted(m.group(1))
-                lines.setdefault(table, number)
+                _define(lines, (), table, number)
                 continue
             if m := _KEY.match(raw):
-                lines.setdefault(table + _split_dotted(m.group(1)), number)
+                _define(lines, table, _split_dotted(m.group(1)), number)
                 value = raw[m.end():]
                 if value.count('"""') % 2 == 1 or value.count("'''") % 2 == 1:
                     in_multiline_string = True
