@@ -55,6 +55,6 @@ export HF_ENDPOINT=$hub KBUILD_TRUSTED_ORGS=kernels-community@$hub HF_HOME=/tmp/
 for loader in hf kbuild; do for mode in cold warm; do
   python bench/gpu/trl_attention.py --ready $mode --loader $loader --out $run/T/ready_${loader}_$mode.json >> $run/T/log 2>&1
 done; done
-python bench/gpu/trl_attention.py --seq 4096 --layers 8 --out $run/T/train.json >> $run/T/log 2>&1
+python bench/gpu/trl_attention.py --seq 4096 --layers 4 --steps 3 --out $run/T/train.json >> $run/T/log 2>&1
 echo "train exit $?" >> $run/T/log
 touch $run/T/done $run/done

@@ -24,14 +24,13 @@ import time
 from pathlib import Path
 
 
-def qwen3_config(kv_heads: int, layers: int, attn: str):
+def qwen3_config(kv_heads: int, layers: int):
     from transformers import Qwen3Config
 
     # Qwen3-0.6B's shape (hidden 1024, 16 heads of 128, MLP 3072, its vocabulary), fewer layers
     return Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=layers,
                        num_attention_heads=16, num_key_value_heads=kv_heads, head_dim=128,
-                       max_position_embeddings=40960, rope_theta=1000000.0, tie_word_embeddings=True,
-                       attn_implementation=attn)
+                       max_position_embeddings=40960, rope_theta=1000000.0, tie_word_embeddings=True)
 
 
 def build(kv_heads: int, layers: int, attn: str, device: str):
@@ -39,7 +38,9 @@ def build(kv_heads: int, layers: int, attn: str, device: str):
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(qwen3_config(kv_heads, layers, attn), dtype=torch.bfloat16)
+    # as a user writes it: attn_implementation="kernels-community/flash-attn2@v3" loads the hub kernel
+    model = AutoModelForCausalLM.from_config(qwen3_config(kv_heads, layers), attn_implementation=attn,
+                                             dtype=torch.bfloat16)
     return model.to(device).train()
 
 
@@ -159,8 +160,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", default="kernels-community/flash-attn2@v3")
     parser.add_argument("--seq", type=int, default=4096)
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--device", default="cuda", help="cpu: a dry run of the sdpa/eager lanes (--kernel none)")
     parser.add_argument("--ready", choices=["cold", "warm"])
     parser.add_argument("--loader", choices=["hf", "kbuild"], default="hf")
