@@ -59,8 +59,9 @@ def _show(args, reporter) -> int:
         raise UsageError(f"{repo_id} on {session.reader.describe()} has no version branch (v1, v2, ...); "
                          f"name a branch or commit: {repo_id}@<branch>")
     system = detect_system(args.backend)
-    # judged as get_kernel judges: by name, then by each variant's recorded ABI floor on this host
-    found = session.judge_floors(session.resolve(ref, system), every=True)
+    # judged as get_kernel judges: by name, then by each variant's metadata.json (its ABI floor,
+    # GPU archs and python-depends, kbuild.fit) on this host
+    found = session.judge_metadata(session.resolve(ref, system), every=True)
     rows = []
     for c in found.trace:
         files = session.reader.files(repo_id, found.commit, c.name)
@@ -80,7 +81,7 @@ def _show(args, reporter) -> int:
     width = max((len(r["variant"]) for r in rows), default=0)
     for r in rows:
         mark = "<- get_kernel loads this" if r["loads"] else ("fits" if r["fits"] else f"rejected ({r['why']})")
-        if r["fits"] and not r["loads"] and r["why"]:
+        if r["fits"] and r["why"]:  # why it ranks where it does, or what its checks noted
             mark += f" ({r['why']})"
         floor = f"  {r['floor']}" if r["floor"] else ""
         reporter.result(f"  {r['variant']:<{width}}  {human_size(r['size']):>8}  {mark}{floor}")

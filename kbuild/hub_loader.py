@@ -18,9 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
+from . import fit
 from .cache import KernelCache, no_digest_message
 from .digest import IntegrityError
-from .host_abi import floor_problem
+from .gpu_arch import describe_device
 from .kernel_deps import KernelPin, LoadOne
 from .hubs import HubReader, HubUnreachable, RepoNotFound, open_reader
 from .local import find_variant, load_variant
@@ -28,7 +29,7 @@ from .metadata import VariantMetadata
 from .refs import KernelRef, MissingPin, Refs, UnknownRevision, parse_request, resolve
 from .settings import Settings, from_environment
 from .trust import check_trust
-from .variants import Candidate, SystemInfo, choose, detect_system, format_trace, reject
+from .variants import Candidate, SystemInfo, detect_system, format_trace
 from .variants import resolve as judge
 
 _MEMO_LOCK = threading.Lock()
@@ -36,7 +37,8 @@ _LOADED: dict[tuple, ModuleType] = {}  # (hub, repo, commit, variant) -> module
 _RESOLVED: dict[tuple, str] = {}  # (hub, repo, revision) -> commit
 _VARIANTS: dict[tuple, list[str]] = {}  # (hub, repo, commit) -> variant names
 _SYSTEMS: dict[str | None, SystemInfo] = {}
-_FLOORS: dict[tuple, object] = {}  # (hub, repo, commit, variant) -> its recorded ABI floor (AbiFloor | None)
+# (hub, repo, commit, variant) -> its metadata.json, read for the checks of kbuild.fit
+_METADATA: dict[tuple, VariantMetadata] = {}
 
 
 class OfflineMiss(FileNotFoundError):
@@ -62,7 +64,7 @@ class Resolution:
 
 def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
                backend: str | None = None, trust_remote_code: bool | list[str] = False,
-               system: SystemInfo | None = None, allow_no_digest: bool = False) -> ModuleType:
+               system: SystemInfo | None = None, allow_no_digest: bool = False, check_arch: bool = True) -> ModuleType:
     """Import the variant of `repo_id` that fits this system.
 
     Pin exactly once: `"org/repo@v1"` (or `version=1`) for a version branch, `"org/repo@<sha>"` or
@@ -71,15 +73,18 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     `backend="cpu"` picks CPU builds in a CUDA torch; `system` overrides detection altogether.
     A variant whose metadata.json records no digest (older kernel-builder builds) is refused
     unless `allow_no_digest=True`: its files are then checked only against the hub's blob ids.
+    A CUDA or ROCm variant whose recorded archs do not run on this GPU is skipped, unless
+    `check_arch=False` (a kernel may cover other GPUs through, say, a Triton fallback).
     """
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
+    target = _target(system, backend, check_arch)
     if ref.repo_id in settings.local_kernels:
-        return load_variant(find_variant(settings.local_kernels[ref.repo_id], system or _system(backend)))
+        return load_variant(find_variant(settings.local_kernels[ref.repo_id], target))
     session = Session(hub, settings, allow_no_digest)
     endpoint = None if session.reader.local else session.reader.endpoint
     check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
-    found = session.resolve(ref, system or _system(backend))
+    found = session.resolve(ref, target)
 
     def dependency(pin: KernelPin) -> ModuleType:  # from the same hub, for the same system, trusted alike
         return get_kernel(pin.repo_id, version=pin.version, revision=pin.revision, hub=hub, backend=backend,
@@ -90,13 +95,13 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
 
 def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
                    backend: str | None = None, variant: str | None = None, system: SystemInfo | None = None,
-                   allow_no_digest: bool = False) -> Path:
+                   allow_no_digest: bool = False, check_arch: bool = True) -> Path:
     """Download and verify the variant that fits (or `variant`, by name) without importing it; its
-    folder. `allow_no_digest` as for get_kernel."""
+    folder. `allow_no_digest` and `check_arch` as for get_kernel."""
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
     session = Session(hub, settings, allow_no_digest)
-    found = session.resolve(ref, system or _system(backend))
+    found = session.resolve(ref, _target(system, backend, check_arch))
     if variant is None:
         return session.install_best(found)[1]
     if variant not in {c.name for c in found.trace}:
@@ -106,46 +111,50 @@ def install_kernel(repo_id: str, *, revision: str | None = None, version: int | 
 
 
 def has_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
-               backend: str | None = None, system: SystemInfo | None = None) -> bool:
-    """Whether the repo has, at that pin, a variant that fits this system (nothing is downloaded)."""
+               backend: str | None = None, system: SystemInfo | None = None, check_arch: bool = True) -> bool:
+    """Whether the repo has, at that pin, a variant that fits this system, as get_kernel judges
+    (only the candidates' metadata.json is read)."""
     settings = from_environment()
     try:
         ref = _request(repo_id, revision, version, hub, settings)
     except RepoNotFound:
         return False
+    target = _target(system, backend, check_arch)
     if ref.repo_id in settings.local_kernels:
         try:
-            find_variant(settings.local_kernels[ref.repo_id], system or _system(backend))
+            find_variant(settings.local_kernels[ref.repo_id], target)
         except FileNotFoundError:
             return False
         return True
     try:
         session = Session(hub, settings)
-        return session.judge_floors(session.resolve(ref, system or _system(backend))).chosen is not None
+        return session.judge_metadata(session.resolve(ref, target)).chosen is not None
     except (RepoNotFound, UnknownRevision, OfflineMiss):
         return False
 
 
 def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: int | None = None,
                         hub: str | None = None, backend: str | None = None,
-                        system: SystemInfo | None = None) -> list[Candidate]:
+                        system: SystemInfo | None = None, check_arch: bool = True) -> list[Candidate]:
     """Every variant at that pin, judged against this system: the accepted ones best-first, then
-    the rejected ones with the reason (kbuild.variants.format_trace renders them). A variant whose
-    recorded ABI floor this host is below is rejected, as get_kernel would (its metadata.json is read)."""
+    the rejected ones with the reason (kbuild.variants.format_trace renders them). Each variant's
+    metadata.json is read and judged as get_kernel would: its ABI floor against this host, its GPU
+    archs against this GPU, its python-depends against this environment (kbuild.fit)."""
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
     session = Session(hub, settings)
-    return list(session.judge_floors(session.resolve(ref, system or _system(backend)), every=True).trace)
+    return list(session.judge_metadata(session.resolve(ref, _target(system, backend, check_arch)), every=True).trace)
 
 
 def resolve_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
-                   backend: str | None = None, system: SystemInfo | None = None) -> Resolution:
+                   backend: str | None = None, system: SystemInfo | None = None,
+                   check_arch: bool = True) -> Resolution:
     """The commit and variant choice a get_kernel call would make, without fetching more than the
-    chosen variants' metadata.json (their ABI floors)."""
+    candidates' metadata.json (judged by kbuild.fit)."""
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
     session = Session(hub, settings)
-    return session.judge_floors(session.resolve(ref, system or _system(backend)))
+    return session.judge_metadata(session.resolve(ref, _target(system, backend, check_arch)))
 
 
 def _request(repo_id: str, revision: str | None, version: int | None, hub, settings: Settings) -> KernelRef:
@@ -228,44 +237,50 @@ class Session:
             _VARIANTS[key] = names
         return names
 
-    def floor(self, repo_id: str, commit: str, variant: str):
-        """The variant's recorded ABI floor (an AbiFloor, or None when it records none), from its
-        metadata.json on the hub: one small file, nothing else fetched. Offline, or when the hub
-        cannot be reached, the cached copy's, which is what get_kernel would load then; None
-        (unknown, not checked here) when there is no trustworthy copy either."""
+    def metadata(self, repo_id: str, commit: str, variant: str) -> VariantMetadata | None:
+        """The variant's metadata.json on the hub: one small file, nothing else fetched (an empty
+        record for an old kernel-builder build without one). Offline, or when the hub cannot be
+        reached, the cached copy's, which is what get_kernel would load then; None (unknown, not
+        checked here) when there is no trustworthy copy either."""
         key = (self.reader.key, repo_id, commit, variant)
-        if key in _FLOORS:
-            return _FLOORS[key]
+        if key in _METADATA:
+            return _METADATA[key]
         if self.offline:
-            return self._cached_floor(repo_id, commit, variant)
+            return self._cached_metadata(repo_id, commit, variant)
         try:
             raw = self.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
-        except FileNotFoundError:  # an old kernel-builder build without metadata.json: no floor
+        except FileNotFoundError:  # an old kernel-builder build without metadata.json: nothing recorded
             raw = b"{}"
         except HubUnreachable:
-            return self._cached_floor(repo_id, commit, variant)
+            return self._cached_metadata(repo_id, commit, variant)
         where = f"{repo_id}@{commit[:12]}/build/{variant}/metadata.json"  # errors name the hub's file
-        abi = VariantMetadata.from_dict(_json(raw, where), Path(where)).abi
+        meta = VariantMetadata.from_dict(_json(raw, where), Path(where))
         with _MEMO_LOCK:
-            _FLOORS[key] = abi
-        return abi
+            _METADATA[key] = meta
+        return meta
 
-    def _cached_floor(self, repo_id: str, commit: str, variant: str):
+    def floor(self, repo_id: str, commit: str, variant: str):
+        """The variant's recorded ABI floor (an AbiFloor), None when it records none or is unknown."""
+        meta = self.metadata(repo_id, commit, variant)
+        return meta.abi if meta is not None else None
+
+    def _cached_metadata(self, repo_id: str, commit: str, variant: str) -> VariantMetadata | None:
         try:  # no anchor: only a copy this user's signed marker vouches for is read
             folder = self.cache.cached(self.reader.key, repo_id, commit, variant)
         except IntegrityError:
             return None
-        return VariantMetadata.for_variant(folder).abi if folder is not None else None
+        return VariantMetadata.for_variant(folder) if folder is not None else None
 
-    def judge_floors(self, found: Resolution, every: bool = False) -> Resolution:
-        """`found` with the accepted variants whose recorded ABI floor this host is below rejected,
-        best first, until one fits (`every`: all of them): the choice get_kernel makes."""
+    def judge_metadata(self, found: Resolution, every: bool = False) -> Resolution:
+        """`found` with each accepted variant judged by its metadata.json (kbuild.fit: ABI floor,
+        GPU archs, python-depends), best first, until one fits (`every`: all of them): the
+        choice get_kernel makes."""
         trace = list(found.trace)
         for candidate in [c for c in found.trace if c.accepted]:
-            abi = self.floor(found.ref.repo_id, found.commit, candidate.name)
-            if problem := floor_problem(abi, found.system.glibc, found.system.glibcxx):
-                trace = reject(trace, candidate.name, problem)
-            elif not every:
+            verdict = fit.judge(self.metadata(found.ref.repo_id, found.commit, candidate.name), candidate.name,
+                                found.system)
+            trace = fit.apply(trace, candidate.name, verdict)
+            if verdict.reason is None and not every:
                 break
         return replace(found, trace=tuple(trace))
 
@@ -304,23 +319,26 @@ class Session:
         return path
 
     def install_best(self, found: Resolution) -> tuple[str, Path]:
-        """The best variant whose recorded ABI floor this host meets, installed: (name, folder).
-        One the host is below is rejected in the trace, before anything of it is loaded."""
+        """The best variant whose installed metadata.json passes kbuild.fit's checks (ABI floor,
+        GPU archs, python-depends), installed: (name, folder). One that fails is rejected in the
+        trace, before anything of it is loaded."""
         while True:
             variant = found.chosen or self.raise_no_fit(found)
             folder = self.install(found.ref.repo_id, found.commit, variant)
-            abi = VariantMetadata.for_variant(folder).abi
+            meta = VariantMetadata.for_variant(folder)
             with _MEMO_LOCK:
-                _FLOORS[(self.reader.key, found.ref.repo_id, found.commit, variant)] = abi
-            if (problem := floor_problem(abi, found.system.glibc, found.system.glibcxx)) is None:
+                _METADATA[(self.reader.key, found.ref.repo_id, found.commit, variant)] = meta
+            verdict = fit.judge(meta, variant, found.system)
+            if verdict.reason is None:
                 return variant, folder
-            found = replace(found, trace=tuple(reject(list(found.trace), variant, problem)))
+            found = replace(found, trace=tuple(fit.apply(list(found.trace), variant, verdict)))
 
     def load_best(self, found: Resolution, dependency: LoadOne | None = None) -> ModuleType:
         key = (self.reader.key, found.ref.repo_id, found.commit, found.chosen)
         module = _LOADED.get(key) if found.chosen else None
-        if module is not None and floor_problem(_FLOORS.get(key), found.system.glibc, found.system.glibcxx) is None:
-            return module  # loaded before, and its floor (recorded then) fits this system too
+        if module is not None and key in _METADATA and fit.judge(_METADATA[key], found.chosen,
+                                                                 found.system).reason is None:
+            return module  # loaded before, and its metadata (read then) fits this system too
         variant, folder = self.install_best(found)
         return self.load(found.ref.repo_id, found.commit, variant, folder=folder, dependency=dependency)
 
@@ -357,11 +375,13 @@ class Session:
             if commit == found.commit:
                 continue
             try:
-                best = choose(self.variants(found.ref.repo_id, commit), found.system)
+                other = Resolution(found.ref, commit, found.hub, found.system,
+                                   tuple(judge(self.variants(found.ref.repo_id, commit), found.system)))
+                best = self.judge_metadata(other).chosen  # as get_kernel would judge it there
             except (OSError, ValueError):
                 continue
             if best is not None:
-                fits[version] = best.name
+                fits[version] = best
         return fits
 
 
@@ -378,8 +398,9 @@ def no_fit_message(found: Resolution, other_versions: dict[int, str]) -> str:
         hints = "; ".join(f'v{v} has {name} (get_kernel("{found.ref.repo_id}@v{v}"))'
                           for v, name in sorted(other_versions.items()))
         return f"{head}{body}\nAnother version fits: {hints}"
+    gpu = f" ({describe_device(system.backend, system.gpu_arch)})" if system.gpu_arch else ""
     return f"{head}{body}\nNo other version of {found.ref.repo_id} fits either; ask its publisher for a build " \
-           f"for {system.compiled_variant().name}."
+           f"for {system.compiled_variant().name}{gpu}."
 
 
 def same_build_loaded(folder: Path) -> ModuleType | None:
@@ -409,6 +430,12 @@ def _warn(message: str) -> None:
     warnings.warn(message, stacklevel=level)
 
 
+def _target(system: SystemInfo | None, backend: str | None, check_arch: bool) -> SystemInfo:
+    """The system to judge for: `system`, else this one; without a GPU arch when not checked."""
+    system = system or _system(backend)
+    return system if check_arch else replace(system, gpu_arch=None)
+
+
 def _system(backend: str | None) -> SystemInfo:
     system = _SYSTEMS.get(backend)
     if system is None:
@@ -421,7 +448,7 @@ def forget() -> None:
     already imported stay in sys.modules)."""
     with _MEMO_LOCK:
         _LOADED.clear()
-        _FLOORS.clear()
+        _METADATA.clear()
         _RESOLVED.clear()
         _VARIANTS.clear()
         _SYSTEMS.clear()

@@ -8,26 +8,31 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
 from ._import import import_package, loaded_from
+from . import fit
 from .digest import verify_tree
-from .host_abi import floor_problem
 from .kernel_deps import KernelPin, LoadOne, load_dependencies, serving
 from .metadata import VariantMetadata
-from .variants import Candidate, SystemInfo, detect_system, format_trace, parse_variant, reject, resolve
+from .variants import Candidate, SystemInfo, detect_system, format_trace, parse_variant, resolve
 
 
-def get_local_kernel(path: str | Path, backend: str | None = None, *, verify: bool = True) -> ModuleType:
+def get_local_kernel(path: str | Path, backend: str | None = None, *, verify: bool = True,
+                     check_arch: bool = True) -> ModuleType:
     """Import the best variant of the kernel at `path`: a project or repo folder holding
     `build/<variant>/`, the build folder itself, or one variant folder.
 
     `backend="cpu"` picks CPU builds in a CUDA-built torch. With `verify`, a variant whose
     metadata.json records a digest is checked against it before anything of it runs.
+    `check_arch=False` loads a variant whose recorded GPU archs do not include this GPU's (a
+    kernel with, say, a Triton fallback for the others).
     """
-    return load_variant(find_variant(path, detect_system(backend)), verify=verify,
-                        load_dependency=lambda pin: _from_hub(pin, backend))
+    system = detect_system(backend)
+    return load_variant(find_variant(path, system if check_arch else replace(system, gpu_arch=None)),
+                        verify=verify, load_dependency=lambda pin: _from_hub(pin, backend))
 
 
 def find_variant(path: str | Path, system: SystemInfo) -> Path:
@@ -42,16 +47,22 @@ def find_variant(path: str | Path, system: SystemInfo) -> Path:
             raise FileNotFoundError(f"no kernel variants in {path}: it is a kernel project without a build/ "
                                     f"folder; build it first (kbuild build {path})")
         return _single_variant(path, system)
+    trace = judge_folder(build, system)
+    if not trace[0].accepted:
+        raise FileNotFoundError(_no_fit(build, system, trace))
+    return build / trace[0].name
+
+
+def judge_folder(build: Path, system: SystemInfo) -> list[Candidate]:
+    """Every variant folder in `build` judged against `system`, by name and then by its metadata
+    (ABI floor, GPU archs, python-depends: kbuild.fit), before anything of it is imported."""
     names = sorted(d.name for d in build.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not names:
         raise FileNotFoundError(f"no kernel variants in {build} (this system: {system.describe()})")
     trace = resolve(names, system)
-    for c in [c for c in trace if c.accepted]:  # the recorded ABI floor, before anything is dlopen'ed
-        if problem := floor_problem(VariantMetadata.for_variant(build / c.name).abi, system.glibc, system.glibcxx):
-            trace = reject(trace, c.name, problem)
-    if not trace[0].accepted:
-        raise FileNotFoundError(_no_fit(build, system, trace))
-    return build / trace[0].name
+    for c in [c for c in trace if c.accepted]:
+        trace = fit.apply(trace, c.name, fit.judge(VariantMetadata.for_variant(build / c.name), c.name, system))
+    return trace
 
 
 def load_variant(variant_dir: str | Path, *, verify: bool = True, load_dependency: LoadOne | None = None,
@@ -95,9 +106,8 @@ def _single_variant(path: Path, system: SystemInfo) -> Path:
     # A folder named like a variant is judged like one; any other name is the caller's choice.
     if _is_variant_name(path.name):
         trace = resolve([path.name], system)
-        if trace[0].accepted and (problem := floor_problem(VariantMetadata.for_variant(path).abi, system.glibc,
-                                                            system.glibcxx)):
-            trace = reject(trace, path.name, problem)
+        if trace[0].accepted:
+            trace = fit.apply(trace, path.name, fit.judge(VariantMetadata.for_variant(path), path.name, system))
         if not trace[0].accepted:
             raise FileNotFoundError(_no_fit(path, system, trace))
     return path

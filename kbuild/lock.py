@@ -20,11 +20,11 @@ from pathlib import Path
 from types import ModuleType
 
 from .digest import IntegrityError
-from .hub_loader import Session, _system
+from .hub_loader import Resolution, Session, _system, no_fit_message
 from .metadata import FILENAME
 from .refs import KernelRef, check_repo_id, parse_request, resolve
 from .settings import Settings, from_environment
-from .variants import SystemInfo, choose
+from .variants import SystemInfo
 from .variants import resolve as judge
 
 LOCK_NAME = "kernels.lock"
@@ -124,7 +124,7 @@ def download_locked(lockfile: str | Path, *, hub: str | None = None, backend: st
         if all_variants:
             names = sorted(locked.variants)
         else:
-            names = [_choose(locked, system or _system(backend), session).name]
+            names = [_choose(locked, system or _system(backend), session)]
         for name in names:
             folder = session.install(locked.repo_id, locked.commit, name)
             _check_metadata(locked, name)(folder)
@@ -134,19 +134,19 @@ def download_locked(lockfile: str | Path, *, hub: str | None = None, backend: st
 
 def _load(locked: LockedKernel, hub: str | None, settings: Settings, system: SystemInfo) -> ModuleType:
     session = Session(hub or locked.hub, settings)
-    variant = _choose(locked, system, session).name
+    variant = _choose(locked, system, session)
     return session.load(locked.repo_id, locked.commit, variant, check=_check_metadata(locked, variant))
 
 
-def _choose(locked: LockedKernel, system: SystemInfo, session: Session):
-    best = choose(list(locked.variants), system)
-    if best is None:
-        from .hub_loader import Resolution, no_fit_message
-
-        found = Resolution(KernelRef(locked.repo_id, locked.revision), locked.commit, session.reader.describe(),
-                           system, tuple(judge(list(locked.variants), system)))
+def _choose(locked: LockedKernel, system: SystemInfo, session: Session) -> str:
+    """The locked variant get_kernel would choose: by name, then by its metadata.json (kbuild.fit;
+    offline, the cached copy's), before anything of it is imported."""
+    found = session.judge_metadata(Resolution(KernelRef(locked.repo_id, locked.revision), locked.commit,
+                                              session.reader.describe(), system,
+                                              tuple(judge(list(locked.variants), system))))
+    if found.chosen is None:
         raise FileNotFoundError(no_fit_message(found, {}).replace("Looked at commit", "Locked to commit"))
-    return best
+    return found.chosen
 
 
 def _check_metadata(locked: LockedKernel, variant: str):

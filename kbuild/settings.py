@@ -11,6 +11,7 @@ Nothing else in the runtime reads `os.environ`; tests pass a Settings instead of
 | `KBUILD_TRUSTED_ORGS` | comma-separated `org` (on the official Hub) or `org@http://host:port` (on that hub) entries whose kernels load without trust_remote_code |
 | `LOCAL_KERNELS` | `org/a=/path:org/b=/path`: load these repos from local builds instead |
 | `HF_TOKEN` | the token for HTTP hubs (huggingface_hub also reads its own token file) |
+| `KBUILD_GPU_ARCH` | judge variants for a GPU of this arch (`9.0`, `gfx942`) instead of torch's current device: for tests, and to check on one machine what another would load |
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def from_environment(environ=None) -> Settings:
         local_kernels=parse_local_kernels(env.get("LOCAL_KERNELS", "")),
         token=env.get("HF_TOKEN") or None,
     )
+
+
+def gpu_arch_override(environ=None) -> str | None:
+    """`KBUILD_GPU_ARCH`, as given (kbuild.variants.detect_system checks its spelling)."""
+    env = os.environ if environ is None else environ
+    return env.get("KBUILD_GPU_ARCH", "").strip() or None
 
 
 def parse_local_kernels(value: str) -> dict[str, Path]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import platform
 import re
 import sys
+import sysconfig
 from dataclasses import dataclass, replace
 
+from . import gpu_arch as arch_rules
 from . import host_abi
 
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu", "neuron", "tpu", "cann")
@@ -129,6 +131,11 @@ class SystemInfo:
     # False when torch was built for a GPU backend but sees no device (a CUDA torch on a machine
     # without a GPU): CPU variants fit too, and come first, since a GPU build cannot run here
     device_visible: bool = True
+    # the GPU's arch, checked against the archs a variant's metadata records: a CUDA compute
+    # capability ("9.0") or a ROCm arch ("gfx942"); None: no device, or not checked
+    gpu_arch: str | None = None
+    # a free-threaded (no-GIL) Python, which cannot import the .abi3.so of compiled variants
+    free_threaded: bool = False
 
     def compiled_variant(self) -> Variant:
         """The name a compiled build for exactly this system gets."""
@@ -138,14 +145,17 @@ class SystemInfo:
         compute = format_compute(self.backend, self.compute_version)
         if not self.device_visible:
             compute += f" with no visible {_DEVICE.get(self.backend, self.backend)} device (CPU variants first)"
-        return f"torch {self.torch[0]}.{self.torch[1]}, {compute}, {self.cpu}-{self.os}"
+        elif self.gpu_arch:
+            compute += f" on {arch_rules.describe_device(self.backend, self.gpu_arch)}"
+        python = ", free-threaded Python" if self.free_threaded else ""
+        return f"torch {self.torch[0]}.{self.torch[1]}, {compute}, {self.cpu}-{self.os}{python}"
 
     @property
     def cpu_first(self) -> bool:
         return not self.device_visible and self.backend != "cpu"
 
     def as_cpu(self) -> SystemInfo:
-        return replace(self, backend="cpu", compute_version=None, device_visible=True)
+        return replace(self, backend="cpu", compute_version=None, device_visible=True, gpu_arch=None)
 
 
 def host_cpu() -> str:
@@ -158,8 +168,12 @@ def host_os() -> str:
 
 
 def detect_system(backend: str | None = None) -> SystemInfo:
-    """Describe the running torch. `backend="cpu"` asks for CPU builds in a CUDA-built torch."""
+    """Describe the running torch. `backend="cpu"` asks for CPU builds in a CUDA-built torch.
+    The GPU's arch is torch's current device's, or `KBUILD_GPU_ARCH` (for tests, and to judge
+    for another machine: a device of that arch is then taken to be there)."""
     import torch  # deferred: importing kbuild must not import torch
+
+    from .settings import gpu_arch_override
 
     version = tuple(int(p) for p in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
     cxx11 = bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
@@ -174,8 +188,20 @@ def detect_system(backend: str | None = None) -> SystemInfo:
         raise ValueError(f"backend {backend!r} is not available in this torch ({torch.__version__}, {native})")
     if backend != native:
         compute = None
+    device = None
+    if backend in arch_rules.CHECKED:
+        override = gpu_arch_override()
+        if override is not None:
+            device, visible = arch_rules.parse_device(backend, override, "KBUILD_GPU_ARCH"), True
+        elif visible:
+            device = arch_rules.probe(torch, backend)
     return SystemInfo(version, backend, compute, host_cpu(), host_os(), cxx11, host_abi.glibc(), host_abi.libstdcxx(),
-                      device_visible=visible)
+                      device_visible=visible, gpu_arch=device, free_threaded=free_threaded_python())
+
+
+def free_threaded_python() -> bool:
+    """Whether this interpreter runs without the GIL (python3.13t and later)."""
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 _DEVICE = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "metal": "Metal"}
@@ -222,6 +248,10 @@ def why_not(variant: Variant, system: SystemInfo) -> str | None:
         return f"built for {variant.cpu}-{variant.os}, this is {system.cpu}-{system.os}"
     if variant.kind == STABLE_ABI and system.torch < variant.torch:
         return f"needs torch >= {variant.torch[0]}.{variant.torch[1]}, this is torch {system.torch[0]}.{system.torch[1]}"
+    if variant.kind in (COMPILED, STABLE_ABI) and system.free_threaded:
+        # its extension is built for the limited API (.abi3.so), which a free-threaded Python
+        # does not import: the import would fail with "No module named", or worse
+        return "a compiled (.abi3.so) build, which a free-threaded Python cannot import; use a Python with the GIL"
     if variant.kind == COMPILED:
         if variant.torch != system.torch:
             return f"built for torch {variant.torch[0]}.{variant.torch[1]}, this is torch {system.torch[0]}.{system.torch[1]}"
@@ -287,6 +317,11 @@ def reject(trace: list[Candidate], name: str, reason: str) -> list[Candidate]:
     rejected = [Candidate(c.name, c.variant, reason if c.name == name else c.reason, c.note) for c in trace
                 if not c.accepted or c.name == name]
     return accepted + sorted(rejected, key=lambda c: c.name)
+
+
+def annotate(trace: list[Candidate], name: str, note: str) -> list[Candidate]:
+    """The trace with `note` added to candidate `name` (what a check of its metadata found)."""
+    return [replace(c, note="; ".join(filter(None, (c.note, note)))) if c.name == name else c for c in trace]
 
 
 def choose(names: list[str], system: SystemInfo) -> Candidate | None:

@@ -1,0 +1,56 @@
+"""What a variant's metadata.json says about loading it here, before anything of it is imported:
+its ABI floor against this host's C libraries, its GPU archs against this device, and its
+python-depends against this environment. Name-level fit (torch, CUDA, platform) is
+kbuild.variants'; every loader applies both, so the trace, `kbuild info` and the errors agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .gpu_arch import device_fit
+from .host_abi import floor_problem
+from .metadata import VariantMetadata
+from .python_depends import missing
+from .variants import Candidate, SystemInfo, annotate, parse_variant, reject
+
+
+@dataclass(frozen=True)
+class Verdict:
+    reason: str | None = None  # why the variant cannot load here; None: it can, as far as is known
+    note: str | None = None  # what a check of a fitting variant found worth telling
+
+
+def judge(meta: VariantMetadata | None, name: str, system: SystemInfo) -> Verdict:
+    """The verdict on variant `name` whose metadata is `meta` (None: unknown, nothing checked)."""
+    if meta is None:
+        return Verdict()
+    if problem := floor_problem(meta.abi, system.glibc, system.glibcxx):
+        return Verdict(problem)
+    backend = _backend(meta, name, system)
+    device = device_fit(backend, meta.backend.archs if meta.backend else (), _device_for(backend, system))
+    if device.problem:
+        return Verdict(device.problem)
+    return Verdict(missing(meta.python_depends, backend), device.note)
+
+
+def apply(trace: list[Candidate], name: str, verdict: Verdict) -> list[Candidate]:
+    """The trace with `verdict` on candidate `name`: rejected with its reason, or noted."""
+    if verdict.reason:
+        return reject(trace, name, verdict.reason)
+    return annotate(trace, name, verdict.note) if verdict.note else trace
+
+
+def _backend(meta: VariantMetadata, name: str, system: SystemInfo) -> str:
+    """The variant's backend: as recorded, else its name's; a universal build's is this system's."""
+    if meta.backend:
+        return meta.backend.type
+    try:
+        return parse_variant(name).backend or system.backend
+    except ValueError:  # a variant folder the caller named: it runs on this system's backend
+        return system.backend
+
+
+def _device_for(backend: str, system: SystemInfo) -> str | None:
+    # a CPU variant chosen on a CUDA torch has no device code to check against its GPU
+    return system.gpu_arch if backend == system.backend else None
