@@ -1,31 +1,30 @@
-"""The `kbuild` command line: parse → one library call → render. Errors are one line."""
+"""The `kbuild` command line: parse → one library call → render. Errors are one line.
+
+The parser needs only the standard library: `kbuild --help` works in a plain `pip install
+kbuild`, and a command whose libraries (the `build` extra) are missing says what to install
+(builder/extras.py). So each handler imports what it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
 
 from . import __version__, info_cli, lock_cli, matrix_cli, toolchain_cli
-from .abi_floor import policy_error
-from .build import build
 from .errors import ExitCode, KbuildError, ManifestError, UsageError
 from .hub import serve_cli
-from .hub.address import parse_hub
-from .hub.open import open_hub
-from .jobs import variant_rows
 from .layout import BUILD_DIR
-from .manifest import check_python_package, load_manifest
-from .options import BuildOptions
-from .publish import PublishOptions, publish
-from .dist import resolve_dist
-from .remote_cache import resolve_remote
-from .report import Reporter
 from .settings import from_environment as builder_settings
-from .testing import test_kernels
 from .workspace import kernel_dirs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .options import BuildOptions
+    from .report import Reporter
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +37,21 @@ def main(argv: list[str] | None = None) -> int:
     if passthrough and args.command != "test":
         parser.error(f"arguments after -- are for kbuild test only, got {' '.join(passthrough)}")
     args.pytest_args = passthrough
+    try:
+        return _run(args)
+    except ModuleNotFoundError as e:
+        from .extras import missing_extra_message
+
+        message = None if args.debug else missing_extra_message(e, f"kbuild {args.command}")
+        if message is None:
+            raise
+        print(f"kbuild: error: {message}", file=sys.stderr)  # no rich to print with: it may be what is missing
+        return ExitCode.TOOLCHAIN
+
+
+def _run(args) -> int:
+    from .report import Reporter
+
     reporter = Reporter(verbose=getattr(args, "verbose", False), plain=_plain())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -85,29 +99,27 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    # in the order of the work: write, check, build, test, publish; then CI, loading, upkeep
     p = sub.add_parser("init", help="create a kernel project that builds, tests and publishes as generated")
     p.add_argument("name", help="the kernel's name, e.g. fused-scale (its Python package: fused_scale)")
     p.add_argument("--dir", type=Path, default=None, help="the new project's folder (default: ./NAME)")
     p.add_argument("--backends", default="cpu,cuda", metavar="LIST",
                    help="cpu, cuda (compiled, torch's stable ABI) or triton (Python-only); default cpu,cuda")
     p.add_argument("--org", default="me", help="the hub organisation of [general.hub] repo-id (default: me)")
+    p.add_argument("--in-repo", action="store_true",
+                   help="allow a folder inside another git repository (a workspace member); by default the "
+                        "project is a git repository of its own")
     p.set_defaults(handler=_init)
 
-    p = sub.add_parser("clean", help="remove built variants and .kbuild/ (or, with --stale, only stale variants)")
-    p.add_argument("dir", nargs="?", default=".", type=Path, help="a kernel folder or a workspace (default: .)")
-    p.add_argument("--stale", action="store_true",
-                   help="only variants built from other sources than the folder holds now, and leftovers "
-                        "of interrupted builds")
-    p.add_argument("--dry-run", action="store_true", help="print what would be removed; remove nothing")
-    p.set_defaults(handler=_clean)
-
-    p = sub.add_parser("completion", help="print a shell completion script: eval \"$(kbuild completion bash)\"")
-    p.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell to complete kbuild's commands in")
-    p.set_defaults(handler=_completion)
-
-    p = sub.add_parser("check", help="validate build.toml (a kernel or a workspace)")
+    p = sub.add_parser("check", help="validate build.toml (a kernel or a workspace): every error, one line each")
     p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
     p.set_defaults(handler=_check)
+
+    p = sub.add_parser("variants", help="list the variants of the matrix and the toolchain each is built with")
+    p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
+    p.add_argument("--json", action="store_true", help="print a machine-readable listing")
+    _python_option(p)
+    p.set_defaults(handler=_variants)
 
     p = sub.add_parser("build", help="build the variants this environment can build (or the matrix: --all)")
     p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
@@ -138,12 +150,15 @@ def _parser() -> argparse.ArgumentParser:
     _python_option(p)
     p.set_defaults(handler=_build)
 
-    p = sub.add_parser("variants", help="list the variants of the matrix and the toolchain each is built with")
+    p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
     p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
-    p.add_argument("--json", action="store_true", help="print a machine-readable listing")
+    p.add_argument("--variant", action="append", default=[], metavar="V",
+                   help="only this built variant (repeatable; default: every variant in build/)")
+    p.add_argument("--timeout", type=_positive_seconds, default=None, metavar="S",
+                   help="stop a variant's suite after S seconds (default 3600); its log keeps what ran")
+    p.epilog = "Arguments after -- go to pytest, e.g. kbuild test kernels/relu -- -k fp16 -x"
     _python_option(p)
-    p.set_defaults(handler=_variants)
-    matrix_cli.add_parser(sub)
+    p.set_defaults(handler=_test)
 
     p = sub.add_parser("publish", help="push built variants to a version branch of a hub repo")
     p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
@@ -160,20 +175,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     p.set_defaults(handler=_publish)
 
-    serve_cli.add_parser(sub)
-    lock_cli.add_parsers(sub)
-    toolchain_cli.add_parsers(sub)
+    matrix_cli.add_parser(sub)
     info_cli.add_parser(sub)
+    lock_cli.add_parsers(sub)  # lock, download
+    serve_cli.add_parser(sub)  # hub serve, hub gc
+    toolchain_cli.add_parsers(sub)
 
-    p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
-    p.add_argument("dir", nargs="?", default=".", type=Path, help=DIR_HELP)
-    p.add_argument("--variant", action="append", default=[], metavar="V",
-                   help="only this built variant (repeatable; default: every variant in build/)")
-    p.add_argument("--timeout", type=_positive_seconds, default=None, metavar="S",
-                   help="stop a variant's suite after S seconds (default 3600); its log keeps what ran")
-    p.epilog = "Arguments after -- go to pytest, e.g. kbuild test kernels/relu -- -k fp16 -x"
-    _python_option(p)
-    p.set_defaults(handler=_test)
+    p = sub.add_parser("clean", help="remove built variants and .kbuild/ (or, with --stale, only stale variants)")
+    p.add_argument("dir", nargs="?", default=".", type=Path, help="a kernel folder or a workspace (default: .)")
+    p.add_argument("--stale", action="store_true",
+                   help="only variants built from other sources than the folder holds now, and leftovers "
+                        "of interrupted builds")
+    p.add_argument("--dry-run", action="store_true", help="print what would be removed; remove nothing")
+    p.set_defaults(handler=_clean)
+
+    p = sub.add_parser("completion", help="print a shell completion script: eval \"$(kbuild completion bash)\"")
+    p.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell to complete kbuild's commands in")
+    p.set_defaults(handler=_completion)
+
     _debug_everywhere(parser)
     return parser
 
@@ -205,6 +224,10 @@ def _python(args) -> str:
 
 
 def _options(args) -> BuildOptions:
+    from .dist import resolve_dist
+    from .options import BuildOptions
+    from .remote_cache import resolve_remote
+
     env = builder_settings()
     folder = _folder(args.dir).resolve()
     return BuildOptions(
@@ -221,6 +244,8 @@ def _options(args) -> BuildOptions:
 
 
 def _manylinux(args) -> str | None:
+    from .abi_floor import policy_error
+
     policy = getattr(args, "manylinux", None)
     if policy is not None and (problem := policy_error(policy)):
         raise UsageError(f"--manylinux: {problem}")
@@ -260,10 +285,11 @@ def _init(args, reporter: Reporter) -> int:
     from .scaffold import parse_backends, scaffold
 
     dest = (args.dir or Path(args.name)).absolute()
-    files = scaffold(dest, args.name, parse_backends(args.backends), org=args.org)
+    files = scaffold(dest, args.name, parse_backends(args.backends), org=args.org, in_repo=args.in_repo)
     for path in files:
         reporter.info(f"created {path.relative_to(dest.parent)}")
-    reporter.result(f"{dest}: kernel {args.name} ({args.backends}); next: cd {dest.name}, commit it "
+    shown = os.path.relpath(dest) if dest.is_relative_to(Path.cwd()) else str(dest)
+    reporter.result(f"{dest}: kernel {args.name} ({args.backends}); next: cd {shown}, commit it "
                     "(git add -A && git commit), then kbuild build . && kbuild test . && kbuild publish .")
     return 0
 
@@ -299,6 +325,8 @@ def _completion(args, reporter: Reporter) -> int:
 
 def _check(args, reporter: Reporter) -> int:
     """Every member of a workspace is checked, and every error of each is reported."""
+    from .manifest import check_python_package, load_manifest
+
     errors = []
     for folder in kernel_dirs(_folder(args.dir)):
         try:
@@ -315,6 +343,8 @@ def _check(args, reporter: Reporter) -> int:
 
 
 def _build(args, reporter: Reporter) -> int:
+    from .build import build
+
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"-j/--jobs: expected a positive number, got {args.jobs}")
     results = build(_options(args), reporter)
@@ -331,6 +361,8 @@ def _build(args, reporter: Reporter) -> int:
 
 
 def _variants(args, reporter: Reporter) -> int:
+    from .jobs import variant_rows
+
     args.variant, args.jobs, args.all_variants = [], None, False
     rows = variant_rows(_options(args))
     if args.json:
@@ -351,6 +383,11 @@ def _variants(args, reporter: Reporter) -> int:
 def _publish(args, reporter: Reporter) -> int:
     """One kernel, or each kernel of a workspace (a CI slice: `--variant` names those of its kernels
     that built them; a kernel that built none of them is left alone)."""
+    from .hub.address import parse_hub
+    from .hub.open import open_hub
+    from .manifest import load_manifest
+    from .publish import PublishOptions, publish
+
     folder = _folder(args.dir).resolve()
     kernels = kernel_dirs(folder)
     if len(kernels) > 1 and args.repo_id:
@@ -398,6 +435,8 @@ def _report_publish(result, hub, dry_run: bool, reporter: Reporter) -> None:
 
 
 def _test(args, reporter: Reporter) -> int:
+    from .testing import test_kernels
+
     results = test_kernels(_folder(args.dir).resolve(), tuple(args.variant), _python(args), tuple(args.pytest_args),
                            reporter, cache_dir=_options(args).cache_dir / "probes", timeout=args.timeout)
     reporter.summary(results, "kbuild test")

@@ -14,7 +14,6 @@ from pathlib import Path
 from kbuild.kernel_deps import KernelPin
 from kbuild.variants import BACKENDS
 
-from .abi_floor import policy_error
 from .cuda_arch import Capability, parse_capability, well_formed_capability
 from .dependencies import BUILT_BACKENDS, check_dependency, check_python_dependency
 from .errors import ManifestError
@@ -202,6 +201,12 @@ def check_python_package(m: Manifest) -> None:
                             hint=f"create torch-ext/{m.python_name}/__init__.py that imports the kernel's ops")
 
 
+def _policy_error(policy: str) -> str | None:
+    from .abi_floor import policy_error  # auditwheel's policies, only for a [general] manylinux
+
+    return policy_error(policy)
+
+
 def is_kernel_builder_project(folder: Path) -> bool:
     """A project kernel-builder builds: its flake.nix takes kernel-builder (or its successor, the
     huggingface/kernels flake) as an input. Such projects get kernel-builder's leniency where
@@ -257,7 +262,7 @@ class _Parser:
         for key in ("minver", "maxver"):
             if key in cuda:
                 self._check(self._version, ("general", "cuda", key), cuda[key])
-        if "manylinux" in general and (problem := policy_error(general["manylinux"])):
+        if "manylinux" in general and (problem := _policy_error(general["manylinux"])):
             self._fail(("general", "manylinux"), problem)
         kernels = self._kernels(backends)
         if noarch is not None and kernels:

@@ -112,7 +112,8 @@ def local_variants(manifest: Manifest, only: tuple[str, ...]) -> list[LocalVaria
                              hint=f"run kbuild build {manifest.root}")
     chosen = [found[n] for n in (only or found)]
     if not chosen:
-        raise UsageError(f"{build}: nothing built to publish", hint=f"run kbuild build {manifest.root}")
+        # refused like a stale build (7), not a bad argument (2): the command was right, the folder is not ready
+        raise PublishError(f"{build}: nothing built to publish", hint=f"run kbuild build {manifest.root}")
     variants = []
     for path in chosen:
         meta_path = path / "metadata.json"

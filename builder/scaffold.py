@@ -7,8 +7,10 @@
 The files come from builder/templates/init/ (string.Template: `$name`, `$python_name`, ...), so
 C++ braces need no escaping. Compiled projects get a stable-ABI binding (one build per backend
 for every torch >= 2.10); Triton projects a Python package. Each gets tests, a benchmark stub, a
-README and a .gitignore for build/ and .kbuild/; a folder outside any git checkout becomes one
-(`git init`), since builds name their sources by git tree and publishing wants them committed.
+README and a .gitignore for build/ and .kbuild/. The project is a git repository of its own
+(`git init`), since builds name their sources by git tree and publishing wants them committed:
+inside another repository (`kbuild init` run from a checkout) it would be committed into that
+one, so that is refused unless asked for (`in_repo`, `--in-repo`: a workspace member).
 """
 
 from __future__ import annotations
@@ -35,13 +37,20 @@ def parse_backends(text: str) -> tuple[str, ...]:
     return chosen
 
 
-def scaffold(dest: Path, name: str, backends: tuple[str, ...], org: str = "me") -> list[Path]:
-    """Write the project into `dest` (new or empty); returns the files written."""
+def scaffold(dest: Path, name: str, backends: tuple[str, ...], org: str = "me", in_repo: bool = False) -> list[Path]:
+    """Write the project into `dest` (new or empty); returns the files written. `in_repo`: `dest`
+    may lie inside another git repository (it then gets no repository of its own)."""
     if not NAME_RE.match(name):  # what build.toml's [general] name accepts
         raise UsageError(f"kbuild init: {name!r} is not a kernel name (lowercase letters, digits and '-', "
                          "starting with a letter and at least two long, e.g. fused-scale)")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise UsageError(f"kbuild init: {dest} exists and is not an empty folder")
+    outer = _repository_of(dest)
+    if outer is not None and not in_repo:
+        raise UsageError(f"kbuild init: {dest} would be inside the git repository {outer}, and committing the "
+                         "project would commit into that one",
+                         hint=f"pass --dir with a folder outside {outer} (e.g. --dir ~/{name}), or --in-repo "
+                              "to make it part of that repository (a workspace member)")
     python_name = name.replace("-", "_")
     kind = "triton" if backends == ("triton",) else "compiled"
     values = {"name": name, "python_name": python_name, "repo_id": f"{org}/{name}", "kind": kind,
@@ -72,7 +81,7 @@ def scaffold(dest: Path, name: str, backends: tuple[str, ...], org: str = "me") 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(_render(template, values), encoding="utf-8")
         written.append(path)
-    if not _inside_git(dest):
+    if outer is None:
         subprocess.run(["git", "init", "-q", str(dest)], check=True)
     return written
 
@@ -81,7 +90,10 @@ def _render(template: str, values: dict[str, str]) -> str:
     return Template(resources.read_text(f"templates/init/{template}")).substitute(values)
 
 
-def _inside_git(folder: Path) -> bool:
-    done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--is-inside-work-tree"],
-                          capture_output=True, text=True)
-    return done.returncode == 0 and done.stdout.strip() == "true"
+def _repository_of(dest: Path) -> Path | None:
+    """The work tree of the git repository `dest` (which may not exist yet) would be inside."""
+    folder = dest
+    while not folder.is_dir():
+        folder = folder.parent
+    done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None

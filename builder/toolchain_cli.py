@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from .abi_floor import policy_error
 from .dependencies import cutlass_for
 from .errors import KbuildError, UsageError
 from .provision import ToolchainStore, disk_usage, load_versions_table
@@ -66,6 +65,8 @@ def parse_spec(text: str, table: dict) -> Spec:
         if release := cutlass_for(text, cutlass.get("releases", [])):
             return Spec("cutlass", release.release, requirement=cutlass["requirement"].format(release=release.release))
     elif m := re.fullmatch(r"sysroot-(\d+)\.(\d+)", text):
+        from .abi_floor import policy_error  # auditwheel: not needed to build the parser
+
         if "sysroot" in table and not policy_error(f"{m[1]}_{m[2]}"):
             return Spec("sysroot", f"{m[1]}.{m[2]}", requirement=table["sysroot"]["requirement"])
         raise UsageError(f"unknown toolchain {text!r}: no manylinux_{m[1]}_{m[2]} policy for a glibc "

@@ -171,7 +171,13 @@ def detect_system(backend: str | None = None) -> SystemInfo:
     """Describe the running torch. `backend="cpu"` asks for CPU builds in a CUDA-built torch.
     The GPU's arch is torch's current device's, or `KBUILD_GPU_ARCH` (for tests, and to judge
     for another machine: a device of that arch is then taken to be there)."""
-    import torch  # deferred: importing kbuild must not import torch
+    try:
+        import torch  # deferred: importing kbuild must not import torch
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        raise ModuleNotFoundError(f"kbuild loads kernels into torch, and this Python ({sys.executable}) has no "
+                                  "torch: install it (pip install torch)", name="torch") from None
 
     from .settings import gpu_arch_override
 

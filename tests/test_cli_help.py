@@ -61,3 +61,17 @@ def test_bash_completion_completes_commands_and_options(capsys):
     assert complete("kbuild", "bu") == ["build"]
     assert "--manylinux" in complete("kbuild", "build", "--man")
     assert set(complete("kbuild", "toolchain", "")) >= {"install", "list", "prune"}
+
+
+def test_help_lists_the_commands_in_the_order_of_the_work(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert [a.dest for a in sub._choices_actions] == [
+        "init", "check", "variants", "build", "test", "publish", "matrix", "info", "lock", "download", "hub",
+        "toolchain", "clean", "completion"]
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and not line.startswith("     ")]
+    assert listed == [a.dest for a in sub._choices_actions]
+    assert "serve the local hub over the Hugging Face Hub HTTP API" in " ".join(out.split())

@@ -80,3 +80,28 @@ def test_init_refuses_bad_names_taken_folders_and_mixed_backends(tmp_path, capsy
         code, out = run(capsys, "init", *args)
         assert code == 2 and message in out and "Traceback" not in out, out
     assert not (tmp_path / "x").exists()
+
+
+def test_init_inside_another_repository_is_refused_unless_asked(tmp_path, capsys, monkeypatch):
+    """Run from a checkout (the README's quick start from kbuild's own), the project would land in
+    that repository and be committed into it: refused, naming the repository and the ways out."""
+    outer = tmp_path / "checkout"
+    outer.mkdir()
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    monkeypatch.chdir(outer)
+    code, out = run(capsys, "init", "my-scale")
+    assert code == 2
+    assert f"kbuild: error: kbuild init: {outer / 'my-scale'} would be inside the git repository {outer}" in out
+    assert "--dir" in out and "--in-repo" in out and "Traceback" not in out
+    assert not (outer / "my-scale").exists()
+
+    code, out = run(capsys, "init", "my-scale", "--dir", str(tmp_path / "elsewhere" / "my-scale"))
+    assert code == 0, out
+    assert (tmp_path / "elsewhere" / "my-scale" / ".git").is_dir()  # a repository of its own
+    assert f"next: cd {tmp_path / 'elsewhere' / 'my-scale'}," in out
+
+    code, out = run(capsys, "init", "member", "--dir", "kernels/member", "--in-repo")
+    assert code == 0, out
+    assert (outer / "kernels" / "member" / "build.toml").is_file()
+    assert not (outer / "kernels" / "member" / ".git").exists()  # part of the outer repository
+    assert "next: cd kernels/member," in out

@@ -15,7 +15,8 @@ DEFAULT_MAX_FILE_SIZE = 2 << 30
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register `hub` with its `serve` subcommand on the CLI's subparsers; returns `serve`'s parser."""
-    hub = subparsers.add_parser("hub", help="work with a local hub")
+    hub = subparsers.add_parser("hub", help="serve the local hub over the Hugging Face Hub HTTP API (serve), "
+                                "or collect what failed publishes left in it (gc)")
     commands = hub.add_subparsers(dest="hub_command", required=True, metavar="HUB_COMMAND")
     serve = add_serve_parser(commands)
     add_gc_parser(commands)
