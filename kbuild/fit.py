@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .gpu_arch import device_fit
+from .gpu_arch import Fit, device_fit
 from .host_abi import floor_problem
 from .metadata import VariantMetadata
 from .python_depends import missing
-from .variants import Candidate, SystemInfo, annotate, parse_variant, reject
+from .variants import NOARCH, UNIVERSAL, Candidate, SystemInfo, annotate, parse_variant, reject
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,9 @@ def judge(meta: VariantMetadata | None, name: str, system: SystemInfo) -> Verdic
     if problem := floor_problem(meta.abi, system.glibc, system.glibcxx):
         return Verdict(problem)
     backend = _backend(meta, name, system)
-    device = device_fit(backend, meta.backend.archs if meta.backend else (), _device_for(backend, system))
+    archs = meta.backend.archs if meta.backend else ()
+    # a Python-only build has no device code, so no archs to record: nothing to say about it
+    device = device_fit(backend, archs, _device_for(backend, system)) if archs or _compiled(name) else Fit()
     if device.problem:
         return Verdict(device.problem)
     return Verdict(missing(meta.python_depends, backend), device.note)
@@ -49,6 +51,13 @@ def _backend(meta: VariantMetadata, name: str, system: SystemInfo) -> str:
         return parse_variant(name).backend or system.backend
     except ValueError:  # a variant folder the caller named: it runs on this system's backend
         return system.backend
+
+
+def _compiled(name: str) -> bool:
+    try:
+        return parse_variant(name).kind not in (NOARCH, UNIVERSAL)
+    except ValueError:  # a folder the caller named: it may hold anything
+        return True
 
 
 def _device_for(backend: str, system: SystemInfo) -> str | None:

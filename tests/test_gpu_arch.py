@@ -106,15 +106,23 @@ def meta(archs=(), depends=(), backend="cuda") -> VariantMetadata:
 
 
 def test_the_verdict_in_a_trace():
-    names = ["torch214-cxx11-cu130-x86_64-linux", "torch-cuda"]
+    names = ["torch214-cxx11-cu130-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux", "torch-cuda"]
     trace = resolve(names, H200)
     trace = fit.apply(trace, names[0], fit.judge(meta(["10.0a"]), names[0], H200))
     trace = fit.apply(trace, names[1], fit.judge(meta([]), names[1], H200))
+    trace = fit.apply(trace, names[2], fit.judge(meta([]), names[2], H200))
     assert format_trace(trace).splitlines() == [
-        "  torch-cuda: fits (no CUDA archs recorded, so not checked against this GPU (9.0))",
+        "  torch-stable-abi210-cu130-x86_64-linux: fits (no CUDA archs recorded, so not checked against this GPU "
+        "(9.0))",
+        "  torch-cuda: fits",  # Python-only: no device code, nothing to check
         "  torch214-cxx11-cu130-x86_64-linux: rejected (built for CUDA archs 10.0a, none of which runs on this "
         "GPU (compute capability 9.0))",
     ]
+
+
+def test_a_python_only_build_that_records_archs_is_held_to_them():
+    # [torch-noarch] cuda-capabilities: a Triton kernel may name the GPUs it supports
+    assert "none of which runs" in fit.judge(meta(["10.0"]), "torch-cuda", H200).reason
 
 
 def test_a_cpu_variant_on_a_cuda_torch_is_not_judged_by_the_gpu():

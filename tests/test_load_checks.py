@@ -38,8 +38,8 @@ def set_metadata(folder, **fields) -> None:
 
 @pytest.fixture
 def kernel(tmp_path) -> Kernel:
-    """torch-cpu, torch-cuda (no archs recorded, as Python-only builds) and a compiled variant
-    built for Hopper only (9.0a)."""
+    """torch-cpu, torch-cuda (Python-only: no archs) and a compiled variant built for Hopper only
+    (9.0a)."""
     kernel = Kernel(tmp_path / "tiny").write().build()
     set_metadata(kernel.fake(COMPILED), archs=["9.0a"])
     return kernel
@@ -54,7 +54,7 @@ def hub(kernel, tmp_path):
 
 def test_local_loader_checks_the_archs(kernel):
     assert find_variant(kernel.root, HOPPER).name == COMPILED
-    assert find_variant(kernel.root, AMPERE).name == "torch-cuda"  # no archs recorded: loadable
+    assert find_variant(kernel.root, AMPERE).name == "torch-cuda"  # Python-only: nothing to check
     assert find_variant(kernel.root, CUDA130).name == COMPILED  # GPU unknown: nothing checked
     set_metadata(kernel.variant("torch-cuda"), archs=["10.0f"])
     with pytest.raises(FileNotFoundError) as err:
@@ -70,12 +70,29 @@ def test_the_trace_names_each_verdict(hub, runtime_env):
     trace = {c.name: c for c in get_kernel_variants("org/tiny@v1", hub=hub, system=AMPERE)}
     assert not trace[COMPILED].accepted
     assert trace[COMPILED].reason == "built for CUDA archs 9.0a, none of which runs on this GPU (compute capability 8.6)"
-    assert trace["torch-cuda"].accepted
-    assert trace["torch-cuda"].note == "no CUDA archs recorded, so not checked against this GPU (8.6)"
+    assert trace["torch-cuda"].accepted and trace["torch-cuda"].note is None  # Python-only: nothing to check
     assert resolve_kernel("org/tiny@v1", hub=hub, system=AMPERE).chosen == "torch-cuda"
     assert resolve_kernel("org/tiny@v1", hub=hub, system=HOPPER).chosen == COMPILED
     # check_arch=False, as in Hugging Face's loader: the recorded archs are not held against the GPU
     assert resolve_kernel("org/tiny@v1", hub=hub, system=AMPERE, check_arch=False).chosen == COMPILED
+
+
+def test_a_compiled_build_recording_no_archs_stays_loadable_and_says_so(kernel, tmp_path, runtime_env):
+    # older kernel-builder builds record no archs: loaded, as Hugging Face's loader does
+    set_metadata(kernel.fake(STABLE), archs=[])
+    hub = str(tmp_path / "hub")
+    kernel.publish(hub)
+    trace = get_kernel_variants("org/tiny@v1", hub=hub, system=AMPERE)
+    assert trace[0].name == STABLE and trace[0].note == "no CUDA archs recorded, so not checked against this GPU (8.6)"
+    assert get_kernel("org/tiny@v1", hub=hub, system=AMPERE).VARIANT == STABLE
+
+
+def test_a_build_that_runs_only_through_ptx_says_so(kernel, tmp_path, runtime_env):
+    set_metadata(kernel.variant(COMPILED), archs=["8.0", "8.6+PTX"])
+    hub = str(tmp_path / "hub")
+    kernel.publish(hub)
+    found = resolve_kernel("org/tiny@v1", hub=hub, system=HOPPER)
+    assert found.chosen == COMPILED and found.trace[0].note == "this GPU (9.0) runs it by JIT-compiling the PTX of 8.6+PTX"
 
 
 def test_get_kernel_skips_a_variant_this_gpu_cannot_run(hub, runtime_env):
@@ -160,7 +177,7 @@ def test_info_shows_the_verdict_for_the_gpu_kbuild_gpu_arch_names(hub, runtime_e
     assert "this machine: torch 2.14, cu130 on a GPU of compute capability 8.6" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
     assert "rejected (built for CUDA archs 9.0a, none of which runs on this GPU (compute capability 8.6))" in rows[COMPILED]
-    assert "<- get_kernel loads this (no CUDA archs recorded" in rows["torch-cuda"]
+    assert rows["torch-cuda"].endswith("<- get_kernel loads this")
     monkeypatch.setenv("KBUILD_GPU_ARCH", "9.0")
     record = json.loads(run_info(capsys, "org/tiny@v1", "--hub", hub, "--json"))
     loads = {r["variant"]: r for r in record["variants"]}
