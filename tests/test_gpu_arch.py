@@ -190,3 +190,14 @@ def test_kbuild_gpu_arch_stands_in_for_the_probe():
         assert bad.returncode != 0 and "KBUILD_GPU_ARCH: expected a CUDA compute capability" in bad.stderr
     else:  # a CPU torch has no GPU backend to judge for
         assert done.stdout.split() == ["None", "True"]
+
+
+def test_every_arch_spelling_the_builder_records_is_understood():
+    # metadata.json backend.archs is str(Capability) (builder/stage.py): the runtime reads each alike
+    from builder.cuda_arch import KNOWN_BASES, parse_capability
+
+    for base in KNOWN_BASES:
+        for suffix in ("", "a", "f") if float(base) >= 9.0 else ("",):
+            for ptx in ("", "+PTX"):
+                cap = parse_capability(base + suffix + ptx)
+                assert parse_cuda_arch(str(cap)) == CudaArch(cap.major, cap.minor, cap.suffix, cap.ptx)
