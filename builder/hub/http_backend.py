@@ -95,6 +95,9 @@ class _errors:
                 raise RefConflict(f"cannot {self.what}: {message}") from None
             hint = "set HF_TOKEN or run `hf auth login`" if status in (401, 403) else None
             raise HubError(f"cannot {self.what}: {message}", hint=hint) from None
-        if isinstance(error, OSError):
+        from kbuild.http_hub import _is_transport_error
+
+        # a hub that does not answer: httpx's connection errors are not OSErrors
+        if isinstance(error, OSError) or _is_transport_error(error):
             raise HubError(f"cannot {self.what}: {error}") from None
         return False
