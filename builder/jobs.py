@@ -55,22 +55,39 @@ class Job:
     sysroot: Sysroot | None = None  # the glibc sysroot its compiled variants were planned against
 
 
-def load_kernels(options: BuildOptions, sources: dict | None = None) -> list[tuple[Manifest, SourceId]]:
+def load_kernels(options: BuildOptions, sources: dict | None = None,
+                 failed: list[VariantResult] | None = None) -> list[tuple[Manifest, SourceId]]:
+    """Each kernel's manifest and source id. With `failed`, a workspace member whose manifest is
+    bad becomes a failed row there and the others go on; a lone kernel's error is raised."""
+    folders = kernel_dirs(options.folder)
+    workspace = folders != [options.folder]
     out = []
-    for folder in kernel_dirs(options.folder):
-        manifest, source = load_manifest(folder), source_id(folder)
-        check_python_package(manifest)
+    for folder in folders:
+        try:
+            manifest = load_manifest(folder)
+            check_python_package(manifest)
+        except KbuildError as e:
+            if failed is None or not workspace:
+                raise
+            failed.append(VariantResult(folder.name, "build.toml", "failed", reason=_one_line(e)))
+            continue
+        source = source_id(folder)
         if sources is not None:
             sources[manifest.root] = source
         out.append((manifest, source))
     return out
 
 
+def _one_line(e: KbuildError) -> str:
+    # a build.toml with several errors holds each in `errors`
+    return "; ".join(map(str, getattr(e, "errors", (e,)))) + (f" ({e.hint})" if e.hint else "")
+
+
 def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, options: BuildOptions) -> PlanInputs:
     work = m.root / WORK_DIR
     includes = options.dependency_includes
     return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include",
-                      cuda_archs=options.resolved_archs,
+                      cuda_archs=options.resolved_archs, cuda_archs_from=options.cuda_archs_from,
                       dependency_includes=None if includes is None else includes.get(m.root, {}),
                       sysroot=(options.sysroots or {}).get(m.root))
 
@@ -107,7 +124,9 @@ def _native_capabilities(python: str) -> tuple[Capability, ...]:
 def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], cuda: bool,
                          reporter) -> BuildOptions:
     """Provision the headers (CUTLASS) that the sections this build compiles depend on, once per
-    name, and record each kernel's include folders. `cuda`: whether CUDA sections are built."""
+    name, and record each kernel's include folders. `cuda`: whether CUDA sections are built. A
+    name that cannot be provisioned is recorded as its error: planning fails the variants whose
+    sections need it, and only those."""
     found: dict = {}  # dependency name -> include folders, shared by the kernels naming it
     includes: dict = {}
     for m, _ in kernels:
@@ -118,10 +137,14 @@ def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, So
             for name in section.depends:
                 dep = parse_dependency(name)
                 if dep is not None and dep.headers:
-                    if name not in found:
-                        found[name] = _cutlass_includes(dep, m.where("kernel", section.name, "depends"),
-                                                        options, reporter)
-                    mine[name] = found[name]
+                    if name in found:
+                        mine[name] = found[name]
+                        continue
+                    try:
+                        mine[name] = found[name] = _cutlass_includes(
+                            dep, m.where("kernel", section.name, "depends"), options, reporter)
+                    except KbuildError as e:
+                        mine[name] = e  # not kept in `found`: it names this kernel's build.toml
         includes[m.root] = mine
     return replace(options, dependency_includes=includes)
 
@@ -175,26 +198,27 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
     that is this environment's toolchain; otherwise each variant of the matrix that this
     environment cannot build gets a provisioned one. A toolchain that cannot be provisioned
     fails its variants only."""
-    kernels = load_kernels(options, sources)
+    failed: list[VariantResult] = []
+    kernels = load_kernels(options, sources, failed)
     options = resolve_sysroots(resolve_archs(options), kernels, reporter)
     if not options.all_variants and not options.variants:
         toolchain = find_toolchain(options)
         options = resolve_dependencies(options, kernels, toolchain.cuda is not None, reporter)
-        return _with_sysroots([Job(plan_build(_inputs(m, toolchain, s, options)), toolchain)
-                               for m, s in kernels], options), []
+        jobs = [Job(plan_build(_inputs(m, toolchain, s, options), isolate=True), toolchain) for m, s in kernels]
+        return _planned(jobs, failed, options, reporter)
     choice, where = workspace_matrix(options.folder)
     matrix = select(choice, where) if options.all_variants else full_matrix()
     wanted = set(options.variants)
-    jobs, failed = [], []
+    jobs = []
     current = _current_toolchain(options) if options.variants else None
     # CUDA sections' headers only when a CUDA variant may be built (not for `--variant <cpu>`)
     options = resolve_dependencies(options, kernels, options.all_variants or any(
         _backend_of(name) in ("cuda", None) for name in options.variants), reporter)
     by_target: dict = {}
     for m, source in kernels:
-        here = plan_build(_inputs(m, current, source, options), options.variants) if current else None
-        done = {v.name for v in here.variants} if here else set()
-        if here and here.variants:
+        here = plan_build(_inputs(m, current, source, options), options.variants, isolate=True) if current else None
+        done = {v.name for v in here.variants} | {f.variant for f in here.failed} if here else set()
+        if here and (here.variants or here.failed):
             jobs.append(Job(replace(here, skipped=()), current))
         found, skips = matrix_variants(m, matrix)
         for mv in found:
@@ -219,10 +243,28 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             if error:
                 failed.append(VariantResult(m.name, name, "failed", reason=f"{target}: {error}"))
                 continue
-            plan = plan_build(_inputs(m, toolchain, source, options), (name,))
+            plan = plan_build(_inputs(m, toolchain, source, options), (name,), isolate=True)
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
             jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
-    return _with_sysroots(_prune_skips(jobs, wanted), options), failed
+    return _planned(_prune_skips(jobs, wanted), failed, options, reporter)
+
+
+def _planned(jobs: list[Job], failed: list[VariantResult], options: BuildOptions,
+             reporter: Reporter) -> tuple[list[Job], list[VariantResult]]:
+    """The jobs with their sysroots, and every failed row so far: bad manifests, then the variants
+    that could not be planned. Sections --cuda-archs left out get one warning each."""
+    failed += [VariantResult(j.plan.manifest.name, f.variant, "failed", reason=f.reason)
+               for j in jobs for f in j.plan.failed]
+    left_out: dict = {}  # (kernel, section, its archs) -> the variants it is absent from
+    for j in jobs:
+        for v in j.plan.variants:
+            for section, archs in v.skipped_sections:
+                left_out.setdefault((j.plan.manifest.name, section, archs), []).append(v.name)
+    asked = f"{options.cuda_archs_from} {';'.join(map(str, options.resolved_archs or ()))}"
+    for (kernel, section, archs), names in left_out.items():
+        reporter.warn(f"{kernel}: skipping [kernel.{section}] (cuda-capabilities {', '.join(archs)}): none of them "
+                      f"is in {asked}; its ops are absent from {', '.join(names)}")
+    return _with_sysroots(jobs, options), failed
 
 
 def _with_sysroots(jobs: list[Job], options: BuildOptions) -> list[Job]:

@@ -13,7 +13,7 @@ from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, hos
 
 from .cuda_arch import Capability, default_capabilities, restrict, select
 from .dependencies import BUILT_BACKENDS, parse_dependency
-from .errors import ManifestError, ToolchainError
+from .errors import KbuildError, ManifestError, ToolchainError
 from .manifest import KernelSection, Manifest
 from .toolchain import CudaInfo, TorchInfo
 
@@ -55,6 +55,8 @@ class VariantPlan:
     link_flags: tuple[str, ...] = ()
     archs: tuple[str, ...] = ()
     partial_archs: bool = False  # built for fewer archs than a full build (--cuda-archs)
+    # kernel sections left out because they list none of the --cuda-archs: name -> what they list
+    skipped_sections: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def name(self) -> str:
@@ -72,10 +74,19 @@ class Skip:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """A variant this toolchain would build but cannot plan (its one-line reason)."""
+
+    variant: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class BuildPlan:
     manifest: Manifest
     variants: tuple[VariantPlan, ...]
     skipped: tuple[Skip, ...] = field(default=())
+    failed: tuple[Failure, ...] = field(default=())  # only with plan_build(isolate=True)
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,9 @@ class PlanInputs:
     work_dir: Path  # where objects and the generated include folder go
     generated_include: Path  # holds registration.h
     cuda_archs: tuple[Capability, ...] | None = None  # --cuda-archs: build only these
-    # `depends` name -> its include folders; None when not provisioned (`kbuild variants` lists plans)
+    cuda_archs_from: str = "--cuda-archs"  # where they came from (TORCH_CUDA_ARCH_LIST), for messages
+    # `depends` name -> its include folders, or the error that kept it from being provisioned; None
+    # when not provisioned (`kbuild variants` lists plans)
     dependency_includes: dict | None = field(default_factory=dict)
     sysroot: Sysroot | None = None  # build against an older glibc and libstdc++ (a manylinux policy)
 
@@ -96,10 +109,12 @@ def ops_name(manifest: Manifest, backend: str, source_id: str) -> str:
     return f"_{manifest.python_name}_{backend}_{source_id}"
 
 
-def plan_build(inputs: PlanInputs, only: tuple[str, ...] = ()) -> BuildPlan:
-    """Every variant this toolchain can build for the manifest (or only those named)."""
+def plan_build(inputs: PlanInputs, only: tuple[str, ...] = (), isolate: bool = False) -> BuildPlan:
+    """Every variant this toolchain can build for the manifest (or only those named). `isolate`:
+    a variant that cannot be planned goes to `failed` instead of raising, so a build goes on with
+    the others."""
     m = inputs.manifest
-    variants, skipped, names = [], [], set()
+    variants, skipped, failed, names = [], [], [], set()
     for backend in m.backends:
         if m.noarch is not None:
             variants.append(_noarch_plan(inputs, backend))
@@ -112,7 +127,12 @@ def plan_build(inputs: PlanInputs, only: tuple[str, ...] = ()) -> BuildPlan:
         variant = _variant(inputs, backend, stable_abi(m, backend))
         names.add(variant.name)
         if not only or variant.name in only:  # others are never planned: their headers may be missing
-            variants.append(_compiled_plan(inputs, backend, stable_abi(m, backend)))
+            try:
+                variants.append(_compiled_plan(inputs, backend, stable_abi(m, backend)))
+            except KbuildError as e:
+                if not isolate:
+                    raise
+                failed.append(Failure(variant.name, str(e) + (f" ({e.hint})" if e.hint else "")))
     if only:
         for name in only:
             if name not in names:
@@ -120,7 +140,7 @@ def plan_build(inputs: PlanInputs, only: tuple[str, ...] = ()) -> BuildPlan:
                 skipped.append(Skip(name, f"not buildable here (buildable: {', '.join(sorted(names)) or 'none'})"
                                     + (f"; {'; '.join(f'{b}: {r}' for b, r in why.items())}" if why else "")))
         variants = [v for v in variants if v.name in only]
-    return BuildPlan(m, tuple(variants), tuple(skipped))
+    return BuildPlan(m, tuple(variants), tuple(skipped), tuple(failed))
 
 
 def _cannot_build(inputs: PlanInputs, backend: str) -> str | None:
@@ -196,9 +216,10 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
     variant = _variant(inputs, backend, abi)
     name = ops_name(m, backend, inputs.source_id)
     obj_dir = inputs.work_dir / variant.name
-    section_caps, caps = _device_caps(inputs, backend)
-    # a --cuda-archs build that leaves archs out is partial: publish refuses it unless told
-    partial = inputs.cuda_archs is not None and caps != _device_caps(replace(inputs, cuda_archs=None), backend)[1]
+    section_caps, caps, left_out = _device_caps(inputs, backend)
+    # a --cuda-archs build that leaves archs or sections out is partial: publish refuses it unless told
+    partial = inputs.cuda_archs is not None and (
+        bool(left_out) or caps != _device_caps(replace(inputs, cuda_archs=None), backend)[1])
     units = []
     binding_flags = _binding_flags(inputs, backend, name, abi)
     headers = tuple(m.root / s for s in m.torch.src if Path(s).suffix not in SOURCE_SUFFIXES)
@@ -210,24 +231,51 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
             device = [f for f in binding_flags if f not in _host_flags(inputs) and not f.startswith("-std")]
             units.append(_unit(inputs, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
     for section in _sections(inputs, backend):
-        units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
+        if section not in left_out:
+            units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
     return VariantPlan(
         variant=variant, ops_name=name, python_src=m.root / "torch-ext" / m.python_name,
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
         link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps), partial_archs=partial,
+        skipped_sections=tuple((s.name, tuple(map(str, s.cuda_capabilities))) for s in left_out),
     )
 
 
-def _device_caps(inputs: PlanInputs, backend: str) -> tuple[dict[str, list[Capability]], list[Capability]]:
-    """Each section's GPU capabilities, and the variant's: only sections with device code compile
-    for GPU archs (metadata lists what was compiled); a binding .cu alone gets the defaults."""
+def _device_caps(inputs: PlanInputs, backend: str) -> tuple[dict[str, list[Capability]], list[Capability],
+                                                             list[KernelSection]]:
+    """Each section's GPU capabilities, the variant's, and the sections left out: only sections
+    with device code compile for GPU archs (metadata lists what was compiled); a binding .cu alone
+    gets the defaults. Under --cuda-archs a section that lists its own capabilities but none of
+    those is left out (kernel-builder's rule: its ops are absent from that build); a kernel whose
+    every such section is left out has nothing to compile, which is an error."""
     if backend != "cuda":
-        return {}, []
-    section_caps = {s.name: _capabilities(inputs, s) for s in _sections(inputs, backend) if _has_cu(s.src)}
+        return {}, [], []
+    section_caps, left_out = {}, []
+    for s in _sections(inputs, backend):
+        if _has_cu(s.src):
+            caps = _capabilities(inputs, s)
+            if caps:
+                section_caps[s.name] = caps
+            else:
+                left_out.append(s)
+    if left_out and not section_caps:
+        raise _nothing_to_compile(inputs, left_out)
     caps = sorted({c for cs in section_caps.values() for c in cs})
     if not caps and _has_cu(inputs.manifest.torch.src):
         caps = _capabilities(inputs, None)
-    return section_caps, caps
+    return section_caps, caps, left_out
+
+
+def _nothing_to_compile(inputs: PlanInputs, left_out: list[KernelSection]) -> ManifestError:
+    def listed(s: KernelSection) -> str:
+        return ", ".join(map(str, s.cuda_capabilities))
+
+    first, *rest = left_out
+    others = "".join(f", nor any of [kernel.{s.name}]'s {listed(s)}" for s in rest)
+    return ManifestError(f"{inputs.manifest.where('kernel', first.name, 'cuda-capabilities')}: none of "
+                         f"{listed(first)} is in {inputs.cuda_archs_from} {';'.join(map(str, inputs.cuda_archs))}"
+                         f"{others}, and no other section has CUDA code: nothing to compile (build with archs "
+                         "this kernel lists)")
 
 
 def _sections(inputs: PlanInputs, backend: str) -> list[KernelSection]:
@@ -250,13 +298,14 @@ def _unit(inputs: PlanInputs, obj_dir: Path, src: str, tool: str, flags, implici
 
 
 def _capabilities(inputs: PlanInputs, section: KernelSection | None) -> list[Capability]:
+    """What `section` (None: the binding) compiles for; empty when it lists its own capabilities
+    and --cuda-archs names none of them (the section is then left out)."""
     explicit = bool(section and section.cuda_capabilities)
     listed = section.cuda_capabilities if explicit else default_capabilities(inputs.cuda.version)
     requested = restrict(list(listed), inputs.cuda_archs, explicit)
     where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
     if not requested:
-        raise ManifestError(f"{where}: none of {', '.join(map(str, listed))} is in --cuda-archs "
-                            f"{';'.join(map(str, inputs.cuda_archs))} (build with archs this kernel lists)")
+        return []
     ok, _ = select(list(requested), inputs.cuda.archs)
     if not ok:
         have = ".".join(map(str, inputs.cuda.version))
@@ -343,7 +392,10 @@ def _dependency_includes(inputs: PlanInputs, section: KernelSection) -> list[str
         if name not in inputs.dependency_includes:
             raise ToolchainError(f"{inputs.manifest.where('kernel', section.name, 'depends')}: "
                                  f"{name} was not provisioned for this build")
-        flags += [f"-I{d}" for d in inputs.dependency_includes[name]]
+        found = inputs.dependency_includes[name]
+        if isinstance(found, KbuildError):  # provisioning it failed: the variants that need it fail
+            raise found
+        flags += [f"-I{d}" for d in found]
     return flags
 
 

@@ -26,6 +26,7 @@ from .integrity import regular_files, stale_reason, verify_variant
 from .layout import BUILD_DIR, WORK_DIR
 from .manifest import Manifest
 from .pyapi import public_names
+from .stage import SKIPPED_SECTIONS
 
 BRANCH_RE = re.compile(r"^v(\d+)\Z")
 # Parallel CI jobs publish slices of one branch: each lost compare-and-swap means planning again.
@@ -144,8 +145,12 @@ def check_publishable(variants: list[LocalVariant], allow_dirty: bool, allow_par
         for v in variants:
             backend = v.metadata.get("backend") or {}
             if backend.get(PARTIAL_ARCHS):
+                left_out = backend.get(SKIPPED_SECTIONS)
+                sections = "; ".join(f"[kernel.{name}] ({' '.join(map(str, archs))})" for name, archs in
+                                     left_out.items()) if isinstance(left_out, dict) else ""
                 raise PublishError(f"{v.name} was built for CUDA archs {' '.join(backend.get('archs', []))} only "
-                                   "(--cuda-archs), not every arch the kernel lists",
+                                   "(--cuda-archs), not every arch the kernel lists"
+                                   + (f", without the sections {sections} and their ops" if sections else ""),
                                    hint="rebuild without --cuda-archs (and TORCH_CUDA_ARCH_LIST unset), "
                                         "or pass --allow-partial-archs")
     if not allow_dirty:

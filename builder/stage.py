@@ -20,6 +20,9 @@ from .abi_floor import floor
 from .gitid import SourceId
 from .plan import VariantPlan
 
+# backend key beside archs-partial: the kernel sections a --cuda-archs build left out (they list
+# none of its archs), each with the capabilities it lists; its ops are absent from the variant
+SKIPPED_SECTIONS = "skipped-sections"
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,8 @@ def _backend(plan: VariantPlan) -> dict:
     backend = {"type": plan.variant.backend, "archs": list(plan.archs)}
     if plan.partial_archs:
         backend[PARTIAL_ARCHS] = True  # only when set: full builds keep kernel-builder's exact shape
+    if plan.skipped_sections:
+        backend[SKIPPED_SECTIONS] = {name: list(archs) for name, archs in plan.skipped_sections}
     return backend
 
 

@@ -226,10 +226,12 @@ def test_cuda_archs_restrict_a_build_and_mark_it_partial(tmp_path):
     assert gencodes(unit(only, "gemm/gemm.cu").flags) == ["-gencode=arch=compute_90a,code=sm_90a"]
     assert gencodes(unit(only, "plain/plain.cu").flags) == ["-gencode=arch=compute_90,code=sm_90",
                                                             "-gencode=arch=compute_120,code=sm_120"]
-    assert only.partial_archs and set(only.archs) == {"9.0", "9.0a", "12.0"}
-    with pytest.raises(ManifestError, match=r"\[kernel.gemm\] cuda-capabilities: none of 8.0, 9.0a, 10.0 is in "
-                                            r"--cuda-archs 7.5"):
-        plan_build(replace(base, cuda_archs=parse_arch_list("7.5", "--cuda-archs")))
+    assert only.partial_archs and set(only.archs) == {"9.0", "9.0a", "12.0"} and only.skipped_sections == ()
+    # gemm lists none of 7.5: it is left out, and plain (on the defaults) still builds for 7.5
+    other = by_name(plan_build(replace(base, cuda_archs=parse_arch_list("7.5", "--cuda-archs"))))[CU130_214]
+    assert other.skipped_sections == (("gemm", ("8.0", "9.0a", "10.0")),)
+    assert other.archs == ("7.5",) and other.partial_archs
+    assert {u.section for u in other.units} == {"", "plain"}
 
 
 def test_arch_lists_in_torch_spellings():

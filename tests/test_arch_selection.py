@@ -1,0 +1,227 @@
+"""--cuda-archs (TORCH_CUDA_ARCH_LIST, native) as users expect: sections on the default list take
+the list; a section that names its own capabilities keeps those of the list it names, and is left
+out, with one warning, when it names none of them; only a kernel left with nothing to compile is
+an error. Plans by value (hand-made toolchains, no process) for a fixture project and two
+kernels of the corpus; then one real nvcc build, its metadata.json and what publish says of it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from builder.cuda_arch import parse_arch_list
+from builder.errors import ManifestError
+from builder.manifest import load_manifest
+from builder.plan import Failure, plan_build
+from tests.test_plan import CPU_214, CU130_214, by_name, gencodes, inputs, write_kernel
+
+SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+# A Hopper section and a Blackwell one beside it (what kernels-community projects do), plus a
+# section on the default list. No source includes torch: the real build below is quick.
+TWO_ARCHS = """\
+[general]
+name = "two-archs"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = {backends}
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.hopper]
+backend = "cuda"
+depends = []
+cuda-capabilities = ["9.0a"]
+src = ["hopper/hopper.cu"]
+
+[kernel.blackwell]
+backend = "cuda"
+depends = []
+cuda-capabilities = [{blackwell}]
+src = ["blackwell/blackwell.cu"]
+{extra}"""
+ANY_ARCH = """
+[kernel.portable]
+backend = "cuda"
+depends = []
+src = ["portable/portable.cu"]
+"""
+CPU_SECTION = """
+[kernel.host]
+backend = "cpu"
+depends = []
+src = ["host/host.cpp"]
+"""
+BLACKWELL_ONLY = TWO_ARCHS.replace('[kernel.hopper]\nbackend = "cuda"\ndepends = []\ncuda-capabilities = ["9.0a"]\n'
+                                   'src = ["hopper/hopper.cu"]\n\n', "")
+
+
+@pytest.fixture
+def pure(no_subprocess, monkeypatch):
+    """Plans by value: no process, and the host pinned so variant names are exact."""
+    from builder import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "host_cpu", lambda: "x86_64")
+    monkeypatch.setattr(plan_module, "host_os", lambda: "linux")
+
+
+def two_archs(tmp_path, blackwell='"10.0a"', extra="", backends='["cuda"]', toml=TWO_ARCHS):
+    return write_kernel(tmp_path / "two-archs", toml.format(blackwell=blackwell, extra=extra, backends=backends))
+
+
+def restricted(m, archs: str, source: str = "--cuda-archs", **kw):
+    return plan_build(replace(inputs(m), cuda_archs=parse_arch_list(archs, source), cuda_archs_from=source), **kw)
+
+
+def section_archs(variant) -> dict[str, list[str]]:
+    """Kernel section -> the gencode flags of its units."""
+    return {u.section: gencodes(u.flags) for u in variant.units if u.tool == "nvcc"}
+
+
+@pytest.mark.parametrize("blackwell", ['"10.0a"', '"10.0f"'])
+def test_a_section_for_another_gpu_is_left_out_not_refused(tmp_path, pure, blackwell):
+    m = two_archs(tmp_path, blackwell, extra=ANY_ARCH)
+    cuda = by_name(restricted(m, "9.0a"))[CU130_214]
+    assert section_archs(cuda) == {"hopper": ["-gencode=arch=compute_90a,code=sm_90a"],
+                                   "portable": ["-gencode=arch=compute_90a,code=sm_90a"]}  # defaults take the list
+    assert cuda.skipped_sections == (("blackwell", (blackwell.strip('"'),)),)
+    assert cuda.archs == ("9.0a",) and cuda.partial_archs
+    # without a list, and with one naming 10.0 (the section keeps its own spelling), it is built
+    assert by_name(plan_build(inputs(m)))[CU130_214].skipped_sections == ()
+    both = by_name(restricted(m, "9.0a;10.0"))[CU130_214]
+    assert both.skipped_sections == ()
+    assert section_archs(both)["blackwell"] == [f"-gencode=arch=compute_100{blackwell[-2]},code=sm_100{blackwell[-2]}"]
+
+
+def test_torch_cuda_arch_list_is_named_and_9_0_keeps_9_0a(tmp_path, pure):
+    m = two_archs(tmp_path)
+    cuda = by_name(restricted(m, "9.0", "TORCH_CUDA_ARCH_LIST"))[CU130_214]
+    assert section_archs(cuda) == {"hopper": ["-gencode=arch=compute_90a,code=sm_90a"]}
+    assert cuda.skipped_sections == (("blackwell", ("10.0a",)),)
+
+
+def test_a_kernel_left_with_nothing_to_compile_is_an_error(tmp_path, pure):
+    m = two_archs(tmp_path, toml=BLACKWELL_ONLY, backends='["cpu", "cuda"]', extra=CPU_SECTION)
+    line = m.path.read_text().splitlines().index('cuda-capabilities = ["10.0a"]') + 1
+    message = (f"{m.path}:{line}: [kernel.blackwell] cuda-capabilities: none of 10.0a is in TORCH_CUDA_ARCH_LIST "
+               "9.0, and no other section has CUDA code: nothing to compile (build with archs this kernel lists)")
+    with pytest.raises(ManifestError) as info:
+        restricted(m, "9.0", "TORCH_CUDA_ARCH_LIST")
+    assert str(info.value) == message
+    # a build goes on with the kernel's other variants: that one alone is failed
+    plan = restricted(m, "9.0", "TORCH_CUDA_ARCH_LIST", isolate=True)
+    assert [v.name for v in plan.variants] == [CPU_214]
+    assert plan.failed == (Failure(CU130_214, message),)
+
+
+def test_two_sections_left_with_nothing_name_both(tmp_path, pure):
+    m = two_archs(tmp_path, toml=TWO_ARCHS.replace('["9.0a"]', '["8.0", "8.6"]'))
+    with pytest.raises(ManifestError, match=r"\[kernel.hopper\] cuda-capabilities: none of 8.0, 8.6 is in "
+                                            r"--cuda-archs 9.0a, nor any of \[kernel.blackwell\]'s 10.0a, and no "
+                                            r"other section has CUDA code: nothing to compile"):
+        restricted(m, "9.0a")
+
+
+# -- the corpus: real kernel-builder manifests, planned -----------------------------------------
+
+
+def corpus(name: str):
+    folder = SHARED_CORPUS / name
+    if not (folder / "build.toml").is_file():
+        pytest.skip(f"the dev corpus ({folder}) is not here")
+    with warnings.catch_warnings():  # punica-sgmv is an edition-4 manifest: read with a warning
+        warnings.simplefilter("ignore")
+        return load_manifest(folder)
+
+
+def test_punica_sgmv_for_turing_leaves_its_two_listed_sections_out(pure):
+    """bgmv and sgmv_flashinfer list 8.0 … 12.0; sgmv is on the defaults; punica_kernels is host code."""
+    m = corpus("punica-sgmv")
+    cuda = by_name(plan_build(replace(inputs(m), dependency_includes=None,
+                                      cuda_archs=parse_arch_list("7.5", "--cuda-archs"))))[CU130_214]
+    listed = ("8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.1", "12.0")
+    assert cuda.skipped_sections == (("bgmv", listed), ("sgmv_flashinfer", listed))
+    assert section_archs(cuda) == {"sgmv": ["-gencode=arch=compute_75,code=sm_75"]}
+    assert {u.section for u in cuda.units} == {"", "sgmv", "punica_kernels"}
+    assert cuda.archs == ("7.5",) and cuda.partial_archs
+    # a Hopper build keeps all four: the listed ones take 9.0 from their lists
+    hopper = by_name(plan_build(replace(inputs(m), dependency_includes=None,
+                                        cuda_archs=parse_arch_list("9.0", "--cuda-archs"))))[CU130_214]
+    assert hopper.skipped_sections == () and set(section_archs(hopper)) == {"bgmv", "sgmv_flashinfer", "sgmv"}
+
+
+def test_nvfp4_gemm_for_hopper_has_nothing_to_compile(pure):
+    """Its one section lists 10.0a and 12.0a (Blackwell only)."""
+    m = corpus("nvfp4-gemm")
+    plan = plan_build(replace(inputs(m), dependency_includes=None,
+                              cuda_archs=parse_arch_list("9.0a", "--cuda-archs")), isolate=True)
+    assert plan.variants == ()
+    (failure,) = plan.failed
+    assert failure.variant == "torch-stable-abi29-cu130-x86_64-linux"
+    assert re.search(r"nvfp4-gemm/build\.toml:\d+: \[kernel\.nvfp4_gemm\] cuda-capabilities: none of 10\.0a, "
+                     r"12\.0a is in --cuda-archs 9\.0a, and no other section has CUDA code: nothing to compile",
+                     failure.reason), failure.reason
+    blackwell = plan_build(replace(inputs(m), dependency_includes=None,
+                                   cuda_archs=parse_arch_list("10.0", "--cuda-archs")))
+    assert blackwell.variants[0].archs == ("10.0a",) and blackwell.variants[0].skipped_sections == ()
+
+
+# -- a real build: nvcc, metadata.json, publish ---------------------------------------------------
+
+HOPPER_CU = "__global__ void hopper_kernel(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+BLACKWELL_CU = "__global__ void blackwell_kernel(float* x) { x[threadIdx.x] *= 3.0f; }\n"
+BINDING = '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n'
+
+
+def write_project(root: Path) -> Path:
+    write_kernel(root, TWO_ARCHS.format(blackwell='"10.0a"', extra="", backends='["cuda"]'))
+    (root / "hopper" / "hopper.cu").write_text(HOPPER_CU)
+    (root / "blackwell" / "blackwell.cu").write_text(BLACKWELL_CU)
+    (root / "torch-ext" / "torch_binding.cpp").write_text(BINDING)
+    (root / "torch-ext" / "two_archs").mkdir(parents=True)
+    (root / "torch-ext" / "two_archs" / "__init__.py").write_text("from ._ops import ops\n")
+    return root
+
+
+@pytest.mark.slow
+def test_a_9_0a_build_skips_the_blackwell_section_and_publish_says_so(tmp_path, capsys, monkeypatch):
+    from builder.cli import main
+    from kbuild.variants import detect_system
+
+    system = detect_system()
+    if system.backend != "cuda":
+        pytest.skip("needs a CUDA build of torch and nvcc")
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    project = write_project(tmp_path / "two-archs")
+    capsys.readouterr()
+    code = main(["build", str(project), "--cuda-archs", "9.0a", "--no-cache"])
+    out = capsys.readouterr()
+    output = out.out + out.err
+    variant = system.compiled_variant().name
+    assert code == 0, output
+    warnings = [line for line in out.err.splitlines() if "blackwell" in line]
+    assert warnings == [f"kbuild: warning: two-archs: skipping [kernel.blackwell] (cuda-capabilities 10.0a): none of "
+                        f"them is in --cuda-archs 9.0a; its ops are absent from {variant}"], out.err
+    backend = json.loads((project / "build" / variant / "metadata.json").read_text())["backend"]
+    assert backend == {"type": "cuda", "archs": ["9.0a"], "archs-partial": True,
+                       "skipped-sections": {"blackwell": ["10.0a"]}}
+    graph = (project / ".kbuild" / "build.ninja").read_text()
+    assert "hopper.cu" in graph and "blackwell.cu" not in graph
+
+    hub = tmp_path / "hub"
+    publish = ["publish", str(project), "--hub", str(hub), "--allow-dirty", "--repo-id", "me/two-archs"]
+    capsys.readouterr()
+    assert main(publish) == 7
+    err = capsys.readouterr().err
+    assert (f"kbuild: error: {variant} was built for CUDA archs 9.0a only (--cuda-archs), not every arch the kernel "
+            "lists, without the sections [kernel.blackwell] (10.0a) and their ops") in err, err
+    assert main([*publish, "--allow-partial-archs"]) == 0
+    assert f"published {variant} to me/two-archs@v1" in capsys.readouterr().out
