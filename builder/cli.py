@@ -394,25 +394,40 @@ def _publish(args, reporter: Reporter) -> int:
         raise UsageError("--repo-id names one repo: publish one kernel folder with it, not a workspace")
     settings = builder_settings()  # the hub rule get_kernel and kbuild lock follow too
     hub = open_hub(parse_hub(args.hub or settings.hub), settings.token)
-    summaries = []
+    summaries, refused = [], {}
     for kernel in kernels:
-        manifest = load_manifest(kernel)
-        variants = tuple(args.variant)
-        if len(kernels) > 1 and variants:
-            built = manifest.root / BUILD_DIR
-            variants = tuple(v for v in variants if (built / v).is_dir())
-            if not variants:
-                reporter.info(f"{manifest.name}: none of {', '.join(args.variant)} is built here; not published")
-                continue
-        options = PublishOptions(folder=manifest.root, repo_id=args.repo_id, branch=args.branch, variants=variants,
-                                 allow_dirty=args.allow_dirty, force=args.force, dry_run=args.dry_run,
-                                 allow_partial_archs=args.allow_partial_archs)
-        result = publish(manifest, options, hub, reporter)
+        try:
+            manifest = load_manifest(kernel)
+            variants = tuple(args.variant)
+            if len(kernels) > 1 and variants:
+                built = manifest.root / BUILD_DIR
+                variants = tuple(v for v in variants if (built / v).is_dir())
+                if not variants:
+                    reporter.info(f"{manifest.name}: none of {', '.join(args.variant)} is built here; not published")
+                    continue
+            options = PublishOptions(folder=manifest.root, repo_id=args.repo_id, branch=args.branch,
+                                     variants=variants, allow_dirty=args.allow_dirty, force=args.force,
+                                     dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs)
+            result = publish(manifest, options, hub, reporter)
+        except KbuildError as e:
+            if len(kernels) == 1:
+                raise
+            # Each member has its own repo: one the checks refuse (never built, stale, partial, a bad
+            # build.toml) holds back none of the others, and nothing of it is published.
+            errors = getattr(e, "errors", (e,))  # a build.toml's every error
+            for n, error in enumerate(errors, start=1):
+                reporter.error(f"{kernel.name}: not published: {error}", e.hint if n == len(errors) else None)
+            refused[kernel.name] = e
+            summaries.append({"kernel": kernel.name, "error": str(e)})
+            continue
         summaries.append(result.summary())
         if not args.json:
             _report_publish(result, hub, args.dry_run, reporter)
     if args.json:
         reporter.result(json.dumps(summaries[0] if len(kernels) == 1 else summaries, indent=2))
+    if refused:
+        reporter.info(f"not published: {', '.join(refused)} ({len(refused)} of {len(kernels)} kernels)")
+        return next(iter(refused.values())).exit_code
     return 0
 
 
