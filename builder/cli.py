@@ -364,7 +364,10 @@ def _variants(args, reporter: Reporter) -> int:
     from .jobs import variant_rows
 
     args.variant, args.jobs, args.all_variants = [], None, False
-    rows = variant_rows(_options(args))
+    options = _options(args)
+    rows = variant_rows(options)
+    if not any(r.get("here") for r in rows):
+        _why_none_here(options, reporter)
     if args.json:
         reporter.result(json.dumps(rows, indent=2))
         return 0
@@ -378,6 +381,19 @@ def _variants(args, reporter: Reporter) -> int:
         reporter.result(f"{r['kernel']}: {r['variant']}  <- {r['toolchain'] or 'no toolchain (Python only)'}"
                         f"{archs}{here}")
     return 0
+
+
+def _why_none_here(options: BuildOptions, reporter: Reporter) -> None:
+    """variant_rows marks none as this environment's when its torch (or nvcc) is unusable: say why,
+    rather than leave every row unmarked."""
+    from .errors import ToolchainError
+    from .jobs import find_toolchain
+
+    try:
+        find_toolchain(options)
+    except ToolchainError as e:
+        reporter.warn(f"this environment builds none of these variants: {e} (kbuild build --all or --variant "
+                      "provisions the toolchains they need)")
 
 
 def _publish(args, reporter: Reporter) -> int:
