@@ -16,7 +16,8 @@ from .stage import Provenance
 
 def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     sources: dict = {}
-    jobs, results = plan_jobs(options, reporter, sources)
+    with reporter.phase(f"planning {options.folder}"):  # probing torch and nvcc, provisioning: seconds to minutes
+        jobs, results = plan_jobs(options, reporter, sources)
     for j in jobs:
         for s in j.plan.skipped:
             results.append(VariantResult(j.plan.manifest.name, s.backend, "skipped", reason=s.reason))

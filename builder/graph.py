@@ -46,7 +46,7 @@ def _run(options: BuildOptions, jobs: list[Job], compiled, reporter: Reporter,
         env["KBUILD_NVCC_THREADS"] = str(threads)
         reporter.info(f"nvcc compiles each unit's archs in {threads} threads")
     outcome = run_ninja(ninja_path, [str(v.library) for v in compiled], options.jobs, reporter, env=env,
-                        owners=graph.owners)
+                        owners=graph.owners, outputs=graph.outputs)
     if outcome.compiles_run == 0 and outcome.returncode == 0:
         reporter.info("nothing to compile: every object is up to date")
     elif client:

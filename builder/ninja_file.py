@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ninja.ninja_syntax import Writer, escape
@@ -20,6 +20,7 @@ class Graph:
     text: str
     owners: dict[str, tuple[str, ...]]  # a step's status line -> the variants needing it (shown under the first)
     steps: dict[str, int]  # variant -> the steps shown under it: the compiles it is first to need, and its link
+    outputs: dict[str, str] = field(default_factory=dict)  # a step's output path -> its status line
 
 
 def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None, root: Path | None = None,
@@ -59,6 +60,7 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
     edges: dict[tuple, tuple[Path, str]] = {}  # compile command -> the object one edge produces, its status line
     owners: dict[str, tuple[str, ...]] = {}
     steps: dict[str, int] = {}
+    outputs: dict[str, str] = {}
     for plan in plans:
         if not plan.compiled:
             continue
@@ -69,6 +71,7 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
             if key not in edges:
                 desc = f"{'NVCC' if unit.tool == 'nvcc' else 'CXX'} {unit.source} ({plan.name})"
                 edges[key] = (unit.output, desc)
+                outputs[str(unit.output)] = desc
                 steps[plan.name] += 1
                 variables = {"flags": _join(unit.flags), "desc": escape(desc)}
                 header_maps = [f"-ffile-prefix-map={old}={new}" for old, new in torch_header_maps(unit.flags)]
@@ -86,10 +89,11 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
             owners[desc] = tuple(dict.fromkeys((*owners.get(desc, ()), plan.name)))
         link = f"LINK {plan.library}"
         owners[link] = (plan.name,)
+        outputs[str(plan.library)] = link
         w.build(_p(plan.library), "link", objects, variables={"ldflags": _join(plan.link_flags), "desc": escape(link)})
         w.build(f"{plan.ops_name}-{plan.name}", "phony", _p(plan.library))  # unique across a workspace
         w.newline()
-    return Graph(out.getvalue(), owners, steps)
+    return Graph(out.getvalue(), owners, steps, outputs)
 
 
 def torch_header_maps(flags) -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import proc
 from .errors import ToolchainError
+from .running_steps import RunningSteps
 
 _STATUS = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
 
@@ -59,8 +60,10 @@ def ninja_binary() -> str:
 
 
 def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
-              env: dict[str, str] | None = None, owners: dict[str, tuple[str, ...]] | None = None) -> NinjaOutcome:
-    """Run the graph; `owners` (from ninja_file.render) names the variants of each step's status line."""
+              env: dict[str, str] | None = None, owners: dict[str, tuple[str, ...]] | None = None,
+              outputs: dict[str, str] | None = None) -> NinjaOutcome:
+    """Run the graph; `owners` (from ninja_file.render) names the variants of each step's status
+    line, `outputs` the status line of each output (for the steps running now)."""
     cmd = [ninja_binary(), "-f", str(ninja_file), "-k", "0"]
     if jobs:
         cmd += ["-j", str(jobs)]
@@ -68,22 +71,37 @@ def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
     ninja_log = ninja_file.parent / ".ninja_log"
     log_size = ninja_log.stat().st_size if ninja_log.is_file() else 0
     start = time.monotonic()
-    child = proc.stream(cmd, cwd=ninja_file.parent, env={**(env or {}), "NINJA_STATUS": "[%f/%t] "})
+    # shown from the start: the first status line comes only when a step has finished
+    reporter.start_jobs("compiling")
+    try:
+        child = proc.stream(cmd, cwd=ninja_file.parent, env={**(env or {}), "NINJA_STATUS": "[%f/%t] "})
+        watch = RunningSteps(child.pid, outputs or {}, ninja_file.parent, reporter.running)
+        watch.start()
+        try:
+            outcome, lines = _read(child, reporter, owners or {})
+        finally:
+            watch.stop()
+    finally:
+        reporter.stop_jobs()
+    outcome.log = "\n".join(lines)
+    outcome.finished_at["*"] = time.monotonic() - start
+    outcome.step_times = _new_log_entries(ninja_log, log_size)
+    return outcome
+
+
+def _read(child, reporter, owners: dict[str, tuple[str, ...]]) -> tuple[NinjaOutcome, list[str]]:
+    """ninja's output to its end: progress to the reporter, each step's output and failures kept."""
     outcome = NinjaOutcome(0, 0, 0)
     lines: list[str] = []
     failed: str | None = None
-    started = False
     for raw in child.stdout:
         line = raw.rstrip("\n")
         lines.append(line)
         if m := _STATUS.match(line):
             done, total, what = int(m[1]), int(m[2]), m[3]
-            if not started:
-                reporter.start_jobs(total, "compiling")
-                started = True
             outcome.steps_run = done
             outcome.compiles_run += what.startswith(("CXX", "NVCC"))
-            variants = (owners or {}).get(what, ())
+            variants = owners.get(what, ())
             reporter.job_done(done, total, what, variants[0] if variants else None)
             outcome.steps.append((what, variants, ""))
             failed = None
@@ -100,11 +118,7 @@ def run_ninja(ninja_file: Path, targets: list[str], jobs: int | None, reporter,
         reporter.compiler_output(line)
     child.stdout.close()
     outcome.returncode = child.wait()
-    reporter.stop_jobs()
-    outcome.log = "\n".join(lines)
-    outcome.finished_at["*"] = time.monotonic() - start
-    outcome.step_times = _new_log_entries(ninja_log, log_size)
-    return outcome
+    return outcome, lines
 
 
 def _new_log_entries(ninja_log: Path, offset: int) -> dict[str, tuple[int, int]]:

@@ -8,6 +8,7 @@ through LOCAL_KERNELS. pytest sees only the kernel's own configuration, never a 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from kbuild.variants import NOARCH, SystemInfo, Variant, host_cpu, host_os, parse_variant, why_not
 
-from . import proc
+from . import proc, resources
 from ._toml import tomllib
 from .errors import UsageError
 from .layout import BUILD_DIR
@@ -27,6 +28,7 @@ from .toolchain import TorchInfo, probe_torch
 from .workspace import kernel_dirs
 
 _NO_TESTS_COLLECTED = 5
+_SKIP_PLUGIN = "kbuild_skip_reasons"  # builder/templates/kbuild_skip_reasons.py
 TIMEOUT_S = 3600  # one variant's suite, unless `kbuild test --timeout` says otherwise
 _GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
@@ -37,7 +39,8 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
     variant's suite (default TIMEOUT_S)."""
     results = []
     has_gpu = None
-    torch = probe_torch(python, cache_dir or from_environment().probe_dir)
+    with reporter.phase(f"probing the torch of {python}"):
+        torch = probe_torch(python, cache_dir or from_environment().probe_dir)
     kernels = kernel_dirs(folder)
     for kernel in kernels:
         manifest = load_manifest(kernel)
@@ -61,7 +64,9 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
                                              reason=f"cannot load in torch {torch.torch_version}: {reason}"))
                 continue
             if has_gpu is None:
-                has_gpu = proc.run([python, "-c", _GPU_PROBE], timeout=300, what="GPU probe").stdout.strip().endswith("1")
+                with reporter.phase(f"asking the torch of {python} for a GPU"):
+                    has_gpu = proc.run([python, "-c", _GPU_PROBE], timeout=300,
+                                       what="GPU probe").stdout.strip().endswith("1")
             results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter, timeout))
     return results
 
@@ -113,9 +118,15 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
         # Config, rootdir and conftest.py files all come from the kernel: a parent folder's
         # pytest.ini (addopts, plugins) or conftest.py would otherwise apply to its tests.
         isolate = ["-c", str(config), f"--rootdir={root}", f"--confcutdir={root}"]
-        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *isolate, str(root / "tests"), *pytest_args]
+        # why tests were skipped (a CUDA suite on a CPU machine), from kbuild's plugin beside the kernel
+        (Path(tmp) / f"{_SKIP_PLUGIN}.py").write_bytes(resources.read_bytes(f"templates/{_SKIP_PLUGIN}.py"))
+        env["KBUILD_SKIP_REASONS"] = str(Path(tmp) / "skipped.jsonl")
+        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", _SKIP_PLUGIN, *isolate,
+               str(root / "tests"), *pytest_args]
         # straight into the log: a suite that is cut short keeps what it ran (tail it while it runs)
-        code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)
+        with reporter.phase(f"pytest {manifest.name}/{variant_dir.name} (log {log})"):
+            code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)
+        skips = skip_reasons(Path(env["KBUILD_SKIP_REASONS"]))
     seconds = time.monotonic() - start
     output = log.read_text(errors="replace")
     if code is None:
@@ -127,8 +138,8 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
     if code in (0, _NO_TESTS_COLLECTED):
         # Exit 5: every test module skipped itself (e.g. no GPU for a CUDA variant).
         status = "skipped" if " passed" not in last else "passed"
-        return VariantResult(manifest.name, variant_dir.name, status, seconds, log=log, reason=last)
-    return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log, reason=last)
+        return VariantResult(manifest.name, variant_dir.name, status, seconds, log=log, reason=last, details=skips)
+    return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log, reason=last, details=skips)
 
 
 def _hub_env(repo_id: str | None, variant_dir: Path) -> dict[str, str]:
@@ -171,6 +182,23 @@ def _progress(output: str) -> str:
     """What a cut-short `pytest -q` got through, from its progress dots."""
     marks = "".join(m[1] for m in re.finditer(r"^([.FEsxX]+)\s*(?:\[\s*\d+%\])?\s*$", output, re.M))
     return f"{marks.count('.')} passed, {marks.count('F') + marks.count('E')} failed, {marks.count('s')} skipped so far"
+
+
+SKIP_LINES = 10  # the rest are in the log
+
+
+def skip_reasons(jsonl: Path) -> tuple[str, ...]:
+    """What kbuild's pytest plugin wrote, as `skipped 2: tests/test_x.py:11: no CUDA device`
+    lines, the most frequent first (none when the suite skipped nothing or never got that far)."""
+    try:
+        found = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return ()
+    found.sort(key=lambda s: (-s["count"], s["where"]))
+    lines = [f"skipped {s['count']}: {s['where']}: {s['reason']}" for s in found[:SKIP_LINES]]
+    if len(found) > SKIP_LINES:
+        lines.append(f"and {len(found) - SKIP_LINES} more skip reason(s)")
+    return tuple(lines)
 
 
 def _outcome_line(output: str) -> str:
