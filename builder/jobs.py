@@ -308,12 +308,13 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
     store = ToolchainStore(options.toolchains_dir, torch_index=options.torch_index, log=reporter.info,
                            probe_dir=options.cache_dir / "probes")
     try:
-        python = store.torch_python(target.torch.version, cuda=target.cuda is not None, reuse=(options.python,))
-        torch = probe_torch(python, options.cache_dir / "probes")
-        cuda = None
-        if target.cuda:
-            home, _ = store.cuda_home(target.cuda.version, target.cuda.toolkit)
-            cuda = find_cuda(home, options.cache_dir / "probes")
+        with reporter.phase(f"provisioning {target}"):  # shown under "planning" while pip installs
+            python = store.torch_python(target.torch.version, cuda=target.cuda is not None, reuse=(options.python,))
+            torch = probe_torch(python, options.cache_dir / "probes")
+            cuda = None
+            if target.cuda:
+                home, _ = store.cuda_home(target.cuda.version, target.cuda.toolkit)
+                cuda = find_cuda(home, options.cache_dir / "probes")
     except KbuildError as e:
         return Toolchain(None, None), str(e)
     return Toolchain(torch, cuda), None
