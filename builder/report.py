@@ -221,9 +221,10 @@ class Reporter:
         lines: a table cell would cut or break them, and they are there to be copied."""
         table = Table(title=literal(title, "italic"))
         # names fold onto more lines when the terminal is narrow, never end in "…"
-        # the variant's width first (kernel names are short): one line each wherever they fit
-        longest = max((len(r.variant) for r in results), default=0)
-        table.add_column("kernel", overflow="fold", max_width=max(10, self.console.width - longest - 26))
+        # the variant's width first, after a short kernel name's: one line each wherever they fit
+        variant = max((len(r.variant) for r in results), default=0)
+        kernel = max((len(r.kernel) for r in results), default=0)
+        table.add_column("kernel", overflow="fold", max_width=max(min(kernel, 16), self.console.width - variant - 26))
         table.add_column("variant", overflow="fold")
         table.add_column("status", no_wrap=True)
         table.add_column("time", justify="right", no_wrap=True)
