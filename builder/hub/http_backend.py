@@ -3,8 +3,13 @@ huggingface_hub's client."""
 
 from __future__ import annotations
 
+from ..errors import ToolchainError
 from .backend import REPO_TYPE, RemoteFile, Upload
 from .errors import HubError, RefConflict
+
+# huggingface_hub reads kernel repos since 1.x but commits to them only since 2.3 (before, its
+# create_commit refuses repo_type="kernel"); pyproject's `build` extra asks for this release.
+KERNEL_COMMITS_SINCE = "2.3"
 
 
 class HttpHub:
@@ -17,7 +22,21 @@ class HttpHub:
     def describe(self) -> str:
         return f"hub {self.endpoint}"
 
+    def require_writes(self) -> None:
+        """Refuse, before anything is written, a huggingface_hub that cannot commit to a kernel repo."""
+        import huggingface_hub
+        from packaging.version import Version
+
+        installed = huggingface_hub.__version__
+        if Version(installed) < Version(KERNEL_COMMITS_SINCE):
+            raise ToolchainError(
+                f"publishing to {self.endpoint} needs huggingface_hub >= {KERNEL_COMMITS_SINCE} (kernel repos), "
+                f"this Python has {installed}",
+                hint=f"pip install 'huggingface_hub>={KERNEL_COMMITS_SINCE}' (transformers older than 5.21 pins "
+                     "it below 2.0: publish from another environment, or to the hub's folder)")
+
     def ensure_repo(self, repo_id: str) -> None:
+        self.require_writes()
         # Not create_repo(exist_ok=True): on a 401/403 for a repo that exists it builds a RepoUrl,
         # which raises HfUriError for any host but huggingface.co (a traceback, not "set HF_TOKEN").
         with _errors(f"look up {repo_id}"):
@@ -59,6 +78,7 @@ class HttpHub:
                parent: str | None) -> str:
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
+        self.require_writes()
         if parent is None:
             with _errors(f"create branch {branch} of {repo_id}"):
                 self.api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE, exist_ok=True)
