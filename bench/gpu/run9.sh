@@ -7,20 +7,28 @@
 #   T  `kbuild hub serve` (token file mode 0600, kernels-community a trusted org) on 127.0.0.1;
 #      `kbuild publish --allow-partial-archs` puts the build on branch v3 of
 #      kernels-community/flash-attn2; then bench/gpu/trl_attention.py with HF_ENDPOINT on it:
-#      time-to-ready cold and warm through Hugging Face's `kernels` (0.16.2, what the device's
-#      transformers 5.17 accepts) and through kbuild's loader, then one Qwen3-shaped training step
-#      per attention (MHA, GQA) x implementation (sdpa, eager, the hub kernel) at S=4096.
-# Carry: .device/clean, .device/wheels (pyelftools, auditwheel, abi3info, starlette, uvicorn, shtab, kernels 0.16.2,
-# kernels-data 0.16.2, tomlkit, nvidia-cutlass 3.6) and .device/corpus/flash-attn2.
+#      one Qwen3-shaped training step per attention (MHA, GQA) x implementation (sdpa, eager, the
+#      hub kernel) at S=4096, then time-to-ready cold and warm through Hugging Face's `kernels`
+#      (0.16.2, what the device's transformers 5.17 accepts) and through kbuild's loader
+#      (bench/gpu/run9_t.sh: a later call can run it again from the synced tree).
+#   P  while F compiles: the first-party activation (CUDA, 9.0a) built, published over HTTP and
+#      loaded by both loaders, so a broken publish or load path shows within minutes, not after F.
+# Publishing runs with huggingface_hub >= 2.3 from .device/wheels/pub (2.4.0, httpx2, httpcore2,
+# truststore): the image's 1.33.0 (pinned below 2.0 by transformers 5.17) cannot commit to kernel
+# repos (run 9: the first try failed there); transformers keeps the image's own.
+# Carry: .device/clean (`git archive HEAD`), .device/wheels (pyelftools, auditwheel, abi3info,
+# starlette, uvicorn, shtab, kernels 0.16.2, kernels-data 0.16.2, tomlkit, nvidia-cutlass 3.6,
+# pub/) and .device/corpus/flash-attn2.
 #   setsid bash bench/gpu/run9.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
-run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/fa /tmp/hub /tmp/hfhome /tmp/kbcache; mkdir -p $run/F $run/T
+run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/fa /tmp/hub /tmp/hfhome /tmp/kbcache; mkdir -p $run/F $run/T $run/P
 # kbuild as committed (.device/clean: `git archive HEAD`), not the working tree, which helpers may be editing
 cp -r .device/clean /tmp/snap && cp -r .device /tmp/snap/ && cd /tmp/snap || exit 1
 here=$PWD
 date +%s > $run/start
 python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
   .device/wheels/{pyelftools,auditwheel,abi3info,starlette,uvicorn,shtab,kernels,tomlkit}*.whl > $run/setup 2>&1 || exit 1
+python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-pub .device/wheels/pub/*.whl >> $run/setup 2>&1 || exit 1
 export PYTHONPATH=$here:/tmp/site CI=1 PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=$here/.device/wheels
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -28,18 +36,9 @@ ldd --version | head -1 > $run/glibc
 { echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs"; python -c "import torch, transformers, kernels; print('torch', torch.__version__, 'transformers', transformers.__version__, 'kernels', kernels.__version__)"; } > $run/machine 2>&1
 kbuild() { python -m builder.cli "$@"; }
 
-mkdir -p /tmp/fa && cp -r .device/corpus/flash-attn2 /tmp/fa/ &&
-  (cd /tmp/fa/flash-attn2 && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm fa2)
-t0=$(date +%s)
-kbuild build /tmp/fa/flash-attn2 --cuda-archs 9.0a --variant torch-stable-abi210-cu130-x86_64-linux -j 16 --no-cache > $run/F/log 2>&1
-echo "exit $? build wall $(( $(date +%s) - t0 )) s" >> $run/F/log
-du -sh /tmp/fa/flash-attn2/build/* >> $run/F/log 2>&1
-cp /tmp/fa/flash-attn2/build/*/metadata.json $run/F/ 2>/dev/null
-touch $run/F/done
-
 port=8765; hub=http://127.0.0.1:$port
 (umask 077; python -c "import secrets; print('kb_' + secrets.token_hex(16))" > /tmp/hub.token)
-kbuild hub serve --root /tmp/hub --port $port --token-file /tmp/hub.token --trusted-org kernels-community > $run/T/serve.log 2>&1 &
+kbuild hub serve --root /tmp/hub --port $port --token-file /tmp/hub.token --trusted-org kernels-community --trusted-org kbuild > $run/serve.log 2>&1 &
 python - <<EOF || exit 1  # wait for the server to listen
 import socket, time
 for _ in range(100):
@@ -48,13 +47,26 @@ for _ in range(100):
     except OSError:
         time.sleep(0.2)
 EOF
+export run HUB=$hub HF_ENDPOINT=$hub KBUILD_TRUSTED_ORGS=kernels-community@$hub,kbuild@$hub HF_HOME=/tmp/hfhome KBUILD_CACHE=/tmp/kbcache
+publish() { HF_TOKEN=$(cat /tmp/hub.token) PYTHONPATH=/tmp/site-pub:$PYTHONPATH python -m builder.cli publish --hub $HUB "$@"; }
+export -f publish
+
+( mkdir -p /tmp/p && cp -r kernels/activation /tmp/p/ && cd /tmp/p/activation && rm -rf build .kbuild && git init -q && git add -A &&
+  git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm act && cd $here &&
+  kbuild build /tmp/p/activation --cuda-archs 9.0a --variant torch-stable-abi210-cu130-x86_64-linux -j 1 &&
+  publish /tmp/p/activation --allow-partial-archs && echo "P publish ok" &&
+  python -c "import kernels, torch; k = kernels.get_kernel('kbuild/activation', version=1); x = torch.randn(8, 64, device='cuda'); print('P hf kernels', k.__file__, k.silu_and_mul(x).shape)" &&
+  python -c "import kbuild, torch; k = kbuild.get_kernel('kbuild/activation@v1'); x = torch.randn(8, 64, device='cuda'); print('P kbuild', k.__file__, k.silu_and_mul(x).shape)"
+  echo "exit $?"; touch $run/P/done ) > $run/P/log 2>&1 &
+
+mkdir -p /tmp/fa && cp -r .device/corpus/flash-attn2 /tmp/fa/ &&
+  (cd /tmp/fa/flash-attn2 && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm fa2)
 t0=$(date +%s)
-HF_TOKEN=$(cat /tmp/hub.token) kbuild publish /tmp/fa/flash-attn2 --hub $hub --allow-partial-archs --json > $run/T/publish.json 2> $run/T/publish.err
-echo "publish exit $? in $(( $(date +%s) - t0 )) s" > $run/T/log
-export HF_ENDPOINT=$hub KBUILD_TRUSTED_ORGS=kernels-community@$hub HF_HOME=/tmp/hfhome KBUILD_CACHE=/tmp/kbcache
-for loader in hf kbuild; do for mode in cold warm; do
-  python bench/gpu/trl_attention.py --ready $mode --loader $loader --out $run/T/ready_${loader}_$mode.json >> $run/T/log 2>&1
-done; done
-python bench/gpu/trl_attention.py --seq 4096 --layers 4 --steps 3 --out $run/T/train.json >> $run/T/log 2>&1
-echo "train exit $?" >> $run/T/log
-touch $run/T/done $run/done
+kbuild build /tmp/fa/flash-attn2 --cuda-archs 9.0a --variant torch-stable-abi210-cu130-x86_64-linux -j 16 > $run/F/log 2>&1
+echo "exit $? build wall $(( $(date +%s) - t0 )) s" >> $run/F/log
+du -sh /tmp/fa/flash-attn2/build/* >> $run/F/log 2>&1
+cp /tmp/fa/flash-attn2/build/*/metadata.json $run/F/ 2>/dev/null
+touch $run/F/done
+
+bash bench/gpu/run9_t.sh
+touch $run/done
