@@ -4,49 +4,67 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ManifestError
 from ._toml import tomllib
+from .errors import ManifestError
+from .toml_lines import key_lines
 
 _WORKSPACE_KEYS = {"members", "exclude", "matrix", "cache", "dist"}
 
 
 def kernel_dirs(folder: Path) -> list[Path]:
-    """The kernel folders to act on: `folder` itself, or the members of its [workspace]."""
+    """The kernel folders to act on: `folder` itself, or the members of its [workspace]. Every
+    error in [workspace] is reported at once, each with its line (`kbuild check` promises that)."""
     manifest = folder / "build.toml"
     if not manifest.is_file():
         raise ManifestError(f"{folder}: no build.toml here", hint="pass a kernel project folder or the repo root")
+    text = manifest.read_text()
     try:
-        data = tomllib.loads(manifest.read_text())
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return [folder]  # the kernel manifest loader reports the syntax error with its line
     if "workspace" not in data:
         return [folder]
+    lines = key_lines(text)
+
+    def error(keys: tuple[str, ...], message: str) -> ManifestError:
+        line = lines.get(("workspace", *keys)) or lines.get(("workspace",))
+        return ManifestError(f"{manifest}:{line}: {message}" if line else f"{manifest}: {message}", line=line)
+
     ws = data["workspace"]
     if not isinstance(ws, dict):
-        raise ManifestError(f"{manifest}: [workspace]: expected a table, got {ws!r}")
-    for key, value in ws.items():
-        if key not in _WORKSPACE_KEYS:
-            raise ManifestError(f"{manifest}: [workspace] {key}: unknown key (expected one of: members, exclude, matrix, cache, dist)")
-        if key in ("matrix", "cache", "dist"):  # their keys are checked where they are read (matrix, remote_cache, dist)
-            if not isinstance(value, dict):
-                raise ManifestError(f"{manifest}: [workspace.{key}]: expected a table, got {value!r}")
-            continue
-        # A bare string would be globbed one character at a time; an absolute or empty
-        # pattern makes Path.glob raise.
-        if not isinstance(value, list) or not all(isinstance(v, str) and v and not Path(v).is_absolute()
-                                                  for v in value):
-            raise ManifestError(f"{manifest}: [workspace] {key}: expected a list of glob patterns relative to "
-                                f"{folder}, got {value!r}")
-    excluded = {p.resolve() for pattern in ws.get("exclude", []) for p in folder.glob(pattern)}
+        raise error((), f"[workspace]: expected a table, got {ws!r}")
+    errors = [error((key,), problem) for key, value in ws.items() if (problem := _key_problem(folder, key, value))]
+    excluded = {p.resolve() for pattern in _patterns(ws, "exclude") for p in folder.glob(pattern)}
     dirs = []
-    for pattern in ws.get("members", []):
+    for pattern in _patterns(ws, "members"):
         matched = sorted(p for p in folder.glob(pattern) if (p / "build.toml").is_file())
         if not matched:
-            raise ManifestError(f"{manifest}: [workspace] members: \"{pattern}\" matches no kernel folder")
+            errors.append(error(("members",), f"[workspace] members: \"{pattern}\" matches no kernel folder"))
         dirs += [p for p in matched if p.resolve() not in excluded and p not in dirs]
-    if not dirs:
-        raise ManifestError(f"{manifest}: [workspace] members: no kernels listed")
+    if not dirs and not errors:
+        errors.append(error(("members",), "[workspace] members: no kernels listed"))
+    if errors:
+        raise ManifestError.of(sorted(errors, key=lambda e: e.line or 0))
     return dirs
+
+
+def _key_problem(folder: Path, key: str, value) -> str | None:
+    """What is wrong with `[workspace] key = value`, or None."""
+    if key not in _WORKSPACE_KEYS:
+        return f"[workspace] {key}: unknown key (expected one of: members, exclude, matrix, cache, dist)"
+    if key in ("matrix", "cache", "dist"):  # their keys are checked where they are read (matrix, remote_cache, dist)
+        return None if isinstance(value, dict) else f"[workspace.{key}]: expected a table, got {value!r}"
+    # A bare string would be globbed one character at a time; an absolute or empty
+    # pattern makes Path.glob raise.
+    if not isinstance(value, list) or not all(isinstance(v, str) and v and not Path(v).is_absolute() for v in value):
+        return f"[workspace] {key}: expected a list of glob patterns relative to {folder}, got {value!r}"
+    return None
+
+
+def _patterns(ws: dict, key: str) -> list[str]:
+    """The glob patterns of `key`, when they are well-formed (a bad list is reported, not globbed)."""
+    value = ws.get(key, [])
+    return value if _key_problem(Path("."), key, value) is None else []
 
 
 def workspace_matrix(folder: Path) -> tuple[dict | None, str]:

@@ -482,19 +482,31 @@ def test_workspace_exclude(tmp_path):
     assert kernel_dirs(ws) == [ws / "kernels" / "a", ws / "kernels" / "c"]
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ('members = ["kernels/*", "ops/*"]', '[workspace] members: "ops/*" matches no kernel folder'),
-    ('members = ["kernels/*"]\nexclude = ["kernels/*"]', "[workspace] members: no kernels listed"),
-    ('members = ["kernels/*"]\nmatrix = []', "[workspace.matrix]: expected a table, got []"),
-    ('members = ["kernels/*"]\nmatrixx = 1', "[workspace] matrixx: unknown key (expected one of: members, exclude, matrix, cache, dist)"),
-    ('members = "kernels/*"', "[workspace] members: expected a list of glob patterns relative to"),
-    ('members = ["/abs/kernels/*"]', "[workspace] members: expected a list of glob patterns relative to"),
+@pytest.mark.parametrize(("body", "line", "message"), [
+    ('members = ["kernels/*", "ops/*"]', 2, '[workspace] members: "ops/*" matches no kernel folder'),
+    ('members = ["kernels/*"]\nexclude = ["kernels/*"]', 2, "[workspace] members: no kernels listed"),
+    ('members = ["kernels/*"]\nmatrix = []', 3, "[workspace.matrix]: expected a table, got []"),
+    ('members = ["kernels/*"]\nmatrixx = 1', 3, "[workspace] matrixx: unknown key (expected one of: members, exclude, matrix, cache, dist)"),
+    ('members = "kernels/*"', 2, "[workspace] members: expected a list of glob patterns relative to"),
+    ('members = ["/abs/kernels/*"]', 2, "[workspace] members: expected a list of glob patterns relative to"),
 ])
-def test_workspace_errors(tmp_path, body, message):
+def test_workspace_errors(tmp_path, body, line, message):
     ws = workspace(tmp_path, f"[workspace]\n{body}\n")
     with pytest.raises(ManifestError) as info:
         kernel_dirs(ws)
-    assert str(info.value).startswith(f"{ws / 'build.toml'}: {message}")
+    assert str(info.value).startswith(f"{ws / 'build.toml'}:{line}: {message}")
+
+
+def test_workspace_errors_are_all_reported_in_file_order(tmp_path):
+    ws = workspace(tmp_path, '[workspace]\nmembers = ["kernels/*", "ops/*"]\nmatrixx = 1\n\n[workspace.cache]\n'
+                             'remote = "redis://x"\n[workspace.dist]\nscheduler = "http://s"\n[workspace.x]\n')
+    with pytest.raises(ManifestError) as info:
+        kernel_dirs(ws)
+    where = ws / "build.toml"
+    assert [str(e) for e in info.value.errors] == [
+        f'{where}:2: [workspace] members: "ops/*" matches no kernel folder',
+        f"{where}:3: [workspace] matrixx: unknown key (expected one of: members, exclude, matrix, cache, dist)",
+        f"{where}:9: [workspace] x: unknown key (expected one of: members, exclude, matrix, cache, dist)"]
 
 
 def test_workspace_check_reports_a_members_error(tmp_path, monkeypatch, capsys):
