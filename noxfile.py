@@ -18,7 +18,7 @@ RUNTIME_TESTS = ("test_runtime_local.py", "test_runtime_hub.py", "test_runtime_r
 _FROM_THE_WHEEL = """
 import builder, kbuild
 from builder import resources
-from builder.matrix import select
+from builder.plan.matrix import select
 for package in (builder, kbuild):
     assert "site-packages" in package.__file__, f"{package.__name__} imported from {package.__file__}"
 for name in ("versions.toml", "templates/registration.h", "templates/_ops.py.in", "templates/CARD.md.in",
@@ -57,14 +57,14 @@ def matrix(session: nox.Session) -> None:
 
 
 _TOOLCHAIN_PYTHON = """
-from builder.provision import ToolchainStore
-from builder.settings import from_environment
+from builder.toolchains.provision import ToolchainStore
+from builder.config.settings import from_environment
 print(ToolchainStore(from_environment().toolchains_dir).torch_python("{release}", cuda=True))
 """
 
 
 def _other_releases(session: nox.Session) -> list[str]:
-    code = "from builder.matrix import select; print(' '.join(r.version for r in select().torch))"
+    code = "from builder.plan.matrix import select; print(' '.join(r.version for r in select().torch))"
     return [v for v in session.run("python", "-c", code, silent=True).split() if v != TORCH]
 
 
@@ -99,7 +99,7 @@ def wheel(session: nox.Session) -> None:
     session.run(python310, "-m", "venv", str(venv), external=True)
     session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{wheel_file}[build]", external=True)
     with session.chdir(tmp):
-        session.run(str(venv / "bin" / "python"), "-c", "import sys, kbuild, builder.manifest; print(sys.version)",
+        session.run(str(venv / "bin" / "python"), "-c", "import sys, kbuild, builder.project.manifest; print(sys.version)",
                     external=True)
         session.run(str(venv / "bin" / "kbuild"), "check", str(work / "activation"), external=True)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-KBUILD = [sys.executable, "-m", "builder.cli"]
+KBUILD = [sys.executable, "-m", "builder.commands.main"]
 DEFAULT_VARIANTS = (  # every compiled first-party variant of the matrix (rotary is Python only)
     *(f"torch-stable-abi210-{c}-x86_64-linux" for c in ("cpu", "cu130", "cu132")),
     *(f"torch{t}-cxx11-{c}-x86_64-linux" for t in ("213", "214") for c in ("cpu", "cu130", "cu132")),
@@ -77,8 +77,8 @@ def cpu_tests(ws: Path, names) -> dict[str, str]:
 
 
 def _python_for(variant: str) -> list[str]:
-    from builder.provision import ToolchainStore, load_versions_table
-    from builder.toolchain_cli import store_root
+    from builder.toolchains.provision import ToolchainStore, load_versions_table
+    from builder.commands.toolchain import store_root
     from kbuild.variants import COMPILED, parse_variant
 
     parsed = parse_variant(variant)

@@ -43,20 +43,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from builder.jobs import plan_jobs  # noqa: E402
-from builder.manifest import load_manifest  # noqa: E402
-from builder.matrix import Target, load_table, matrix_variants, select  # noqa: E402
-from builder.ninja_run import ninja_binary  # noqa: E402
-from builder.options import BuildOptions  # noqa: E402
-from builder.plan import _DROPPED_NVCC_FLAGS  # noqa: E402
-from builder.provision import ToolchainStore  # noqa: E402
+from builder.plan.jobs import plan_jobs  # noqa: E402
+from builder.project.manifest import load_manifest  # noqa: E402
+from builder.plan.matrix import Target, load_table, matrix_variants, select  # noqa: E402
+from builder.compile.ninja_run import ninja_binary  # noqa: E402
+from builder.config.options import BuildOptions  # noqa: E402
+from builder.plan.steps import _DROPPED_NVCC_FLAGS  # noqa: E402
+from builder.toolchains.provision import ToolchainStore  # noqa: E402
 from builder.report import Reporter  # noqa: E402
-from builder.settings import PYPI  # noqa: E402
-from builder.stage import TEMPLATES  # noqa: E402
-from builder.toolchain import probe_torch  # noqa: E402
-from builder.workspace import kernel_dirs, workspace_matrix  # noqa: E402
+from builder.config.settings import PYPI  # noqa: E402
+from builder.stage.variant_folder import TEMPLATES  # noqa: E402
+from builder.toolchains.toolchain import probe_torch  # noqa: E402
+from builder.project.workspace import kernel_dirs, workspace_matrix  # noqa: E402
 
-KBUILD = [sys.executable, "-m", "builder.cli"]
+KBUILD = [sys.executable, "-m", "builder.commands.main"]
 STEP = re.compile(r"^\[(\d+)/(\d+)\] (CXX|NVCC) (\S+) \((\S+)\)$", re.M)
 TOOLCHAINS = Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains")
 CACHE = Path(os.environ.get("KBUILD_CACHE") or Path.home() / ".cache" / "kbuild")

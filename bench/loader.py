@@ -91,7 +91,7 @@ def start_server(work: Path):
     log = work / "server.log"
     root = work / "hub"
     root.mkdir()
-    server = subprocess.Popen([sys.executable, "-m", "builder.cli", "hub", "serve", "--root", str(root),
+    server = subprocess.Popen([sys.executable, "-m", "builder.commands.main", "hub", "serve", "--root", str(root),
                                "--port", str(port), "--trusted-org", ORG], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=open(log, "w"))
     url = f"http://127.0.0.1:{port}"
@@ -131,7 +131,7 @@ def publish_kernel(work: Path, url: str, size_mb: int) -> str:
     token = (work / "hub" / ".token").read_text().split()[0]
     env = {**os.environ, "HF_TOKEN": token, "KBUILD_CACHE": str(work / "build-cache")}
     for cmd in (["build", str(src)], ["publish", str(src), "--hub", url, "--json"]):
-        done = subprocess.run([sys.executable, "-m", "builder.cli", *cmd], cwd=ROOT, env=env, capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "builder.commands.main", *cmd], cwd=ROOT, env=env, capture_output=True,
                               text=True)
         if done.returncode:
             raise RuntimeError(f"kbuild {cmd[0]} failed:\n{done.stdout}\n{done.stderr}")

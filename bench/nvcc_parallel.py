@@ -36,10 +36,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from builder.graph import nvcc_threads, usable_cores, write_graph  # noqa: E402
-from builder.jobs import plan_jobs  # noqa: E402
-from builder.ninja_run import ninja_binary  # noqa: E402
-from builder.options import BuildOptions  # noqa: E402
+from builder.compile.graph import nvcc_threads, usable_cores, write_graph  # noqa: E402
+from builder.plan.jobs import plan_jobs  # noqa: E402
+from builder.compile.ninja_run import ninja_binary  # noqa: E402
+from builder.config.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
 
 _BASELINE = r"""

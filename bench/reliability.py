@@ -33,7 +33,7 @@ from kbuild import get_kernel, install_kernel  # noqa: E402
 
 
 def kbuild_cli(*args: str, env: dict | None = None) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "builder.cli", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "builder.commands.main", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})})
     return done.returncode, done.stdout + done.stderr
 
@@ -177,7 +177,7 @@ def probe_parallel_publish(world: World, n: int = 8) -> str:
         meta["digest"]["files"] = digest_tree(target)
         (target / "metadata.json").write_text(json.dumps(meta))
         names.append(target.name)
-    procs = [subprocess.Popen([sys.executable, "-m", "builder.cli", "publish", str(world.kernel.root), "--hub",
+    procs = [subprocess.Popen([sys.executable, "-m", "builder.commands.main", "publish", str(world.kernel.root), "--hub",
                                str(world.hub), "--variant", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for name in names]
     failed = sum(p.wait() != 0 for p in procs)

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from sccache_dist import sccache_dist  # noqa: E402
 
-KBUILD = [sys.executable, "-m", "builder.cli"]
+KBUILD = [sys.executable, "-m", "builder.commands.main"]
 
 
 def workspace(dest: Path, kernels: list[str], matrix: dict[str, list[str]]) -> Path:

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from redis_server import keys, redis_server  # noqa: E402
 
-KBUILD = [sys.executable, "-m", "builder.cli"]
+KBUILD = [sys.executable, "-m", "builder.commands.main"]
 
 
 def copy_workspace(dest: Path, kernels: list[str]) -> Path:

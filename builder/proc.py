@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import CommandError
+from builder.errors import CommandError
 
 log = logging.getLogger("kbuild.proc")
 

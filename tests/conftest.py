@@ -36,7 +36,7 @@ def torch213_python(tmp_path_factory):
     from pathlib import Path
 
     from builder.errors import KbuildError
-    from builder.provision import ToolchainStore
+    from builder.toolchains.provision import ToolchainStore
 
     try:
         python = ToolchainStore(tmp_path_factory.mktemp("toolchains")).torch_python("2.13.0", cuda=False)

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from kbuild import hub_loader
 from kbuild.digest import digest_tree
 from kbuild.variants import SystemInfo

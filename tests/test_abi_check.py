@@ -1,4 +1,4 @@
-"""builder.abi_check on libraries linked here with the real g++."""
+"""builder.stage.abi_check on libraries linked here with the real g++."""
 
 import shutil
 import subprocess
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.abi_check import library_problems
+from builder.stage.abi_check import library_problems
 
 SOURCE = '#include <sstream>\nstd::string f(long x) { std::ostringstream s; s << x; return s.str(); }\n'
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.abi_check import library_problems
-from builder.abi_floor import above, floor, needs, policy_error, policy_name
-from builder.cli import main
+from builder.stage.abi_check import library_problems
+from builder.stage.abi_floor import above, floor, needs, policy_error, policy_name
+from builder.commands.main import main
 from kbuild import get_kernel, get_kernel_variants, has_kernel, host_abi, resolve_kernel
 from kbuild.local import find_variant
 from kbuild.metadata import AbiFloor, VariantMetadata

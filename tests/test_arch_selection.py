@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from builder.cuda_arch import parse_arch_list
+from builder.project.cuda_arch import parse_arch_list
 from builder.errors import ManifestError
-from builder.manifest import load_manifest
-from builder.plan import Failure, plan_build
+from builder.project.manifest import load_manifest
+from builder.plan.steps import Failure, plan_build
 from tests.test_plan import CPU_214, CU130_214, by_name, gencodes, inputs, write_kernel
 
 SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -67,7 +67,7 @@ BLACKWELL_ONLY = TWO_ARCHS.replace('[kernel.hopper]\nbackend = "cuda"\ndepends =
 @pytest.fixture
 def pure(no_subprocess, monkeypatch):
     """Plans by value: no process, and the host pinned so variant names are exact."""
-    from builder import plan as plan_module
+    from builder.plan import steps as plan_module
 
     monkeypatch.setattr(plan_module, "host_cpu", lambda: "x86_64")
     monkeypatch.setattr(plan_module, "host_os", lambda: "linux")
@@ -193,7 +193,7 @@ def write_project(root: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_9_0a_build_skips_the_blackwell_section_and_publish_says_so(tmp_path, capsys, monkeypatch):
-    from builder.cli import main
+    from builder.commands.main import main
     from kbuild.variants import detect_system
 
     system = detect_system()

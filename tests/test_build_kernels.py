@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from kbuild import get_local_kernel
 from kbuild.digest import verify_tree
 from kbuild.variants import STABLE_ABI, Variant, detect_system
@@ -230,7 +230,7 @@ def test_huggingface_get_kernel_through_kbuild_hub_serve(workspace, tmp_path):
         env = {**os.environ, "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
         kernel = workspace / "kernels" / "activation"
         # The workspace copy is not a git checkout, hence --allow-dirty.
-        done = subprocess.run([sys.executable, "-m", "builder.cli", "publish", str(kernel), "--hub", server.url,
+        done = subprocess.run([sys.executable, "-m", "builder.commands.main", "publish", str(kernel), "--hub", server.url,
                                "--repo-id", "kb-org/activation", "--variant", ACT_CPU, "--allow-dirty"],
                               capture_output=True, text=True, env=env, timeout=600)
         assert done.returncode == 0, done.stderr

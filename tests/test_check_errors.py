@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from builder.errors import ManifestError
-from builder.manifest import load_manifest
+from builder.project.manifest import load_manifest
 
 pytestmark = pytest.mark.usefixtures("no_subprocess")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 
 pytestmark = pytest.mark.slow
 CPU = "torch-stable-abi210-cpu-x86_64-linux"

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from builder.cli import _parser, main
+from builder.commands.main import _parser, main
 from builder.errors import ManifestError
 
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import compile_cache, ninja_file
-from builder.cli import main
-from builder.compile_cache import CacheStats, CompileCache
+from builder.compile import compile_cache
+from builder.compile import ninja_file
+from builder.commands.main import main
+from builder.compile.compile_cache import CacheStats, CompileCache
 
 # -- pure ---------------------------------------------------------------------------------------
 

@@ -36,10 +36,10 @@ if not CORPUS.is_dir():
     pytest.skip(f"no kernel corpus at {CORPUS}", allow_module_level=True)
 pytest.importorskip("torch")
 
-from builder.cli import main  # noqa: E402
-from builder.graph import write_graph  # noqa: E402
-from builder.jobs import load_kernels, plan_jobs, resolve_dependencies  # noqa: E402
-from builder.options import BuildOptions  # noqa: E402
+from builder.commands.main import main  # noqa: E402
+from builder.compile.graph import write_graph  # noqa: E402
+from builder.plan.jobs import load_kernels, plan_jobs, resolve_dependencies  # noqa: E402
+from builder.config.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def git_corpus(root: Path, names) -> Path:
 def variants_here(kernel: Path) -> list[str]:
     """The variants `kbuild variants --json` says this environment builds (rows of backends it
     skips have no variant and no "here")."""
-    done = subprocess.run([sys.executable, "-m", "builder.cli", "variants", str(kernel), "--json"],
+    done = subprocess.run([sys.executable, "-m", "builder.commands.main", "variants", str(kernel), "--json"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return [row["variant"] for row in json.loads(done.stdout) if row.get("here")]

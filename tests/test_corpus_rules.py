@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from builder.graph import nvcc_threads
-from builder.cuda_arch import parse_arch_list, parse_capability
-from builder.dependencies import check_dependency, cutlass_for, parse_dependency, pick_cutlass, provider_of
-from builder.diagnose import failure_reason
+from builder.compile.graph import nvcc_threads
+from builder.project.cuda_arch import parse_arch_list, parse_capability
+from builder.project.dependencies import check_dependency, cutlass_for, parse_dependency, pick_cutlass, provider_of
+from builder.compile.diagnose import failure_reason
 from builder.errors import ManifestError, ToolchainError
-from builder.manifest import load_manifest
-from builder.plan import plan_build
-from builder.publish import LocalVariant, PublishError, check_publishable
-from builder.toolchain import cmake_nvcc_flags
-from builder.toolchain_cli import parse_spec
-from builder.provision import load_versions_table
+from builder.project.manifest import load_manifest
+from builder.plan.steps import plan_build
+from builder.publish.publish import LocalVariant, PublishError, check_publishable
+from builder.toolchains.toolchain import cmake_nvcc_flags
+from builder.commands.toolchain import parse_spec
+from builder.toolchains.provision import load_versions_table
 from tests.test_plan import CU130_214, by_name, cuda_info, gencodes, inputs, torch_info, unit, write_kernel
 
 pytestmark = pytest.mark.usefixtures("no_subprocess", "linux_x86_64")
@@ -35,7 +35,7 @@ RELEASES = ["3.3.0.0", "3.5.0.0", "3.5.1.0", "3.6.0.0", "3.8.0.0", "4.2.0.0"]
 
 @pytest.fixture
 def linux_x86_64(monkeypatch):
-    from builder import plan as plan_module
+    from builder.plan import steps as plan_module
 
     monkeypatch.setattr(plan_module, "host_cpu", lambda: "x86_64")
     monkeypatch.setattr(plan_module, "host_os", lambda: "linux")

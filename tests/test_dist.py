@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
-from builder.dist import DistClient, DistSettings, DistStats, resolve_dist
+from builder.commands.main import main
+from builder.compile.sccache_dist import DistClient, DistSettings, DistStats, resolve_dist
 from builder.errors import ManifestError, UsageError
 from redis_server import free_port
 from sccache_dist import sccache_dist
@@ -109,7 +109,7 @@ def test_the_summary_line():
 
 
 def test_no_cache_makes_a_distributed_build_compile_every_unit_again(tmp_path, monkeypatch):
-    monkeypatch.setattr("builder.dist.find_sccache", lambda: "/usr/bin/sccache")
+    monkeypatch.setattr("builder.compile.sccache_dist.find_sccache", lambda: "/usr/bin/sccache")
     settings = DistSettings("http://s:1", "--dist", "t")
     assert "SCCACHE_RECACHE" not in DistClient(settings, tmp_path, tmp_path / "c").env
     env = DistClient(settings, tmp_path, tmp_path / "c", recache=True).env

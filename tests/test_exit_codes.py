@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from builder.errors import ExitCode
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.manifest import load_manifest
-from builder.matrix import select
-from builder.slices import Slice, costs, plan_slices
+from builder.project.manifest import load_manifest
+from builder.plan.matrix import select
+from builder.plan.slices import Slice, costs, plan_slices
 from redis_server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,7 +34,7 @@ def kbuild(*args: str, cwd: Path, cache: Path, timeout: int = 1200) -> subproces
     env = {**os.environ, "KBUILD_CACHE": str(cache), "HF_TOKEN": TOKEN, "CI": "1", "PYTHONPATH": str(REPO)}
     for name in ("KBUILD_HUB", "HF_ENDPOINT", "CCACHE_DIR", "KBUILD_REMOTE_CACHE", "KBUILD_TOOLCHAINS"):
         env.pop(name, None)
-    return subprocess.run([sys.executable, "-m", "builder.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "builder.commands.main", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -66,7 +66,7 @@ def hub_url(tmp_path):
     (root / ".token").chmod(0o600)
     port = free_port()
     log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen([sys.executable, "-m", "builder.cli", "hub", "serve", "--root", str(root),
+    server = subprocess.Popen([sys.executable, "-m", "builder.commands.main", "hub", "serve", "--root", str(root),
                                "--port", str(port), "--token-file", str(root / ".token")],
                               stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
     url = f"http://127.0.0.1:{port}"
@@ -97,8 +97,8 @@ def run_slices(slices: list[dict], origin: Path, hub: str, tmp_path: Path) -> No
         home = tmp_path / f"runner{entry['slice']}"
         subprocess.run(["git", "clone", "-q", str(origin), str(home / "src")], check=True)
         variants = [a for name in entry["variants"].split() for a in ("--variant", name)]
-        script = (f"{shlex.join([sys.executable, '-m', 'builder.cli', 'build', '.', *variants])} && "
-                  f"{shlex.join([sys.executable, '-m', 'builder.cli', 'publish', '.', *variants, '--hub', hub])}")
+        script = (f"{shlex.join([sys.executable, '-m', 'builder.commands.main', 'build', '.', *variants])} && "
+                  f"{shlex.join([sys.executable, '-m', 'builder.commands.main', 'publish', '.', *variants, '--hub', hub])}")
         env = {**os.environ, "KBUILD_CACHE": str(home / "cache"), "HF_TOKEN": TOKEN, "CI": "1",
                "PYTHONPATH": str(REPO)}
         for name in ("KBUILD_HUB", "HF_ENDPOINT", "CCACHE_DIR", "KBUILD_REMOTE_CACHE", "KBUILD_TOOLCHAINS"):

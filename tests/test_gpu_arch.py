@@ -193,8 +193,8 @@ def test_kbuild_gpu_arch_stands_in_for_the_probe():
 
 
 def test_every_arch_spelling_the_builder_records_is_understood():
-    # metadata.json backend.archs is str(Capability) (builder/stage.py): the runtime reads each alike
-    from builder.cuda_arch import KNOWN_BASES, parse_capability
+    # metadata.json backend.archs is str(Capability) (builder/stage/variant_folder.py): the runtime reads each alike
+    from builder.project.cuda_arch import KNOWN_BASES, parse_capability
 
     for base in KNOWN_BASES:
         for suffix in ("", "a", "f") if float(base) >= 9.0 else ("",):

@@ -68,7 +68,7 @@ def committed_copy(src: Path, dest: Path) -> Path:
 def build_and_publish(kernel: Path, python: Path, hub: ServerThread, repo_id: str) -> dict:
     """`kbuild build --python` against the environment's torch, then `kbuild publish` over HTTP;
     returns the published commit and the variant's op namespace."""
-    kbuild = [sys.executable, "-m", "builder.cli"]
+    kbuild = [sys.executable, "-m", "builder.commands.main"]
     env = {**os.environ, "HF_TOKEN": TOKEN}
     done = subprocess.run([*kbuild, "build", str(kernel), "--python", str(python), "-j", "2"],
                           capture_output=True, text=True, env=env, timeout=1800)

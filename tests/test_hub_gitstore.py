@@ -480,7 +480,7 @@ def test_gc_collects_what_failed_publishes_left(tmp_path):
                             check=True).stdout.decode().strip()
     (tmp_path / "hub" / ".tmp" / "commit-killed").mkdir(parents=True)
     (tmp_path / "hub" / ".tmp" / "commit-killed" / "part").write_bytes(blob)
-    gc = [sys.executable, "-m", "builder.cli", "hub", "gc", "--root", str(tmp_path / "hub")]
+    gc = [sys.executable, "-m", "builder.commands.main", "hub", "gc", "--root", str(tmp_path / "hub")]
     done = subprocess.run(gc, capture_output=True, text=True)  # default grace: young, so kept
     assert done.returncode == 0, done.stderr
     assert subprocess.run(["git", "cat-file", "-e", orphan], cwd=repo).returncode == 0

@@ -31,8 +31,8 @@ from huggingface_hub.errors import (  # noqa: E402
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder  # noqa: E402
 
-from builder.cli import _parser  # noqa: E402
-from builder.hub import serve_cli  # noqa: E402
+from builder.commands.main import _parser  # noqa: E402
+from builder.commands import hub as serve_cli  # noqa: E402
 from builder.hub.server import ServerConfig, Tokens, build_app, listen, load_tokens  # noqa: E402
 from builder.hub.server.auth import Forbidden, Unauthorized, check_access  # noqa: E402
 from builder.hub.errors import HubError, TooLarge  # noqa: E402
@@ -225,7 +225,7 @@ def test_a_busy_port_is_a_hub_error():
 
 SERVE = """
 import argparse, sys
-from builder.hub import serve_cli
+from builder.commands import hub as serve_cli
 from builder.report import Reporter
 parser = argparse.ArgumentParser(prog="kbuild")
 serve_cli.add_parser(parser.add_subparsers(dest="command"))

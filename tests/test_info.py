@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from kbuild import resolve_kernel
 from runtime_hubs import Kernel, runtime_env, start_server, torch_probes  # noqa: F401 (fixtures)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from kbuild import get_kernel, install_kernel
 
 torch = pytest.importorskip("torch")

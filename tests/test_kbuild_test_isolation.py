@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
-from builder.testing import _hub_env, _own_pytest_config
+from builder.commands.main import main
+from builder.verify.kernel_tests import _hub_env, _own_pytest_config
 
 CORPUS_RELU = Path("/work/shared/corpus/relu")
 REPO_ID = "kernels-community/relu"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from kbuild import get_kernel
 from kbuild.metadata import VariantMetadata
 from runtime_hubs import git, new_process, runtime_env, start_server, torch_probes  # noqa: F401 (fixtures)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from kbuild import get_kernel, get_kernel_variants, get_locked_kernel, has_kernel, install_kernel, resolve_kernel
 from kbuild.local import find_variant
 from kbuild.lock import lock_kernel, write_lock

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
-from builder.cuda_arch import Capability
+from builder.commands.main import main
+from builder.project.cuda_arch import Capability
 from builder.errors import ManifestError
-from builder.manifest import load_manifest
-from builder.toml_lines import key_lines
+from builder.project.manifest import load_manifest
+from builder.project.toml_lines import key_lines
 
 pytestmark = pytest.mark.usefixtures("no_subprocess")
 

@@ -1,4 +1,4 @@
-"""builder.matrix: the versions table, a workspace's choice from it, and each kernel's variants
+"""builder.plan.matrix: the versions table, a workspace's choice from it, and each kernel's variants
 with their toolchains (pure: the table is read from a file, nothing is installed)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from builder.errors import ManifestError
-from builder.matrix import full_matrix, matrix_variants, select, variant_archs
+from builder.plan.matrix import full_matrix, matrix_variants, select, variant_archs
 from test_plan import COMPILED, write_kernel
 
 TABLE = """\

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import _parser
+from builder.commands.main import _parser
 
 ROOT = Path(__file__).resolve().parent.parent
 # the arguments each command needs to get past its parser; every command must be listed

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from builder import ninja_file
-from builder import plan as plan_module
-from builder.cuda_arch import default_capabilities, parse_capability
+from builder.compile import ninja_file
+from builder.plan import steps as plan_module
+from builder.project.cuda_arch import default_capabilities, parse_capability
 from builder.errors import ManifestError
-from builder.manifest import Manifest, load_manifest
-from builder.plan import CompileUnit, PlanInputs, Skip, VariantPlan, plan_build
-from builder.toolchain import CudaInfo, TorchInfo
-from builder.workspace import kernel_dirs
+from builder.project.manifest import Manifest, load_manifest
+from builder.plan.steps import CompileUnit, PlanInputs, Skip, VariantPlan, plan_build
+from builder.toolchains.toolchain import CudaInfo, TorchInfo
+from builder.project.workspace import kernel_dirs
 
 pytestmark = pytest.mark.usefixtures("no_subprocess", "linux_x86_64")
 
@@ -510,7 +510,7 @@ def test_workspace_errors_are_all_reported_in_file_order(tmp_path):
 
 
 def test_workspace_check_reports_a_members_error(tmp_path, monkeypatch, capsys):
-    from builder.cli import main
+    from builder.commands.main import main
 
     ws = workspace(tmp_path, '[workspace]\nmembers = ["kernels/*"]\n', kernels=("a",))
     good = (CORPUS / "good" / "torch-noarch" / "build.toml").read_text()

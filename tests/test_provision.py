@@ -1,4 +1,4 @@
-"""Toolchain provisioning (builder/provision.py, `kbuild toolchain`) with real pip and real wheels.
+"""Toolchain provisioning (builder/toolchains/provision.py, `kbuild toolchain`) with real pip and real wheels.
 
 The slow tests install NVIDIA's cuda-toolkit 13.2 wheels (~330 MB, seconds) and use the session's
 torch 2.13.0 CPU environment (tests/conftest.py's torch213_python, made by the same store). The
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from builder.errors import ToolchainError, UsageError
-from builder.provision import MARKER, ToolchainStore, load_versions_table
-from builder.toolchain import find_cuda, probe_torch
-from builder.toolchain_cli import Spec, parse_spec
+from builder.toolchains.provision import MARKER, ToolchainStore, load_versions_table
+from builder.toolchains.toolchain import find_cuda, probe_torch
+from builder.commands.toolchain import Spec, parse_spec
 
 CUDA_132 = load_versions_table()["cuda"]["13.2"]["toolkit"]
 

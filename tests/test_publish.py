@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 
 INIT = '"""A tiny kernel for publish tests."""\nfrom ._ops import ops\n\n{body}\n__all__ = {names!r}\n'
 MANIFEST = """[general]
@@ -306,7 +306,7 @@ def test_publishing_over_http_without_a_valid_token_is_one_line(kernel, server, 
     env["HF_HOME"] = str(tmp_path / "hf-home")  # no stored `hf auth login` token either
     if token:
         env["HF_TOKEN"] = token
-    done = subprocess.run([sys.executable, "-m", "builder.cli", "publish", str(kernel), "--hub", server.url,
+    done = subprocess.run([sys.executable, "-m", "builder.commands.main", "publish", str(kernel), "--hub", server.url,
                            "--repo-id", name],
                           capture_output=True, text=True, env=env)
     output = done.stdout + done.stderr

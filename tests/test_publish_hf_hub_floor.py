@@ -34,7 +34,7 @@ def built(tmp_path_factory) -> Path:
     root = write_cpu_kernel(tmp_path_factory.mktemp("floor") / "okk", "okk", "int okk_value() { return 1; }\n")
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", "v1"]):
         subprocess.run(["git", "-C", str(root), *args], check=True)
-    subprocess.run([sys.executable, "-m", "builder.cli", "build", str(root)], cwd=ROOT, check=True,
+    subprocess.run([sys.executable, "-m", "builder.commands.main", "build", str(root)], cwd=ROOT, check=True,
                    capture_output=True)
     return root
 
@@ -42,7 +42,7 @@ def built(tmp_path_factory) -> Path:
 def publish(project: Path, hub: str, pythonpath: list[Path]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("KBUILD_HUB", "HF_ENDPOINT")}
     env.update(HF_TOKEN=TOKEN, PYTHONPATH=os.pathsep.join(map(str, [*pythonpath, ROOT])))
-    return subprocess.run([sys.executable, "-m", "builder.cli", "publish", str(project), "--repo-id", "me/okk",
+    return subprocess.run([sys.executable, "-m", "builder.commands.main", "publish", str(project), "--repo-id", "me/okk",
                            "--hub", hub], cwd=ROOT, env=env, capture_output=True, text=True)
 
 

@@ -39,7 +39,7 @@ def slices(root: Path, n: int = SLICES) -> list[str]:
 
 
 def publish_at_once(root: Path, hub: str, names: list[str], env: dict) -> list[tuple[int, str]]:
-    procs = [subprocess.Popen([sys.executable, "-m", "builder.cli", "publish", str(root), "--hub", hub,
+    procs = [subprocess.Popen([sys.executable, "-m", "builder.commands.main", "publish", str(root), "--hub", hub,
                                "--variant", name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for name in names]
     return [(p.wait(timeout=600), p.stdout.read()) for p in procs]

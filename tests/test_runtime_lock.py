@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import KbuildError
-from builder.lock_cli import add_parsers
+from builder.commands.lock import add_parsers
 from builder.report import Reporter
 from kbuild import IntegrityError, get_locked_kernel, load_kernel
 from kbuild.hub_loader import OfflineMiss

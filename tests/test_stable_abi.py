@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.manifest import load_manifest
-from builder.plan import Skip, plan_build, stable_defines
+from builder.project.manifest import load_manifest
+from builder.plan.steps import Skip, plan_build, stable_defines
 from test_plan import COMPILED, by_name, cuda_info, inputs, linux_x86_64, torch_info, unit, write_kernel  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
@@ -111,7 +111,7 @@ def test_fixture_plans_stable_variants():
 def built(tmp_path_factory) -> Path:
     """The fixture built with this venv's torch (every variant it can build here)."""
     pytest.importorskip("torch")
-    from builder.cli import main
+    from builder.commands.main import main
 
     project = tmp_path_factory.mktemp("stable") / "relu-stable"
     shutil.copytree(FIXTURE, project, ignore=shutil.ignore_patterns("build", ".kbuild", "__pycache__"))
@@ -123,7 +123,7 @@ def built(tmp_path_factory) -> Path:
 def test_stable_build_loads_in_the_building_torch(built):
     import torch
 
-    from builder.cli import main
+    from builder.commands.main import main
     from kbuild import get_local_kernel
     from kbuild.variants import detect_system
 
@@ -159,7 +159,7 @@ def test_the_same_so_runs_in_torch_2_13(built, torch213_python):
                           timeout=600, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"torch 2.13.0+cpu variant {STABLE_CPU}" in done.stdout
-    cli = subprocess.run([sys.executable, "-m", "builder.cli", "test", str(built), "--variant", STABLE_CPU,
+    cli = subprocess.run([sys.executable, "-m", "builder.commands.main", "test", str(built), "--variant", STABLE_CPU,
                           "--python", str(python)], capture_output=True, text=True, timeout=600, cwd=REPO)
     assert cli.returncode == 0, cli.stdout[-3000:] + cli.stderr[-3000:]
     assert "passed" in cli.stdout + cli.stderr

@@ -22,10 +22,10 @@ from filelock import FileLock
 
 pytest.importorskip("torch")
 
-from builder.graph import write_graph  # noqa: E402
-from builder.jobs import plan_jobs  # noqa: E402
-from builder.manifest import load_manifest  # noqa: E402
-from builder.options import BuildOptions  # noqa: E402
+from builder.compile.graph import write_graph  # noqa: E402
+from builder.plan.jobs import plan_jobs  # noqa: E402
+from builder.project.manifest import load_manifest  # noqa: E402
+from builder.config.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

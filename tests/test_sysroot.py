@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.abi_floor import above, floor, needs, policy_versions
-from builder.cli import main
-from builder.elf_stub import exports, write_stub
-from builder.provision import ToolchainStore, load_versions_table
-from builder.sysroot import NEWER, Sysroot
+from builder.stage.abi_floor import above, floor, needs, policy_versions
+from builder.commands.main import main
+from builder.toolchains.elf_stub import exports, write_stub
+from builder.toolchains.provision import ToolchainStore, load_versions_table
+from builder.toolchains.sysroot import NEWER, Sysroot
 from cpu_kernel import write_cpu_kernel
 from kbuild import host_abi
 

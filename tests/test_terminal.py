@@ -25,10 +25,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console, Group
 
-from builder import report, resources
-from builder.ninja_run import run_ninja
+from builder import report
+from builder import resources
+from builder.compile.ninja_run import run_ninja
 from builder.report import Reporter, VariantResult, _View
-from builder.testing import skip_reasons
+from builder.verify.kernel_tests import skip_reasons
 
 REPO = Path(__file__).resolve().parent.parent
 KBUILD = Path(sys.executable).parent / "kbuild"

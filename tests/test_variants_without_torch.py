@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from builder.cli import main
+from builder.commands.main import main
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpu_kernel import write_cpu_kernel  # noqa: E402

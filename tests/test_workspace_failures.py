@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.cli import main
+from builder.commands.main import main
 from kbuild.variants import detect_system
 
 pytestmark = pytest.mark.slow

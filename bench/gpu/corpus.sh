@@ -28,7 +28,7 @@ if [ ! -d /tmp/site/auditwheel ]; then
     .device/wheels/{rich,markdown_it,mdurl,pygments,pyelftools,kernels,einops,auditwheel,abi3info}*.whl || exit 1
 fi
 export PYTHONPATH=$here:/tmp/site CI=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=$here/.device/wheels
-kbuild() { python -m builder.cli "$@"; }
+kbuild() { python -m builder.commands.main "$@"; }
 work=${WORK:-/tmp/corpus}
 if [ ! -d $work/.git ]; then
   rm -rf $work; cp -r ${PREBUILT:-.device/corpus} $work
@@ -56,7 +56,7 @@ for k in "$@"; do
   if [ "$status" = built ] || [ "$status" = unchanged ] || [ "$status" = prebuilt ]; then
     own=PYTEST_ARGS_${k//-/_}; eval "args=(${!own:-${PYTEST_ARGS:-}})"
     tstart=$(date +%s)
-    python -m builder.cli test $work/$k --variant "$v" --timeout "${TEST_TIMEOUT:-900}" -- "${args[@]}"
+    python -m builder.commands.main test $work/$k --variant "$v" --timeout "${TEST_TIMEOUT:-900}" -- "${args[@]}"
     rc=$?; echo "== $k tests: $(( $(date +%s) - tstart )) s (exit $rc)"
     summary=$(grep -E "[0-9]+ (passed|failed|skipped|error)|no tests ran" $work/$k/.kbuild/$v/test.log | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')
     cp $work/$k/.kbuild/$v/test.log "$OUT/$k.test.log"

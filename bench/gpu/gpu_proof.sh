@@ -14,8 +14,8 @@ nvcc --version | tail -1
 V=torch211-cxx11-cu130-x86_64-linux
 STABLE=torch-stable-abi210-cu130-x86_64-linux
 # $STABLE is built on the x86 dev machine with torch 2.14 (the newest torch builds stable variants) and carried here
-time python -m builder.cli build . -j 16 --variant $V --variant torch-cuda
-python -m builder.cli test . --variant $V --variant $STABLE --variant torch-cuda
+time python -m builder.commands.main build . -j 16 --variant $V --variant torch-cuda
+python -m builder.commands.main test . --variant $V --variant $STABLE --variant torch-cuda
 for k in activation rmsnorm rotary; do
   for f in kernels/$k/.kbuild/*/test.log; do echo "== $f"; tail -3 "$f"; done
 done

@@ -11,7 +11,7 @@ export PYTHONPATH=$PWD CI=1 KBUILD_TEST_DEVICE=${DEV:-cuda}
 V=${V:-torch211-cxx11-cu130-x86_64-linux}
 K=$PWD/kernels/rmsnorm
 g++ --version | head -1; which gdb cuda-gdb
-time python -m builder.cli build $K -j 16 --variant $V || exit 1
+time python -m builder.commands.main build $K -j 16 --variant $V || exit 1
 t() {  # run pytest on the variant folder $1 with the extra args; print the outcome
   local dir=$1 links; shift; links=$(mktemp -d); ln -s "$dir" "$links/rmsnorm"
   (cd $K && PYTHONPATH=$links timeout 300 python -X faulthandler -m pytest -q -p no:cacheprovider tests/test_rmsnorm.py "$@" 2>&1 | tail -25; echo "rc=${PIPESTATUS[0]}")

@@ -8,7 +8,7 @@ exec > >(tee "$OUT/rmsnorm_crash2.log") 2>&1
 python -c "import rich, ninja" 2>/dev/null || python -m pip install -q --no-index --find-links .device/wheels rich ninja
 export PYTHONPATH=$PWD CI=1
 K=$PWD/kernels/rmsnorm; V=torch211-cxx11-cu130-x86_64-linux; C=torch211-cxx11-cpu-x86_64-linux
-python -m builder.cli build $K -j 16 --variant $V --variant $C 2>&1 | tail -3
+python -m builder.commands.main build $K -j 16 --variant $V --variant $C 2>&1 | tail -3
 cat > /tmp/repro.py <<'PY'
 import sys, torch, rmsnorm
 dev, mode = sys.argv[1], sys.argv[2]

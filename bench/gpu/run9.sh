@@ -34,7 +34,7 @@ export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ldd --version | head -1 > $run/glibc
 { echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs"; python -c "import torch, transformers, kernels; print('torch', torch.__version__, 'transformers', transformers.__version__, 'kernels', kernels.__version__)"; } > $run/machine 2>&1
-kbuild() { python -m builder.cli "$@"; }
+kbuild() { python -m builder.commands.main "$@"; }
 
 port=8765; hub=http://127.0.0.1:$port
 (umask 077; python -c "import secrets; print('kb_' + secrets.token_hex(16))" > /tmp/hub.token)
@@ -48,7 +48,7 @@ for _ in range(100):
         time.sleep(0.2)
 EOF
 export run HUB=$hub HF_ENDPOINT=$hub KBUILD_TRUSTED_ORGS=kernels-community@$hub,kbuild@$hub HF_HOME=/tmp/hfhome KBUILD_CACHE=/tmp/kbcache
-publish() { HF_TOKEN=$(cat /tmp/hub.token) PYTHONPATH=/tmp/site-pub:$PYTHONPATH python -m builder.cli publish --hub $HUB "$@"; }
+publish() { HF_TOKEN=$(cat /tmp/hub.token) PYTHONPATH=/tmp/site-pub:$PYTHONPATH python -m builder.commands.main publish --hub $HUB "$@"; }
 export -f publish
 
 ( mkdir -p /tmp/p && cp -r kernels/activation /tmp/p/ && cd /tmp/p/activation && rm -rf build .kbuild && git init -q && git add -A &&

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kbuild.hubs import HubAddress, parse_hub_address
 from kbuild.settings import DEFAULT_LOCAL_HUB
 
-from ..errors import UsageError
+from builder.errors import UsageError
 
 __all__ = ["DEFAULT_LOCAL_HUB", "HubAddress", "parse_hub"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import ExitCode, KbuildError
+from builder.errors import ExitCode, KbuildError
 
 
 class HubError(KbuildError):

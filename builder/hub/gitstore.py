@@ -26,11 +26,11 @@ from urllib.parse import unquote
 
 from kbuild.git_repo import BareRepo
 
-from .. import proc
-from ..errors import CommandError
-from . import paths
-from .errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, RepoNotFound, NoSpace, RevisionNotFound, TooLarge
-from .paths import REPO_TYPES, InvalidRevision
+from builder import proc
+from builder.errors import CommandError
+from builder.hub import paths
+from builder.hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, RepoNotFound, NoSpace, RevisionNotFound, TooLarge
+from builder.hub.paths import REPO_TYPES, InvalidRevision
 
 __all__ = ["REPO_TYPES", "FileAdd", "GitStore", "InvalidRevision", "TreeEntry", "with_retry"]
 

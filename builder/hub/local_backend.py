@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .backend import REPO_TYPE, RemoteFile, Upload
-from .errors import EntryNotFound
-from .gitstore import FileAdd, GitStore
+from builder.hub.backend import REPO_TYPE, RemoteFile, Upload
+from builder.hub.errors import EntryNotFound
+from builder.hub.gitstore import FileAdd, GitStore
 
 
 class LocalHub:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from .address import HubAddress
+from builder.hub.address import HubAddress
 
 
 def open_hub(address: HubAddress, token: str | None):
     if address.local is not None:
-        from .local_backend import LocalHub
+        from builder.hub.local_backend import LocalHub
 
         return LocalHub(address.local)
-    from .http_backend import HttpHub
+    from builder.hub.http_backend import HttpHub
 
     return HttpHub(address.endpoint, token)

@@ -12,16 +12,16 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ..errors import HubError
-from .app import HubApp
-from .auth import Tokens, load_tokens
-from .context import Hub, ServerConfig
+from builder.hub.errors import HubError
+from builder.hub.server.app import HubApp
+from builder.hub.server.auth import Tokens, load_tokens
+from builder.hub.server.context import Hub, ServerConfig
 
 __all__ = ["HubApp", "ServerConfig", "Tokens", "build_app", "listen", "load_tokens", "serve"]
 
 
 def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: None) -> HubApp:
-    from ..gitstore import GitStore
+    from builder.hub.gitstore import GitStore
 
     return HubApp(Hub(config, GitStore(config.root, max_file_size=config.max_file_size)), log)
 
@@ -46,7 +46,7 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
     log(f"kbuild hub serve: {root} on {url} "
         f"(reads {'public' if public_read else 'need a token'}; write token {made} {tokens.source})")
     log(f"  use it with HF_ENDPOINT={url} or HfApi(endpoint={url!r}, token=...)")
-    from .connections import uvicorn_config
+    from builder.hub.server.connections import uvicorn_config
 
     server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections))
     with sock:

@@ -13,11 +13,13 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import HubError, TooLarge
-from . import commits, files, repos
-from .auth import bearer, check_access
-from .context import Call, Hub
-from .routing import Route, match, resolve_target, split_raw_path
+from builder.hub.errors import HubError, TooLarge
+from builder.hub.server import commits
+from builder.hub.server import files
+from builder.hub.server import repos
+from builder.hub.server.auth import bearer, check_access
+from builder.hub.server.context import Call, Hub
+from builder.hub.server.routing import Route, match, resolve_target, split_raw_path
 
 JSON_BODY_MAX = 16 << 20
 # Bodies of read routes (paths-info's form) need no more: anyone may send them on a public hub.

@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import HubError
+from builder.hub.errors import HubError
 
 TOKEN_FILE_NAME = ".token"
 

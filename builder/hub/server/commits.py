@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from ..errors import HubError, RefConflict, RevisionNotFound, TooLarge
-from .context import Call, Hub, repo_url
-from .payload import parse_commit
-from .routing import branch_name, check_ref
+from builder.hub.errors import HubError, RefConflict, RevisionNotFound, TooLarge
+from builder.hub.server.context import Call, Hub, repo_url
+from builder.hub.server.payload import parse_commit
+from builder.hub.server.routing import branch_name, check_ref
 
 
 def preupload(hub: Hub, call: Call) -> JSONResponse:

@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import RepoNotFound
-from .auth import Tokens
-from .routing import URL_PREFIXES
+from builder.hub.errors import RepoNotFound
+from builder.hub.server.auth import Tokens
+from builder.hub.server.routing import URL_PREFIXES
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from typing import BinaryIO, Iterator
 
 from starlette.responses import Response, StreamingResponse
 
-from ..errors import EntryNotFound, HubError
-from .context import Call, Hub
-from .routing import check_ref
+from builder.hub.errors import EntryNotFound, HubError
+from builder.hub.server.context import Call, Hub
+from builder.hub.server.routing import check_ref
 
 CHUNK = 1 << 20
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from ..errors import HubError, TooLarge
-from ..gitstore import FileAdd
+from builder.hub.errors import HubError, TooLarge
+from builder.hub.gitstore import FileAdd
 
 WINDOW = 64 << 10  # a line longer than this has its content streamed
 CHUNK = 4 << 20

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from ..errors import HubError, InvalidRepoId, RefConflict, RepoExists
-from .context import Call, Hub, iso_date, repo_url
-from .routing import API_TYPES, branch_name, check_ref
+from builder.hub.errors import HubError, InvalidRepoId, RefConflict, RepoExists
+from builder.hub.server.context import Call, Hub, iso_date, repo_url
+from builder.hub.server.routing import API_TYPES, branch_name, check_ref
 
 USER = "kbuild"
 

@@ -1,0 +1,101 @@
+"""`kbuild hub serve`: its arguments and its handler (parse → one library call). The CLI wires it
+in with `serve_cli.add_parser(sub)`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from builder.errors import UsageError
+from builder.hub.address import DEFAULT_LOCAL_HUB
+
+DEFAULT_PORT = 8080
+DEFAULT_MAX_FILE_SIZE = 2 << 30
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register `hub` with its `serve` subcommand on the CLI's subparsers; returns `serve`'s parser."""
+    hub = subparsers.add_parser("hub", help="serve the local hub over the Hugging Face Hub HTTP API (serve), "
+                                "or collect what failed publishes left in it (gc)")
+    commands = hub.add_subparsers(dest="hub_command", required=True, metavar="HUB_COMMAND")
+    serve = add_serve_parser(commands)
+    add_gc_parser(commands)
+    return serve
+
+
+def _root_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", type=Path, default=DEFAULT_LOCAL_HUB, metavar="DIR",
+                   help=f"the local hub folder (default: {DEFAULT_LOCAL_HUB})")
+
+
+def add_gc_parser(hub_subparsers) -> argparse.ArgumentParser:
+    p = hub_subparsers.add_parser(
+        "gc", help="collect what failed or killed publishes left in a local hub",
+        description="Remove git objects no branch or tag reaches and scratch folders, older than the grace "
+                    "period (a publish in flight writes its objects before it moves its branch).")
+    _root_argument(p)
+    p.add_argument("--grace", type=float, default=3600.0, metavar="S",
+                   help="keep what is younger than S seconds (default: 3600; 0 only when nothing publishes)")
+    p.set_defaults(handler=run_gc)
+    return p
+
+
+def run_gc(args, reporter) -> int:
+    if args.grace < 0:
+        raise UsageError(f"--grace: expected seconds >= 0, got {args.grace}")
+    root = args.root.expanduser()
+    if not root.is_dir():
+        raise UsageError(f"--root: no local hub at {root}")
+    from builder.hub.gitstore import GitStore
+
+    done = GitStore(root).gc(args.grace)
+    reporter.info(f"{root}: {done['repos']} repo(s) collected, {done['scratch_removed']} scratch folder(s) "
+                  f"removed, {done['freed_bytes'] / 1e6:.1f} MB freed")
+    return 0
+
+
+def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:
+    """Register `serve` under an existing `hub` command's subparsers."""
+    p = hub_subparsers.add_parser(
+        "serve", help="serve a local hub over the Hugging Face Hub HTTP API",
+        description="Serve a local git-backed hub so huggingface_hub (HF_ENDPOINT / HfApi(endpoint=…)) and "
+                    "Hugging Face's `kernels` loader can publish to it and load from it.")
+    _root_argument(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
+    p.add_argument("--token-file", type=Path, default=None, metavar="F",
+                   help="write tokens, one per line (default: <root>/.token, created with a random token)")
+    access = p.add_mutually_exclusive_group()
+    access.add_argument("--public-read", dest="public_read", action="store_true", default=True,
+                        help="anyone may read (default)")
+    access.add_argument("--private", dest="public_read", action="store_false", help="reads need a token too")
+    p.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES",
+                   help=f"largest file an upload may carry (default: {DEFAULT_MAX_FILE_SIZE})")
+    p.add_argument("--trusted-org", action="append", default=[], metavar="ORG",
+                   help="answer trustedKernelPublisher=true for this organisation (repeatable); "
+                        "others need the loader's trust_remote_code=True")
+    p.add_argument("--max-connections", type=int, default=512, metavar="N",
+                   help="open connections at most; more are closed at once (default: 512)")
+    p.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
+                   help="close a connection whose request headers are not complete after S seconds (default: 10)")
+    p.set_defaults(handler=run)
+    return p
+
+
+def run(args, reporter) -> int:
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port: expected 0-65535, got {args.port}")
+    if args.max_file_size < 1:
+        raise UsageError(f"--max-file-size: expected a positive number of bytes, got {args.max_file_size}")
+    if args.max_connections < 1:
+        raise UsageError(f"--max-connections: expected a positive number, got {args.max_connections}")
+    if not args.header_timeout > 0:
+        raise UsageError(f"--header-timeout: expected a positive number of seconds, got {args.header_timeout}")
+    if args.token_file is not None and not args.token_file.is_file():
+        raise UsageError(f"--token-file: no file at {args.token_file}", hint="write one token per line")
+    from builder.hub.server import serve  # deferred: starlette and uvicorn load only for `hub serve`
+
+    serve(args.root.expanduser(), host=args.host, port=args.port, token_file=args.token_file,
+          public_read=args.public_read, max_file_size=args.max_file_size, trusted_orgs=tuple(args.trusted_org),
+          log=reporter.info, max_connections=args.max_connections, header_timeout=args.header_timeout)
+    return 0

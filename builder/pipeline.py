@@ -1,0 +1,33 @@
+"""`kbuild build`: manifests → jobs → one ninja graph → staged variant folders.
+
+Planning is `jobs`, compiling `graph`, checking and staging `finish`; this module runs them in turn.
+"""
+
+from __future__ import annotations
+
+from builder.stage.finish import finish_variant, kbuild_source
+from builder.compile.graph import run_graph
+from builder.plan.jobs import plan_jobs
+from builder.layout import WORK_DIR
+from builder.config.options import BuildOptions
+from builder.report import Reporter, VariantResult
+from builder.stage.variant_folder import Provenance
+
+
+def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
+    sources: dict = {}
+    with reporter.phase(f"planning {options.folder}"):  # probing torch and nvcc, provisioning: seconds to minutes
+        jobs, results = plan_jobs(options, reporter, sources)
+    for j in jobs:
+        for s in j.plan.skipped:
+            results.append(VariantResult(j.plan.manifest.name, s.backend, "skipped", reason=s.reason))
+            reporter.info(f"{j.plan.manifest.name}: skipping {s.backend}: {s.reason}")
+    outcome = run_graph(options, jobs, reporter)
+    kbuild = kbuild_source()
+    for j in jobs:
+        provenance = Provenance(sources[j.plan.manifest.root], kbuild)
+        for v in j.plan.variants:
+            results.append(finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,
+                                          options.folder / WORK_DIR, options.manylinux or j.plan.manifest.manylinux,
+                                          j.sysroot))
+    return results

@@ -1,0 +1,348 @@
+"""What a build compiles, and with which toolchain: every selected kernel's manifest planned into
+jobs (one per kernel and toolchain), the toolchains, CUTLASS headers and glibc sysroots they need
+provisioned first. `kbuild variants` lists the same plan without building it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, replace
+
+from kbuild.variants import parse_variant
+
+from builder.stage.abi_floor import policy_glibc
+from builder.project.cuda_arch import Capability, parse_arch_list, parse_capability
+from builder.project.dependencies import BUILT_BACKENDS, parse_dependency, pick_cutlass
+from builder.errors import KbuildError, ToolchainError, UsageError
+from builder.project.gitid import SourceId, source_id
+from builder.layout import WORK_DIR
+from builder.project.manifest import Manifest, check_python_package, load_manifest
+from builder.plan.matrix import Target, full_matrix, matrix_variants, select, variant_archs
+from builder.config.options import BuildOptions
+from builder.plan.steps import BuildPlan, PlanInputs, Skip, plan_build
+from builder.report import Reporter, VariantResult
+from builder.toolchains.sysroot import Sysroot
+from builder.toolchains.toolchain import CudaInfo, TorchInfo, find_cuda, probe_torch
+from builder.project.workspace import kernel_dirs, workspace_matrix
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    torch: TorchInfo | None  # None plans Python-only (noarch) kernels
+    cuda: CudaInfo | None
+
+    def describe(self, backend: str = "cuda") -> str:
+        if self.torch is None:
+            return ""
+        text = f"torch {self.torch.torch_version} ({self.torch.python})"
+        if self.cuda and backend == "cuda":
+            text += f" + nvcc {self.cuda.version[0]}.{self.cuda.version[1]} ({self.cuda.nvcc})"
+        return text
+
+
+def find_toolchain(options: BuildOptions) -> Toolchain:
+    torch = probe_torch(options.python, options.cache_dir / "probes")
+    cuda = find_cuda(options.cuda_home, options.cache_dir / "probes") if torch.cuda else None
+    return Toolchain(torch, cuda)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One kernel planned with one toolchain (a build has one per kernel and toolchain)."""
+
+    plan: BuildPlan
+    toolchain: Toolchain
+    sysroot: Sysroot | None = None  # the glibc sysroot its compiled variants were planned against
+
+
+def load_kernels(options: BuildOptions, sources: dict | None = None,
+                 failed: list[VariantResult] | None = None) -> list[tuple[Manifest, SourceId]]:
+    """Each kernel's manifest and source id. With `failed`, a workspace member whose manifest is
+    bad becomes a failed row there and the others go on; a lone kernel's error is raised."""
+    folders = kernel_dirs(options.folder)
+    workspace = folders != [options.folder]
+    out = []
+    for folder in folders:
+        try:
+            manifest = load_manifest(folder)
+            check_python_package(manifest)
+        except KbuildError as e:
+            if failed is None or not workspace:
+                raise
+            failed.append(VariantResult(folder.name, "build.toml", "failed", reason=_one_line(e)))
+            continue
+        source = source_id(folder)
+        if sources is not None:
+            sources[manifest.root] = source
+        out.append((manifest, source))
+    return out
+
+
+def _one_line(e: KbuildError) -> str:
+    # a build.toml with several errors holds each in `errors`
+    return "; ".join(map(str, getattr(e, "errors", (e,)))) + (f" ({e.hint})" if e.hint else "")
+
+
+def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, options: BuildOptions) -> PlanInputs:
+    work = m.root / WORK_DIR
+    includes = options.dependency_includes
+    return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include",
+                      cuda_archs=options.resolved_archs, cuda_archs_from=options.cuda_archs_from,
+                      dependency_includes=None if includes is None else includes.get(m.root, {}),
+                      sysroot=(options.sysroots or {}).get(m.root))
+
+
+def resolve_archs(options: BuildOptions) -> BuildOptions:
+    """Parse --cuda-archs / TORCH_CUDA_ARCH_LIST once; `native` asks the torch building the kernels
+    for the capabilities of the GPUs it sees."""
+    text = options.cuda_archs
+    if text is None:
+        return options
+    if text.strip() == "native":
+        caps = _native_capabilities(options.python)
+        if not caps:
+            raise UsageError(f"{options.cuda_archs_from} native: torch in {options.python} sees no GPU",
+                             hint='name the archs instead, e.g. --cuda-archs "8.0;9.0a"')
+        return replace(options, resolved_archs=caps)
+    try:
+        return replace(options, resolved_archs=parse_arch_list(text, options.cuda_archs_from))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+_NATIVE_PROBE = ("import torch\nfor i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
+                 "    print('%d.%d' % torch.cuda.get_device_capability(i))")
+
+
+def _native_capabilities(python: str) -> tuple[Capability, ...]:
+    from builder import proc
+
+    out = proc.run([python, "-c", _NATIVE_PROBE], timeout=300, what="GPU capability probe").stdout
+    return tuple(dict.fromkeys(parse_capability(line.strip()) for line in out.splitlines() if line.strip()))
+
+
+def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], cuda: bool,
+                         reporter) -> BuildOptions:
+    """Provision the headers (CUTLASS) that the sections this build compiles depend on, once per
+    name, and record each kernel's include folders. `cuda`: whether CUDA sections are built. A
+    name that cannot be provisioned is recorded as its error: planning fails the variants whose
+    sections need it, and only those."""
+    found: dict = {}  # dependency name -> include folders, shared by the kernels naming it
+    includes: dict = {}
+    for m, _ in kernels:
+        mine = {}
+        for section in m.kernels:
+            if section.backend not in BUILT_BACKENDS or (section.backend == "cuda" and not cuda):
+                continue
+            for name in section.depends:
+                dep = parse_dependency(name)
+                if dep is not None and dep.headers:
+                    if name in found:
+                        mine[name] = found[name]
+                        continue
+                    try:
+                        mine[name] = found[name] = _cutlass_includes(
+                            dep, m.where("kernel", section.name, "depends"), options, reporter)
+                    except KbuildError as e:
+                        mine[name] = e  # not kept in `found`: it names this kernel's build.toml
+        includes[m.root] = mine
+    return replace(options, dependency_includes=includes)
+
+
+def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], reporter) -> BuildOptions:
+    """The glibc sysroot each compiled kernel with a manylinux policy (--manylinux, else its
+    [general] manylinux) builds against, provisioned once per glibc release."""
+    if not options.sysroot:
+        return options
+    from builder.toolchains.provision import (  # only builds that need them pay
+        ToolchainStore,
+        load_versions_table,
+    )
+
+    found: dict[str, Sysroot] = {}
+    sysroots = {}
+    for m, _ in kernels:
+        policy = options.manylinux or m.manylinux
+        if not policy or m.noarch is not None:
+            continue
+        glibc = policy_glibc(policy)
+        if glibc not in found:
+            store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.cache_dir / "probes")
+            found[glibc] = Sysroot(store.sysroot(glibc, load_versions_table()["sysroot"]["requirement"], options.cxx),
+                                   glibc)
+            reporter.info(f"building for manylinux glibc {glibc} against {found[glibc].root}")
+        sysroots[m.root] = found[glibc]
+    return replace(options, sysroots=sysroots)
+
+
+def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple[str, ...]:
+    """The include folders of the nvidia-cutlass release for `dep` (cutlass_X_Y), installed once."""
+    from builder.toolchains.provision import (  # only builds that need them pay
+        ToolchainStore,
+        load_versions_table,
+    )
+
+    table = load_versions_table().get("cutlass", {})
+    release = pick_cutlass(dep.version, table.get("releases", []))
+    if release is None:
+        raise ToolchainError(f"{where}: {dep.name}: PyPI's nvidia-cutlass has no {dep.version[0]}.x release "
+                             f"(known: {', '.join(table.get('releases', []))})")
+    if warning := release.warning(dep.name):
+        warnings.warn(warning, stacklevel=2)
+    store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.cache_dir / "probes")
+    return store.cutlass_includes(release.release, table["requirement"].format(release=release.release))
+
+
+def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple[list[Job], list[VariantResult]]:
+    """Plan every selected variant with the toolchain it needs. Without `--all` or `--variant`
+    that is this environment's toolchain; otherwise each variant of the matrix that this
+    environment cannot build gets a provisioned one. A toolchain that cannot be provisioned
+    fails its variants only."""
+    failed: list[VariantResult] = []
+    kernels = load_kernels(options, sources, failed)
+    options = resolve_sysroots(resolve_archs(options), kernels, reporter)
+    if not options.all_variants and not options.variants:
+        toolchain = find_toolchain(options)
+        options = resolve_dependencies(options, kernels, toolchain.cuda is not None, reporter)
+        jobs = [Job(plan_build(_inputs(m, toolchain, s, options), isolate=True), toolchain) for m, s in kernels]
+        return _planned(jobs, failed, options, reporter)
+    choice, where = workspace_matrix(options.folder)
+    matrix = select(choice, where) if options.all_variants else full_matrix()
+    wanted = set(options.variants)
+    jobs = []
+    current = _current_toolchain(options) if options.variants else None
+    # CUDA sections' headers only when a CUDA variant may be built (not for `--variant <cpu>`)
+    options = resolve_dependencies(options, kernels, options.all_variants or any(
+        _backend_of(name) in ("cuda", None) for name in options.variants), reporter)
+    by_target: dict = {}
+    for m, source in kernels:
+        here = plan_build(_inputs(m, current, source, options), options.variants, isolate=True) if current else None
+        done = {v.name for v in here.variants} | {f.variant for f in here.failed} if here else set()
+        if here and (here.variants or here.failed):
+            jobs.append(Job(replace(here, skipped=()), current))
+        found, skips = matrix_variants(m, matrix)
+        for mv in found:
+            name = mv.variant.name
+            if name in done or (wanted and name not in wanted):
+                continue
+            done.add(name)
+            by_target.setdefault(mv.target, []).append((m, source, name))
+        left = wanted - done if wanted else set()
+        # why the backends fall out (the per-name "not buildable here" lines would only nest)
+        reasons = list(dict.fromkeys(f"{s.backend}: {s.reason}" for s in [*skips, *(here.skipped if here else ())]
+                                     if s.backend not in wanted))  # the matrix and this environment agree
+        skipped = [Skip(name, "neither this environment nor the versions table builds it"
+                        + (f" ({'; '.join(reasons)})" if reasons else "")) for name in sorted(left)]
+        if not wanted:
+            skipped += [Skip(s.backend, s.reason) for s in skips]
+        if skipped:
+            jobs.append(Job(BuildPlan(m, (), tuple(skipped)), Toolchain(None, None)))
+    for target, items in by_target.items():
+        toolchain, error = (Toolchain(None, None), None) if target is None else _provision(options, target, reporter)
+        for m, source, name in items:
+            if error:
+                failed.append(VariantResult(m.name, name, "failed", reason=f"{target}: {error}"))
+                continue
+            plan = plan_build(_inputs(m, toolchain, source, options), (name,), isolate=True)
+            # Only what stops this variant: the toolchain was made for it, not for the other backends.
+            jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
+    return _planned(_prune_skips(jobs, wanted), failed, options, reporter)
+
+
+def _planned(jobs: list[Job], failed: list[VariantResult], options: BuildOptions,
+             reporter: Reporter) -> tuple[list[Job], list[VariantResult]]:
+    """The jobs with their sysroots, and every failed row so far: bad manifests, then the variants
+    that could not be planned. Sections --cuda-archs left out get one warning each."""
+    failed += [VariantResult(j.plan.manifest.name, f.variant, "failed", reason=f.reason)
+               for j in jobs for f in j.plan.failed]
+    left_out: dict = {}  # (kernel, section, its archs) -> the variants it is absent from
+    for j in jobs:
+        for v in j.plan.variants:
+            for section, archs in v.skipped_sections:
+                left_out.setdefault((j.plan.manifest.name, section, archs), []).append(v.name)
+    asked = f"{options.cuda_archs_from} {';'.join(map(str, options.resolved_archs or ()))}"
+    for (kernel, section, archs), names in left_out.items():
+        reporter.warn(f"{kernel}: skipping [kernel.{section}] (cuda-capabilities {', '.join(archs)}): none of them "
+                      f"is in {asked}; its ops are absent from {', '.join(names)}")
+    return _with_sysroots(jobs, options), failed
+
+
+def _with_sysroots(jobs: list[Job], options: BuildOptions) -> list[Job]:
+    sysroots = options.sysroots or {}
+    return [replace(j, sysroot=sysroots.get(j.plan.manifest.root)) for j in jobs]
+
+
+def _backend_of(variant_name: str) -> str | None:
+    try:
+        return parse_variant(variant_name).backend
+    except ValueError:
+        return None  # not a variant name: the plan says so later
+
+
+def _prune_skips(jobs: list[Job], wanted: set[str]) -> list[Job]:
+    """Drop skip lines about a variant that is built after all: by another job of the same
+    kernel, or, for a `--variant` name, by another kernel of the workspace (`--variant
+    torch-cuda` is about the kernels that build it). A name nothing builds keeps its line."""
+    built = {(j.plan.manifest.root, v.name) for j in jobs for v in j.plan.variants}
+    anywhere = {name for _, name in built}
+
+    def keep(j: Job, s: Skip) -> bool:
+        return (j.plan.manifest.root, s.backend) not in built and not (s.backend in wanted and s.backend in anywhere)
+
+    return [replace(j, plan=replace(j.plan, skipped=tuple(s for s in j.plan.skipped if keep(j, s)))) for j in jobs]
+
+
+def _current_toolchain(options: BuildOptions) -> Toolchain | None:
+    try:
+        return find_toolchain(options)
+    except ToolchainError:
+        return None  # e.g. kbuild's own environment has no torch: every variant is provisioned
+
+
+def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tuple[Toolchain, str | None]:
+    """The toolchain for `target`, installing what is missing; (placeholder, reason) on failure."""
+    from builder.toolchains.provision import (
+        ToolchainStore,  # only builds that provision pay for its imports
+    )
+
+    store = ToolchainStore(options.toolchains_dir, torch_index=options.torch_index, log=reporter.info,
+                           probe_dir=options.cache_dir / "probes")
+    try:
+        with reporter.phase(f"provisioning {target}"):  # shown under "planning" while pip installs
+            python = store.torch_python(target.torch.version, cuda=target.cuda is not None, reuse=(options.python,))
+            torch = probe_torch(python, options.cache_dir / "probes")
+            cuda = None
+            if target.cuda:
+                home, _ = store.cuda_home(target.cuda.version, target.cuda.toolkit)
+                cuda = find_cuda(home, options.cache_dir / "probes")
+    except KbuildError as e:
+        return Toolchain(None, None), str(e)
+    return Toolchain(torch, cuda), None
+
+
+def variant_rows(options: BuildOptions) -> list[dict]:
+    """`kbuild variants`: each variant of the matrix with the toolchain it is built with, and
+    whether this environment builds it as it is (`kbuild build` with no flags)."""
+    choice, where = workspace_matrix(options.folder)
+    matrix = select(choice, where)
+    current = _current_toolchain(options)
+    rows = []
+    for m, source in load_kernels(options):
+        here = {v.name: v for v in plan_build(_inputs(m, current, source, options)).variants} if current else {}
+        found, skips = matrix_variants(m, matrix)
+        for mv in found:
+            name, cuda = mv.variant.name, mv.target.cuda if mv.target else None
+            rows.append({"kernel": m.name, "variant": name, "toolchain": str(mv.target) if mv.target else "",
+                         "torch": mv.target.torch.version if mv.target else None,
+                         "cuda": ".".join(map(str, cuda.version)) if cuda else None,
+                         "archs": variant_archs(m, cuda) if cuda else [], "here": name in here,
+                         "in_matrix": True})
+        names = {r["variant"] for r in rows if r["kernel"] == m.name}
+        for name, v in here.items():
+            if name not in names:  # this environment builds it, but it is not in the matrix
+                rows.append({"kernel": m.name, "variant": name, "toolchain": current.describe(v.variant.backend),
+                             "torch": current.torch.torch_version.split("+")[0], "archs": list(v.archs),
+                             "here": True, "in_matrix": False,
+                             "cuda": ".".join(map(str, current.cuda.version)) if current.cuda and v.archs else None})
+        rows += [{"kernel": m.name, "variant": None, "backend": s.backend, "skipped": s.reason} for s in skips]
+    return rows

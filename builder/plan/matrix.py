@@ -1,0 +1,216 @@
+"""The build matrix: which torch releases and CUDA versions variants are built for, and which
+variants each kernel gets in it, with the toolchain (torch release, CUDA version) each needs.
+
+The versions live in builder/versions.toml (data); a workspace's `[workspace.matrix]` picks
+from it. Pure apart from reading that table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
+
+from builder.project.cuda_arch import default_capabilities
+from builder.project.cuda_arch import select as select_archs
+from builder.errors import ManifestError
+from builder.project.manifest import Manifest
+from builder.plan.steps import in_range, stable_abi
+from builder._toml import tomllib
+from builder import resources
+
+VERSIONS = "builder/versions.toml"  # kbuild's own table (packaged data; a path replaces it in tests)
+COMPILED_BACKENDS = ("cpu", "cuda")
+_MATRIX_KEYS = ("torch", "cuda")
+
+Version = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    series: Version  # (2, 14)
+    version: str  # the exact release its toolchain installs: "2.14.1"
+    cuda: tuple[Version, ...]  # CUDA versions its variants are built for
+
+    def __str__(self) -> str:
+        return f"torch {self.version}"
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    version: Version
+    toolkit: str  # pip requirement that provides nvcc
+    archs: frozenset[str]  # what its nvcc compiles for: "75", "90", …
+
+    def __str__(self) -> str:
+        return f"CUDA {_dotted(self.version)}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """The toolchain one variant is built with."""
+
+    torch: TorchRelease
+    cuda: CudaRelease | None = None
+
+    def __str__(self) -> str:
+        return f"{self.torch}" + (f" + {self.cuda}" if self.cuda else "")
+
+
+@dataclass(frozen=True)
+class Matrix:
+    torch: tuple[TorchRelease, ...]  # oldest first
+    cuda: tuple[CudaRelease, ...]
+
+    def cuda_for(self, release: TorchRelease) -> list[CudaRelease]:
+        return [c for c in self.cuda if c.version in release.cuda]
+
+
+@dataclass(frozen=True)
+class MatrixVariant:
+    variant: Variant
+    target: Target | None  # None: Python only, no toolchain
+
+
+@dataclass(frozen=True)
+class MatrixSkip:
+    backend: str
+    reason: str
+
+
+def _dotted(v: Version) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+def _version(text: str, where: str) -> Version:
+    parts = str(text).split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ManifestError(f'{where}: expected a version like "2.14", got {text!r}')
+    return int(parts[0]), int(parts[1])
+
+
+def load_table(path: Path | None = None) -> tuple[dict[Version, TorchRelease], dict[Version, CudaRelease], dict]:
+    """The versions table (kbuild's own, or the one at `path`): torch releases and CUDA versions by
+    series, and its [default]."""
+    data = tomllib.loads(path.read_text() if path else resources.read_text("versions.toml"))
+    path = path or VERSIONS
+    cuda = {}
+    for key, body in data.get("cuda", {}).items():
+        v = _version(key, f"{path}: [cuda.\"{key}\"]")
+        archs = frozenset(a.replace(".", "") for a in body["archs"])
+        cuda[v] = CudaRelease(v, body["toolkit"], archs)
+    torch = {}
+    for key, body in data.get("torch", {}).items():
+        where = f"{path}: [torch.\"{key}\"]"
+        cudas = tuple(_version(c, f"{where} cuda") for c in body.get("cuda", []))
+        for c in cudas:
+            if c not in cuda:
+                raise ManifestError(f"{where} cuda: CUDA {_dotted(c)} has no [cuda.\"{_dotted(c)}\"] table")
+        torch[_version(key, where)] = TorchRelease(_version(key, where), body["version"], cudas)
+    return torch, cuda, data.get("default", {})
+
+
+def select(choice: dict | None = None, where: str = "[workspace.matrix]", path: Path | None = None) -> Matrix:
+    """The matrix `choice` ({"torch": [...], "cuda": [...]}) names, each list defaulting to the
+    table's [default]; every name must be in the table."""
+    torch_table, cuda_table, default = load_table(path)
+    choice = choice or {}
+    for key in choice:
+        if key not in _MATRIX_KEYS:
+            raise ManifestError(f"{where} {key}: unknown key (expected one of: {', '.join(_MATRIX_KEYS)})")
+    picked = {}
+    for key, table in (("torch", torch_table), ("cuda", cuda_table)):
+        names = choice.get(key, default.get(key, [_dotted(v) for v in table]))
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ManifestError(f'{where} {key}: expected a list of versions like ["2.14"], got {names!r}')
+        versions = []
+        for name in names:
+            v = _version(name, f"{where} {key}")
+            if v not in table:
+                known = ", ".join(_dotted(k) for k in sorted(table))
+                raise ManifestError(f'{where} {key}: {key} "{name}" is not in builder/versions.toml (known: {known})')
+            versions.append(v)
+        picked[key] = [table[v] for v in sorted(set(versions))]
+    return Matrix(tuple(picked["torch"]), tuple(picked["cuda"]))
+
+
+def full_matrix(path: Path | None = None) -> Matrix:
+    """Every release and CUDA version the table knows (what `--variant` may name)."""
+    torch_table, cuda_table, _ = load_table(path)
+    return Matrix(tuple(torch_table[k] for k in sorted(torch_table)), tuple(cuda_table[k] for k in sorted(cuda_table)))
+
+
+def matrix_variants(m: Manifest, matrix: Matrix) -> tuple[list[MatrixVariant], list[MatrixSkip]]:
+    """Every variant of the kernel in `matrix`, with the toolchain each is built with."""
+    if m.noarch is not None:
+        return [MatrixVariant(Variant(NOARCH, b), None) for b in m.backends], []
+    out, skips = [], []
+    for backend in m.backends:
+        if backend not in COMPILED_BACKENDS:
+            skips.append(MatrixSkip(backend, f"{backend} kernels cannot be compiled on this machine "
+                                             "(kbuild compiles cpu and cuda)"))
+            continue
+        found = _stable(m, backend, matrix) if stable_abi(m, backend) else _classic(m, backend, matrix)
+        if not found:
+            skips.append(MatrixSkip(backend, _why_none(m, backend, matrix)))
+        out += found
+    return out, skips
+
+
+def _classic(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
+    out = []
+    for release in matrix.torch:
+        if not in_range(release.series, m.torch.minver, m.torch.maxver):
+            continue
+        if backend == "cpu":
+            out.append(MatrixVariant(_compiled(backend, release.series, None), Target(release)))
+        for cuda in (_cudas(m, matrix, release) if backend == "cuda" else []):
+            out.append(MatrixVariant(_compiled(backend, release.series, cuda.version), Target(release, cuda)))
+    return out
+
+
+def _stable(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
+    # One variant per CUDA version (or one cpu variant), built against the newest torch that
+    # has the ABI: its headers know every stable API up to it.
+    abi = stable_abi(m, backend)
+    newest = [r for r in matrix.torch if r.series >= abi and in_range(r.series, m.torch.minver, m.torch.maxver)]
+    if not newest:
+        return []
+    release = newest[-1]
+    if backend == "cpu":
+        return [MatrixVariant(Variant(STABLE_ABI, "cpu", abi, None, host_cpu(), host_os()), Target(release))]
+    return [MatrixVariant(Variant(STABLE_ABI, "cuda", abi, c.version, host_cpu(), host_os()), Target(release, c))
+            for c in _cudas(m, matrix, release)]
+
+
+def _cudas(m: Manifest, matrix: Matrix, release: TorchRelease) -> list[CudaRelease]:
+    return [c for c in matrix.cuda_for(release) if in_range(c.version, m.cuda_minver, m.cuda_maxver)]
+
+
+def _compiled(backend: str, series: Version, cuda: Version | None) -> Variant:
+    return Variant(COMPILED, backend, series, cuda, host_cpu(), host_os(), True)
+
+
+def _why_none(m: Manifest, backend: str, matrix: Matrix) -> str:
+    torches = ", ".join(r.version for r in matrix.torch) or "none"
+    if backend == "cuda" and not any(_cudas(m, matrix, r) for r in matrix.torch):
+        cudas = ", ".join(_dotted(c.version) for c in matrix.cuda) or "none"
+        return f"no CUDA version of the matrix ({cudas}) is inside [general.cuda] minver/maxver"
+    abi = stable_abi(m, backend)
+    if abi:
+        return f"no torch of the matrix ({torches}) is >= the stable ABI {_dotted(abi)} and inside [torch] minver/maxver"
+    return f"no torch of the matrix ({torches}) is inside [torch] minver/maxver"
+
+
+def variant_archs(m: Manifest, cuda: CudaRelease) -> list[str]:
+    """The capabilities a CUDA variant compiles for with `cuda`'s nvcc (what metadata will list):
+    each section's list, else the default list, kept to what that nvcc supports."""
+    requested = set()
+    for section in m.kernels_for("cuda"):
+        if any(s.endswith(".cu") for s in section.src):
+            requested |= set(section.cuda_capabilities or default_capabilities(cuda.version))
+    if not requested and any(s.endswith(".cu") for s in m.torch.src):
+        requested = set(default_capabilities(cuda.version))
+    ok, _ = select_archs(sorted(requested), cuda.archs)
+    return [str(c) for c in sorted(ok)]

@@ -1,0 +1,449 @@
+"""Plan: turn a manifest and a toolchain into the compile and link steps of each variant.
+
+A pure function of its inputs (no disk, no processes), so plans are tested by value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
+
+from builder.project.cuda_arch import Capability, default_capabilities, restrict, select
+from builder.project.dependencies import BUILT_BACKENDS, parse_dependency
+from builder.errors import KbuildError, ManifestError, ToolchainError
+from builder.project.manifest import KernelSection, Manifest
+from builder.toolchains.toolchain import CudaInfo, TorchInfo
+
+if TYPE_CHECKING:
+    from builder.toolchains.sysroot import Sysroot
+
+COMPILED_BACKENDS = BUILT_BACKENDS
+SOURCE_SUFFIXES = {".cpp": "cxx", ".cc": "cxx", ".cxx": "cxx", ".c": "cxx", ".cu": "nvcc"}
+# torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
+# kernel-builder projects are written without.
+_DROPPED_NVCC_FLAGS = {
+    "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+}
+_HOST_FLAGS = ("-O3", "-fPIC", "-fno-gnu-unique")
+LIMITED_API = "-DPy_LIMITED_API=0x03090000"
+
+
+@dataclass(frozen=True)
+class CompileUnit:
+    source: Path
+    output: Path
+    tool: str  # "cxx" or "nvcc"
+    flags: tuple[str, ...]
+    implicit: tuple[Path, ...] = ()  # headers listed in src: rebuild when they change
+    compiler: str = ""  # for nvcc units, the nvcc (variants of one graph may use several)
+    section: str = ""  # the [kernel.<name>] it belongs to; "" for the [torch] binding
+    depends: tuple[str, ...] = ()  # that section's dependencies (for errors about missing headers)
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    variant: Variant
+    ops_name: str
+    python_src: Path
+    pyext: tuple[str, ...]
+    units: tuple[CompileUnit, ...] = ()
+    library: Path | None = None  # the linked .so inside the work folder
+    link_flags: tuple[str, ...] = ()
+    archs: tuple[str, ...] = ()
+    partial_archs: bool = False  # built for fewer archs than a full build (--cuda-archs)
+    # kernel sections left out because they list none of the --cuda-archs: name -> what they list
+    skipped_sections: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+    @property
+    def compiled(self) -> bool:
+        return self.library is not None
+
+
+@dataclass(frozen=True)
+class Skip:
+    backend: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A variant this toolchain would build but cannot plan (its one-line reason)."""
+
+    variant: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    manifest: Manifest
+    variants: tuple[VariantPlan, ...]
+    skipped: tuple[Skip, ...] = field(default=())
+    failed: tuple[Failure, ...] = field(default=())  # only with plan_build(isolate=True)
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    manifest: Manifest
+    torch: TorchInfo
+    cuda: CudaInfo | None
+    source_id: str  # SourceId.short
+    work_dir: Path  # where objects and the generated include folder go
+    generated_include: Path  # holds registration.h
+    cuda_archs: tuple[Capability, ...] | None = None  # --cuda-archs: build only these
+    cuda_archs_from: str = "--cuda-archs"  # where they came from (TORCH_CUDA_ARCH_LIST), for messages
+    # `depends` name -> its include folders, or the error that kept it from being provisioned; None
+    # when not provisioned (`kbuild variants` lists plans)
+    dependency_includes: dict | None = field(default_factory=dict)
+    sysroot: Sysroot | None = None  # build against an older glibc and libstdc++ (a manylinux policy)
+
+
+def ops_name(manifest: Manifest, backend: str, source_id: str) -> str:
+    return f"_{manifest.python_name}_{backend}_{source_id}"
+
+
+def plan_build(inputs: PlanInputs, only: tuple[str, ...] = (), isolate: bool = False) -> BuildPlan:
+    """Every variant this toolchain can build for the manifest (or only those named). `isolate`:
+    a variant that cannot be planned goes to `failed` instead of raising, so a build goes on with
+    the others."""
+    m = inputs.manifest
+    variants, skipped, failed, names = [], [], [], set()
+    for backend in m.backends:
+        if m.noarch is not None:
+            variants.append(_noarch_plan(inputs, backend))
+            names.add(variants[-1].name)
+            continue
+        reason = _cannot_build(inputs, backend)
+        if reason:
+            skipped.append(Skip(backend, reason))
+            continue
+        variant = _variant(inputs, backend, stable_abi(m, backend))
+        names.add(variant.name)
+        if not only or variant.name in only:  # others are never planned: their headers may be missing
+            try:
+                variants.append(_compiled_plan(inputs, backend, stable_abi(m, backend)))
+            except KbuildError as e:
+                if not isolate:
+                    raise
+                failed.append(Failure(variant.name, str(e) + (f" ({e.hint})" if e.hint else "")))
+    if only:
+        for name in only:
+            if name not in names:
+                why = {s.backend: s.reason for s in skipped}
+                skipped.append(Skip(name, f"not buildable here (buildable: {', '.join(sorted(names)) or 'none'})"
+                                    + (f"; {'; '.join(f'{b}: {r}' for b, r in why.items())}" if why else "")))
+        variants = [v for v in variants if v.name in only]
+    return BuildPlan(m, tuple(variants), tuple(skipped), tuple(failed))
+
+
+def _cannot_build(inputs: PlanInputs, backend: str) -> str | None:
+    m, torch = inputs.manifest, inputs.torch
+    if backend not in COMPILED_BACKENDS:
+        return f"{backend} kernels cannot be compiled on this machine (kbuild compiles cpu and cuda)"
+    abi = stable_abi(m, backend)
+    if abi and abi > torch.torch:
+        return (f"[torch] stable-abi {abi[0]}.{abi[1]} is newer than torch {torch.torch_version} building it "
+                f"(build with torch >= {abi[0]}.{abi[1]})")
+    if not in_range(torch.torch, m.torch.minver, m.torch.maxver):
+        return f"torch {torch.torch_version} is outside [torch] minver/maxver"
+    if backend == "cuda":
+        if torch.cuda is None:
+            return f"torch {torch.torch_version} is a CPU build (install a CUDA build of torch)"
+        if inputs.cuda is None:
+            return "no nvcc found (set CUDA_HOME)"
+        # Same major: one libcudart soname. A newer minor builds that CUDA's variant (torch's
+        # headers do not depend on the minor; the toolkit's headers come from that nvcc alone).
+        if inputs.cuda.version[0] != torch.cuda_version[0]:
+            have = ".".join(map(str, inputs.cuda.version))
+            return f"nvcc is CUDA {have} but torch was built with CUDA {torch.cuda} (the major versions must match)"
+        if not in_range(inputs.cuda.version, m.cuda_minver, m.cuda_maxver):
+            have = ".".join(map(str, inputs.cuda.version))
+            return f"CUDA {have} (nvcc) is outside [general.cuda] minver/maxver"
+    return None
+
+
+def in_range(version: tuple[int, int], lo: str | None, hi: str | None) -> bool:
+    def two(v: str) -> tuple[int, int]:
+        major, minor = v.split(".")[:2]
+        return int(major), int(minor)
+
+    return (lo is None or version >= two(lo)) and (hi is None or version <= two(hi))
+
+
+def stable_abi(m: Manifest, backend: str) -> tuple[int, int] | None:
+    """The torch stable ABI `backend` is built for (its own `[torch] stable-abi` entry, else the
+    "*" one), or None for an ordinary build against the building torch's full C++ API."""
+    table = (m.torch and m.torch.stable_abi) or {}
+    version = table.get(backend, table.get("*"))
+    if version is None:
+        return None
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def stable_defines(abi: tuple[int, int]) -> tuple[str, ...]:
+    """Only torch's stable C API and header-only C++ (torch/csrc/stable, torch/headeronly), at
+    the feature level of `abi`. TORCH_TARGET_VERSION packs major, minor, patch and ABI tag into
+    one byte each from the top, like torch/headeronly/version.h's TORCH_ABI_VERSION (2.10 ->
+    0x020a000000000000)."""
+    return "-DTORCH_STABLE_ONLY", f"-DTORCH_TARGET_VERSION=0x{abi[0]:02x}{abi[1]:02x}000000000000"
+
+
+def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
+    m = inputs.manifest
+    return VariantPlan(
+        variant=Variant(NOARCH, backend), ops_name=ops_name(m, backend, inputs.source_id),
+        python_src=m.root / "torch-ext" / m.python_name, pyext=m.noarch.pyext,
+    )
+
+
+def _variant(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> Variant:
+    compute = inputs.cuda.version if backend == "cuda" else None
+    if abi:
+        return Variant(STABLE_ABI, backend, abi, compute, host_cpu(), host_os())
+    return Variant(COMPILED, backend, inputs.torch.torch, compute, host_cpu(), host_os(), inputs.torch.cxx11)
+
+
+def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> VariantPlan:
+    m = inputs.manifest
+    variant = _variant(inputs, backend, abi)
+    name = ops_name(m, backend, inputs.source_id)
+    obj_dir = inputs.work_dir / variant.name
+    section_caps, caps, left_out = _device_caps(inputs, backend)
+    # a --cuda-archs build that leaves archs or sections out is partial: publish refuses it unless told
+    partial = inputs.cuda_archs is not None and (
+        bool(left_out) or caps != _device_caps(replace(inputs, cuda_archs=None), backend)[1])
+    units = []
+    binding_flags = _binding_flags(inputs, backend, name, abi)
+    headers = tuple(m.root / s for s in m.torch.src if Path(s).suffix not in SOURCE_SUFFIXES)
+    for src in m.torch.src:
+        tool = SOURCE_SUFFIXES.get(Path(src).suffix)
+        if tool == "cxx":
+            units.append(_unit(inputs, obj_dir, src, tool, binding_flags, headers))
+        elif tool == "nvcc":
+            device = [f for f in binding_flags if f not in _host_flags(inputs) and not f.startswith("-std")]
+            units.append(_unit(inputs, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
+    for section in _sections(inputs, backend):
+        if section not in left_out:
+            units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
+    return VariantPlan(
+        variant=variant, ops_name=name, python_src=m.root / "torch-ext" / m.python_name,
+        pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
+        link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps), partial_archs=partial,
+        skipped_sections=tuple((s.name, tuple(map(str, s.cuda_capabilities))) for s in left_out),
+    )
+
+
+def _device_caps(inputs: PlanInputs, backend: str) -> tuple[dict[str, list[Capability]], list[Capability],
+                                                             list[KernelSection]]:
+    """Each section's GPU capabilities, the variant's, and the sections left out: only sections
+    with device code compile for GPU archs (metadata lists what was compiled); a binding .cu alone
+    gets the defaults. Under --cuda-archs a section that lists its own capabilities but none of
+    those is left out (kernel-builder's rule: its ops are absent from that build); a kernel whose
+    every such section is left out has nothing to compile, which is an error."""
+    if backend != "cuda":
+        return {}, [], []
+    section_caps, left_out = {}, []
+    for s in _sections(inputs, backend):
+        if _has_cu(s.src):
+            caps = _capabilities(inputs, s)
+            if caps:
+                section_caps[s.name] = caps
+            else:
+                left_out.append(s)
+    if left_out and not section_caps:
+        raise _nothing_to_compile(inputs, left_out)
+    caps = sorted({c for cs in section_caps.values() for c in cs})
+    if not caps and _has_cu(inputs.manifest.torch.src):
+        caps = _capabilities(inputs, None)
+    return section_caps, caps, left_out
+
+
+def _nothing_to_compile(inputs: PlanInputs, left_out: list[KernelSection]) -> ManifestError:
+    def listed(s: KernelSection) -> str:
+        return ", ".join(map(str, s.cuda_capabilities))
+
+    first, *rest = left_out
+    others = "".join(f", nor any of [kernel.{s.name}]'s {listed(s)}" for s in rest)
+    return ManifestError(f"{inputs.manifest.where('kernel', first.name, 'cuda-capabilities')}: none of "
+                         f"{listed(first)} is in {inputs.cuda_archs_from} {';'.join(map(str, inputs.cuda_archs))}"
+                         f"{others}, and no other section has CUDA code: nothing to compile (build with archs "
+                         "this kernel lists)")
+
+
+def _sections(inputs: PlanInputs, backend: str) -> list[KernelSection]:
+    """The kernel sections this toolchain compiles: a section's `cuda-minver` leaves it out of
+    variants built with an older CUDA (kernel-builder's rule)."""
+    return [s for s in inputs.manifest.kernels_for(backend)
+            if not (backend == "cuda" and s.cuda_minver and not in_range(inputs.cuda.version, s.cuda_minver, None))]
+
+
+def _has_cu(sources) -> bool:
+    return any(SOURCE_SUFFIXES.get(Path(src).suffix) == "nvcc" for src in sources)
+
+
+def _unit(inputs: PlanInputs, obj_dir: Path, src: str, tool: str, flags, implicit,
+          section: KernelSection | None = None) -> CompileUnit:
+    out = obj_dir / "obj" / PurePosixPath(src).with_suffix(PurePosixPath(src).suffix + ".o")
+    compiler = inputs.cuda.nvcc if tool == "nvcc" else ""
+    return CompileUnit(inputs.manifest.root / src, out, tool, tuple(flags), tuple(implicit), compiler,
+                       section.name if section else "", section.depends if section else ("torch",))
+
+
+def _capabilities(inputs: PlanInputs, section: KernelSection | None) -> list[Capability]:
+    """What `section` (None: the binding) compiles for; empty when it lists its own capabilities
+    and --cuda-archs names none of them (the section is then left out)."""
+    explicit = bool(section and section.cuda_capabilities)
+    listed = section.cuda_capabilities if explicit else default_capabilities(inputs.cuda.version)
+    requested = restrict(list(listed), inputs.cuda_archs, explicit)
+    where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
+    if not requested:
+        return []
+    ok, _ = select(list(requested), inputs.cuda.archs)
+    if not ok:
+        have = ".".join(map(str, inputs.cuda.version))
+        raise ManifestError(f"{where}: none of {', '.join(map(str, requested))} is supported by nvcc {have} "
+                                f"(it supports {', '.join(sorted(inputs.cuda.archs, key=int))})")
+    return sorted(ok)
+
+
+def _std(torch: TorchInfo) -> str:
+    return "-std=c++20" if torch.torch >= (2, 12) else "-std=c++17"
+
+
+def _torch_includes(inputs: PlanInputs, backend: str) -> list[str]:
+    dirs = list(inputs.torch.include_paths)
+    if backend == "cuda":
+        # The toolkit's headers first; the wheel's nvidia/cuXX/include only fills in the
+        # cuBLAS/cuSPARSE headers that ATen/cuda includes and a bare nvcc install lacks.
+        dirs.append(str(Path(inputs.cuda.home) / "include"))
+        if inputs.cuda.version == inputs.torch.cuda_version:  # never two CUDA minors' headers
+            dirs += list(inputs.torch.nvidia_include)
+    return [f"-I{d}" for d in dirs]
+
+
+def _torch_api(torch: TorchInfo, abi: tuple[int, int] | None) -> tuple[str, ...]:
+    """Which torch API the units that include torch compile against: the building torch's full
+    C++ API (its C++ standard library ABI must match), or the stable ABI, whose C shim carries
+    no C++ standard library types across, so the library's own default is right."""
+    return stable_defines(abi) if abi else (f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}",)
+
+
+def _project_includes(m) -> list[str]:
+    """kernel-builder's CMake gives every unit of the extension the project's `csrc` folder
+    (`target_include_directories(... PRIVATE csrc)`): bindings include `cumsum.h` from there
+    without naming it in [torch] include (megablocks). Same format, same search path."""
+    csrc = m.root / "csrc"
+    return [f"-I{csrc}"] if csrc.is_dir() else []
+
+
+def _binding_flags(inputs: PlanInputs, backend: str, name: str, abi: tuple[int, int] | None = None) -> list[str]:
+    m = inputs.manifest
+    return [
+        *_host_flags(inputs), _std(inputs.torch), f"-D{backend.upper()}_KERNEL",
+        f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, *_torch_api(inputs.torch, abi),
+        f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include], *_project_includes(m),
+        *_torch_includes(inputs, backend), f"-I{inputs.torch.python_include}", *m.torch.cxx_flags,
+    ]
+
+
+def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, caps, name: str,
+                   abi: tuple[int, int] | None = None) -> list[CompileUnit]:
+    m = inputs.manifest
+    uses_torch = "torch" in section.depends
+    # kernel-builder defines <BACKEND>_KERNEL for every unit of a build (add_compile_definitions), not
+    # only the binding: a kernel source may test `#if defined(CPU_KERNEL)` as well
+    common = [f"-D{section.backend.upper()}_KERNEL", *[f"-I{m.root / d}" for d in section.include],
+              *_project_includes(m), *_dependency_includes(inputs, section)]
+    if uses_torch:
+        common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.torch, abi),
+                   *_torch_includes(inputs, section.backend), f"-I{inputs.torch.python_include}"]
+    elif section.backend == "cuda":
+        common += [f"-I{Path(inputs.cuda.home) / 'include'}"]
+    headers = tuple(m.root / s for s in section.src if Path(s).suffix not in SOURCE_SUFFIXES)
+    units = []
+    for src in section.src:
+        tool = SOURCE_SUFFIXES.get(Path(src).suffix)
+        if tool == "nvcc":
+            flags = _nvcc_flags(inputs, caps, section) + common
+        elif tool == "cxx":
+            flags = [*_host_flags(inputs), _std(inputs.torch), *common, *section.cxx_flags]
+        else:
+            continue
+        units.append(_unit(inputs, obj_dir, src, tool, flags, headers, section))
+    return units
+
+
+def _dependency_includes(inputs: PlanInputs, section: KernelSection) -> list[str]:
+    """-I for the headers of each dependency the section names (CUTLASS): only its own units get
+    them, and the include folders name the release, so a new release is a new compile command."""
+    flags = []
+    for name in section.depends:
+        dep = parse_dependency(name)
+        if dep is None or not dep.headers or inputs.dependency_includes is None:  # None: listing only
+            continue
+        if name not in inputs.dependency_includes:
+            raise ToolchainError(f"{inputs.manifest.where('kernel', section.name, 'depends')}: "
+                                 f"{name} was not provisioned for this build")
+        found = inputs.dependency_includes[name]
+        if isinstance(found, KbuildError):  # provisioning it failed: the variants that need it fail
+            raise found
+        flags += [f"-I{d}" for d in found]
+    return flags
+
+
+def _host_flags(inputs: PlanInputs) -> tuple[str, ...]:
+    """What every host compile gets: optimisation, PIC, and the sysroot when there is one."""
+    return (*_HOST_FLAGS, *(inputs.sysroot.cxx_flags if inputs.sysroot else ()))
+
+
+def _nvcc_flags(inputs: PlanInputs, caps, section: KernelSection | None) -> list[str]:
+    # torch.utils.cpp_extension's flags, plus what torch's CMake config adds to every CUDA compile
+    # of a CMake-built extension (--expt-extended-lambda, ...): kernel-builder builds with CMake.
+    common = [f for f in inputs.torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS]
+    common += [f for f in inputs.torch.cmake_nvcc_flags if f not in common]
+    fp8 = ["-DENABLE_FP8"] if inputs.cuda.version >= (11, 8) else []
+    host = [x for f in _host_flags(inputs) for x in ("-Xcompiler", f)]
+    gencode = [g for c in caps for g in c.gencode_flags()]
+    extra = list(section.cuda_flags) if section else []
+    return [*common, *fp8, _std(inputs.torch), *host, *gencode, *extra]
+
+
+# torch's own libstdc++, by soname and ahead of the compiler driver's libraries: a g++ whose
+# library folder holds only libstdc++.a (the H200's /opt/gcc) otherwise links a private static
+# copy into the .so, and two libstdc++ in one process crashed in ostream code. Naming the file
+# makes the linker take the shared library; the driver's later -lstdc++ then finds nothing to add.
+_SHARED_LIBSTDCXX = "-l:libstdc++.so.6"
+
+
+def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> tuple[str, ...]:
+    sysroot = inputs.sysroot
+    first, last = (sysroot.link_flags, sysroot.link_libraries) if sysroot else ((), ())
+    return ("-shared", *first, *_torch_libraries(inputs, backend, abi), _SHARED_LIBSTDCXX, *last)
+
+
+def _torch_libraries(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> list[str]:
+    libs = [f"-L{d}" for d in inputs.torch.library_paths]
+    if abi:
+        # The stable C shim (aoti_torch_*, torch_*) lives in libtorch_cpu and, for CUDA streams
+        # and devices, libtorch_cuda: libraries every torch >= the ABI ships under these names.
+        libs += ["-ltorch", "-ltorch_cpu"]
+        if backend == "cuda":
+            libs += ["-ltorch_cuda", *_cudart(inputs.cuda)]
+        return libs
+    libs += ["-lc10", "-ltorch", "-ltorch_cpu"]
+    if backend == "cuda":
+        libs += ["-lc10_cuda", "-ltorch_cuda", *_cudart(inputs.cuda)]
+    return libs
+
+
+def _cudart(cuda: CudaInfo) -> list[str]:
+    # By soname: NVIDIA's nvcc wheels ship libcudart.so.13 in lib/ and no libcudart.so link name.
+    return [f"-L{cuda.lib_dir}", f"-l:libcudart.so.{cuda.version[0]}"]

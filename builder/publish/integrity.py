@@ -1,0 +1,86 @@
+"""What `kbuild publish` may upload from a build folder: regular files only, each one covered by
+the variant's metadata.json digest and unchanged since the build, built from the sources the
+kernel folder holds now.
+
+Every consumer verifies a variant against its digest before importing it, so a file that no
+longer matches would make the whole branch unloadable; a link would upload whatever it points
+to (a secret, say). Both are refused here, before anything leaves the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from kbuild.digest import file_digest
+
+from builder.errors import ExitCode, KbuildError
+from builder.project.gitid import SourceId
+
+
+class IntegrityError(KbuildError):
+    exit_code = ExitCode.REFUSED
+
+
+def regular_files(folder: Path, skip_bytecode: bool = True) -> dict[str, Path]:
+    """Relative posix path -> file for every regular file under `folder` (bytecode skipped: it
+    is never published). A symbolic link, or anything that is not a regular file or folder, is
+    an error naming it: its bytes are not the build's."""
+    _refuse_special(folder, folder.lstat())
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(folder):  # never follows linked folders
+        here = Path(dirpath)
+        if skip_bytecode:
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in sorted(dirnames):
+            _refuse_special(here / name, (here / name).lstat())
+        for name in filenames:
+            path = here / name
+            _refuse_special(path, path.lstat())
+            if skip_bytecode and name.endswith(".pyc"):
+                continue
+            found[path.relative_to(folder).as_posix()] = path
+    return dict(sorted(found.items()))
+
+
+def _refuse_special(path: Path, st: os.stat_result) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise IntegrityError(f"{path}: a symbolic link (to {os.readlink(path)}); publish uploads regular files only",
+                             hint="replace it with the file it points to, or rebuild: kbuild build never makes links")
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise IntegrityError(f"{path}: not a regular file (a fifo, socket or device); publish uploads regular files only")
+
+
+def verify_variant(folder: Path, metadata: dict) -> dict[str, Path]:
+    """The variant's files (metadata.json included) after checking every other one against the
+    digest its metadata.json records; an IntegrityError names the first that does not match."""
+    files = regular_files(folder)
+    digest = (metadata.get("digest") or {}).get("files")
+    if not isinstance(digest, dict):
+        raise IntegrityError(f"{folder / 'metadata.json'}: no digest; publish uploads only what a build recorded",
+                             hint=f"rebuild {folder.name} with kbuild build")
+    rebuild = f"rebuild it (kbuild build --variant {folder.name}); a build's files are never edited in place"
+    for rel in sorted(set(files) - {"metadata.json"} | set(digest)):
+        if rel not in files:
+            raise IntegrityError(f"{folder / rel}: listed in metadata.json's digest but missing", hint=rebuild)
+        if rel not in digest:
+            raise IntegrityError(f"{folder / rel}: not covered by metadata.json's digest (added after the build)",
+                                 hint=rebuild)
+        if file_digest(files[rel]) != digest[rel]:
+            raise IntegrityError(f"{folder / rel}: changed since the build (does not match metadata.json's digest)",
+                                 hint=rebuild)
+    return files
+
+
+def stale_reason(metadata: dict, now: SourceId) -> str | None:
+    """Why the variant is not a build of the kernel folder as it is now, or None. A build outside
+    git, or of uncommitted sources, is the dirty check's business, not this one's."""
+    built = (metadata.get("provenance") or {}).get("kernel")
+    if not built or built.get("dirty") or not built.get("tree"):
+        return None
+    if now.tree != built["tree"]:
+        return f"was built from sources {built['tree'][:7]}; the kernel folder is now at {now.tree[:7]}"
+    if now.dirty:
+        return "was built from the committed sources, which have uncommitted changes since"
+    return None

@@ -1,0 +1,111 @@
+"""After ninja: each variant checked (its compile and link, the ABI, the manylinux policy) and
+staged into build/<variant>/, or reported failed with the compiler's first error and its log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbuild.metadata import VariantMetadata
+from kbuild.variants import STABLE_ABI
+
+from builder.stage.abi_check import library_problems
+from builder.stage.abi_floor import above, policy_name
+from builder.compile.diagnose import failure_reason, first_error
+from builder.errors import BuildError
+from builder.project.gitid import source_id
+from builder.plan.jobs import Toolchain
+from builder.layout import BUILD_DIR
+from builder.project.manifest import Manifest
+from builder.report import VariantResult
+from builder.stage.variant_folder import Provenance, stage_variant
+from builder.toolchains.sysroot import Sysroot
+
+
+def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain,
+                    graph_dir: Path, manylinux: str | None, sysroot: Sysroot | None = None) -> VariantResult:
+    build_dir = manifest.root / BUILD_DIR
+    used = toolchain.describe(v.variant.backend) if v.compiled else ""
+    seconds, log = 0.0, None
+    if v.compiled:
+        seconds = outcome.variant_seconds(_outputs(v)) if outcome else 0.0
+        log = _write_log(v, outcome)
+        failed = {out: text for out, text in (outcome.failed_outputs if outcome else {}).items()
+                  if out in _outputs(v)}
+        if failed or not v.library.is_file():
+            reason, details = _failure(v, failed, manifest, graph_dir)
+            return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
+                                 reason=reason, details=details)
+        relinked = outcome is not None and str(v.library) in outcome.step_times
+        problems = library_problems(v.library, stable_abi=v.variant.kind == STABLE_ABI) if relinked else []
+        if manylinux:  # checked on every build: the policy may be new, the library not
+            problems += _above_policy(v.library, manylinux)
+        if sysroot is not None and (missing := sysroot.too_new(v.library)):
+            problems.append(f"{v.library.name} uses {', '.join(missing[:3])}, which glibc "
+                            f"{sysroot.glibc} does not have (declared by a newer glibc's header)")
+        if problems:
+            return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
+                                 reason="; ".join(problems))
+    try:
+        path, changed = stage_variant(v, manifest, build_dir, provenance)
+    except OSError as e:
+        raise BuildError(f"{manifest.name}: cannot write {build_dir / v.name}: {e}") from None
+    floor = VariantMetadata.for_variant(path).abi if v.compiled else None
+    return VariantResult(manifest.name, v.name, "built" if changed else "unchanged", seconds, path=path, log=log,
+                         toolchain=used, floor=_describe_floor(floor))
+
+
+def _above_policy(library: Path, manylinux: str) -> list[str]:
+    """One problem per symbol family that the policy does not allow: its newest version and the
+    first symbol that needs it."""
+    newest = {}
+    for need in above([library], manylinux):
+        newest.setdefault(need.family, need)
+    return [f"{library.name} needs {n.tag}{f' ({n.symbol})' if n.symbol else ''}, above {policy_name(manylinux)}"
+            for n in newest.values()]
+
+
+def _describe_floor(floor) -> str:
+    if floor is None:
+        return ""
+    parts = [f"glibc {floor.glibc}" if floor.glibc else "", f"GLIBCXX {floor.glibcxx}" if floor.glibcxx else ""]
+    return f"needs {floor.manylinux} ({', '.join(p for p in parts if p)})" if floor.manylinux else ""
+
+
+def _failure(v, failed: dict[str, str], manifest: Manifest, graph_dir: Path) -> tuple[str, tuple[str, ...]]:
+    """One line, the first failed unit and why (a missing header names the `depends` it needs),
+    and the compiler's lines that follow its first error (the source line and the caret)."""
+    units = {str(u.output): u for u in v.units}
+    for output, text in failed.items():
+        if unit := units.get(output):
+            reason = failure_reason(unit, text, manifest.root, graph_dir)
+            details = first_error(text, graph_dir)[1:] if "includes" not in reason else []
+            return reason, tuple(details)
+    if failed:
+        output, text = next(iter(failed.items()))
+        lines = first_error(text, graph_dir)
+        return f"{Path(output).name}: {lines[0].strip()}" if lines else f"{Path(output).name} failed", tuple(lines[1:])
+    return "linking failed", ()
+
+
+def _outputs(v) -> set[str]:
+    # Its own objects and library; an object shared with another variant (one compile for both)
+    # lies in that variant's folder but is found in the log under the same command.
+    return {str(u.output) for u in v.units} | {str(v.library)}
+
+
+def _write_log(v, outcome) -> Path:
+    """build.log beside the variant's objects: the steps ninja ran for it and their output."""
+    log = v.library.parent / "build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    text = outcome.variant_log(v.name, _outputs(v)) if outcome else ""
+    log.write_text(text or "nothing to do: every step was up to date\n")
+    return log
+
+
+def kbuild_source():
+    # Provenance of kbuild itself when it runs from a git checkout (builder/stage/ is two down).
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists():
+        return source_id(root)
+    return None

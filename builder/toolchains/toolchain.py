@@ -1,0 +1,202 @@
+"""Toolchains: probe a Python environment's torch and find an nvcc, as plain frozen records.
+
+The torch probe runs in the target interpreter (so it works for any provisioned environment)
+and reads flags from `torch.utils.cpp_extension`; results are cached by interpreter and torch
+install time so a no-op rebuild does not pay torch's import again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from builder import proc
+from builder.project.cuda_arch import parse_supported_archs
+from builder.errors import CommandError, ToolchainError
+
+# Runs inside the target interpreter; prints one JSON object.
+_TORCH_PROBE = r"""
+import json, os, sys, sysconfig, glob
+import torch
+from torch.utils import cpp_extension as ce
+info = {
+    "python": sys.executable,
+    "torch_version": torch.__version__,
+    "cuda": torch.version.cuda,
+    "cxx11": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+    "include_paths": ce.include_paths(),
+    "library_paths": ce.library_paths(),
+    "common_nvcc_flags": list(ce.COMMON_NVCC_FLAGS),
+    "python_include": sysconfig.get_paths()["include"],
+    "nvidia_include": [],
+    "cmake_cuda_config": os.path.join(os.path.dirname(torch.__file__), "share", "cmake", "Caffe2", "public", "cuda.cmake"),
+}
+if torch.version.cuda:
+    major = torch.version.cuda.split(".")[0]
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    info["nvidia_include"] = sorted(glob.glob(os.path.join(site, "nvidia", "cu" + major, "include")))
+print(json.dumps(info))
+"""
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    python: str
+    torch_version: str
+    cuda: str | None
+    cxx11: bool
+    include_paths: tuple[str, ...]
+    library_paths: tuple[str, ...]
+    common_nvcc_flags: tuple[str, ...]
+    python_include: str
+    nvidia_include: tuple[str, ...]
+    cmake_cuda_config: str = ""  # torch's CMake CUDA settings (share/cmake/Caffe2/public/cuda.cmake)
+    cmake_nvcc_flags: tuple[str, ...] = ()  # what that file adds to every CUDA compile
+
+    @property
+    def torch(self) -> tuple[int, int]:
+        return _two(self.torch_version)
+
+    @property
+    def cuda_version(self) -> tuple[int, int] | None:
+        return _two(self.cuda) if self.cuda else None
+
+
+@dataclass(frozen=True)
+class CudaInfo:
+    home: str
+    nvcc: str
+    version: tuple[int, int]
+    archs: frozenset[str]  # base archs nvcc can compile: "75", "90", …
+    lib: str = ""  # the folder with libcudart (lib64 in a system CUDA, lib in NVIDIA's wheels)
+
+    @property
+    def lib_dir(self) -> str:
+        return self.lib or str(Path(self.home) / "lib64")
+
+
+def _two(version: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return int(m[1]), int(m[2])
+
+
+def probe_torch(python: str, cache_dir: Path) -> TorchInfo:
+    """Describe the torch installed in `python`'s environment."""
+    key = _cache_key(python)
+    cached = cache_dir / f"torch-{key}.json" if key else None
+    if cached and cached.is_file():
+        data = json.loads(cached.read_text())
+    else:
+        try:
+            done = proc.run([python, "-c", _TORCH_PROBE], timeout=300, what="torch probe")
+        except CommandError as e:
+            last = e.output_tail.splitlines()[-1:] or [""]
+            raise ToolchainError(f"cannot import torch with {python}: {last[0]}",
+                                 hint="install torch into this environment, e.g. pip install torch==2.14.1") from None
+        data = json.loads(done.stdout.strip().splitlines()[-1])
+        if cached:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data))
+            tmp.replace(cached)
+    data["cmake_nvcc_flags"] = cmake_nvcc_flags(Path(data["cmake_cuda_config"]))
+    return TorchInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+_CMAKE_APPEND = re.compile(r"^\s*list\s*\(\s*APPEND\s+CUDA_NVCC_FLAGS\s+(.*?)\s*\)\s*(?:#.*)?$")
+
+
+def cmake_nvcc_flags(config: Path) -> tuple[str, ...]:
+    """The nvcc flags torch's CMake config appends to every CUDA compile of an extension built with
+    CMake (kernel-builder's way): the literal `list(APPEND CUDA_NVCC_FLAGS "...")` lines outside
+    any if() block. torch 2.x: --expt-relaxed-constexpr --expt-extended-lambda. Read from the
+    torch being built against, so a torch that changes them changes kbuild's flags too."""
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()  # a torch without its CMake files: torch.utils.cpp_extension's flags only
+    flags, depth = [], 0
+    for line in text.splitlines():
+        code = line.split("#", 1)[0].strip()
+        if re.match(r"(if|foreach|function|macro)\s*\(", code):
+            depth += 1
+        elif re.match(r"end(if|foreach|function|macro)\s*\(", code):
+            depth -= 1
+        elif depth == 0 and (m := _CMAKE_APPEND.match(code)) and "$" not in m[1]:
+            flags += [f.strip('"') for f in m[1].split()]
+    return tuple(dict.fromkeys(flags))
+
+
+_PROBE_SCHEMA = 2  # bump when the probe reports new fields: cached probes are then redone
+
+
+def _cache_key(python: str) -> str | None:
+    # torch/version.py changes with every torch install, so its mtime keys the probe.
+    env = Path(python).absolute().parent.parent  # a venv python is a symlink: keep the venv
+    versions = sorted(env.glob("lib/python3*/site-packages/torch/version.py"))
+    if not versions:
+        return None
+    stamp = f"{_PROBE_SCHEMA}|{Path(python).absolute()}|{versions[0]}|{versions[0].stat().st_mtime_ns}"
+    return hashlib.sha256(stamp.encode()).hexdigest()[:16]
+
+
+def find_cuda(cuda_home: str | None, cache_dir: Path | None = None) -> CudaInfo | None:
+    """The CUDA toolkit at `cuda_home`, else /usr/local/cuda, else the nvcc on PATH; None if none.
+    With `cache_dir`, what nvcc said is kept, keyed by the nvcc binary's path, size and mtime."""
+    candidates = [cuda_home] if cuda_home else ["/usr/local/cuda"]
+    if not cuda_home and (nvcc := shutil.which("nvcc")):
+        candidates.append(str(_real_home(Path(nvcc))))
+    for home in candidates:
+        nvcc = Path(home) / "bin" / "nvcc"
+        if nvcc.is_file():
+            return _cached_nvcc_probe(Path(home).resolve(), nvcc.resolve(), cache_dir)
+    if cuda_home:
+        raise ToolchainError(f"CUDA_HOME={cuda_home} has no bin/nvcc")
+    return None
+
+
+def _real_home(nvcc: Path) -> Path:
+    # /usr/local/bin/nvcc may be a wrapper script: read the path it execs.
+    text = nvcc.read_text(errors="replace") if nvcc.stat().st_size < 4096 else ""
+    if m := re.search(r"(/\S+)/bin/nvcc", text):
+        return Path(m[1])
+    return nvcc.resolve().parent.parent
+
+
+def _cached_nvcc_probe(home: Path, nvcc: Path, cache_dir: Path | None) -> CudaInfo:
+    if cache_dir is None:
+        return _probe_nvcc(home, nvcc)
+    st = nvcc.stat()
+    key = hashlib.sha256(f"{home}|{nvcc}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    cached = cache_dir / f"nvcc-{key}.json"
+    if cached.is_file():
+        data = json.loads(cached.read_text())
+        return CudaInfo(data["home"], data["nvcc"], tuple(data["version"]), frozenset(data["archs"]), data["lib"])
+    info = _probe_nvcc(home, nvcc)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(describe(info)))
+    tmp.replace(cached)
+    return info
+
+
+def _probe_nvcc(home: Path, nvcc: Path) -> CudaInfo:
+    version = proc.run([str(nvcc), "--version"], timeout=60, what="nvcc --version").stdout
+    m = re.search(r"release (\d+)\.(\d+)", version)
+    if not m:
+        raise ToolchainError(f"cannot read the CUDA version from {nvcc} --version")
+    archs = proc.run([str(nvcc), "--list-gpu-arch"], timeout=60, what="nvcc --list-gpu-arch").stdout
+    lib = next((home / d for d in ("lib64", "lib") if (home / d).is_dir()), home / "lib64")
+    return CudaInfo(str(home), str(nvcc), (int(m[1]), int(m[2])), parse_supported_archs(archs), str(lib))
+
+
+def describe(info: TorchInfo | CudaInfo) -> dict:
+    data = asdict(info)
+    if isinstance(info, CudaInfo):
+        data["archs"] = sorted(info.archs, key=int)
+    return data

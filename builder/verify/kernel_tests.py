@@ -1,0 +1,216 @@
+"""`kbuild test`: run a kernel's own tests/ against each of its built variants.
+
+The variant folder is put on the path under the kernel's Python name (a symlink in a temporary
+folder), so tests written for kernel-builder (`import activation`) run unchanged; tests that load
+their kernel through Hugging Face's loader (`kernels.get_kernel("<repo-id>", version=1)`) get it too,
+through LOCAL_KERNELS. pytest sees only the kernel's own configuration, never a parent folder's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from kbuild.variants import NOARCH, SystemInfo, Variant, host_cpu, host_os, parse_variant, why_not
+
+from builder import proc
+from builder import resources
+from builder._toml import tomllib
+from builder.errors import UsageError
+from builder.layout import BUILD_DIR
+from builder.project.manifest import load_manifest
+from builder.report import VariantResult
+from builder.config.settings import from_environment
+from builder.toolchains.toolchain import TorchInfo, probe_torch
+from builder.project.workspace import kernel_dirs
+
+_NO_TESTS_COLLECTED = 5
+_SKIP_PLUGIN = "kbuild_skip_reasons"  # builder/templates/kbuild_skip_reasons.py
+TIMEOUT_S = 3600  # one variant's suite, unless `kbuild test --timeout` says otherwise
+_GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
+
+
+def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_args: tuple[str, ...], reporter,
+                 cache_dir: Path | None = None, timeout: int | None = None) -> list[VariantResult]:
+    """Each kernel's tests/ against each built variant this torch can load; `timeout`: seconds per
+    variant's suite (default TIMEOUT_S)."""
+    results = []
+    has_gpu = None
+    with reporter.phase(f"probing the torch of {python}"):
+        torch = probe_torch(python, cache_dir or from_environment().probe_dir)
+    kernels = kernel_dirs(folder)
+    for kernel in kernels:
+        manifest = load_manifest(kernel)
+        built = _built_variants(kernel / BUILD_DIR, variants)
+        missing = f"no built variant{' named ' + ', '.join(variants) if variants else ''} in {kernel / BUILD_DIR}"
+        if not built and len(kernels) == 1:
+            raise UsageError(f"{kernel}: {missing}", hint=f"run kbuild build {kernel} first")
+        if not built:  # in a workspace, the kernels that have them are still tested
+            results.append(VariantResult(manifest.name, "-", "skipped", reason=missing))
+            continue
+        if not (kernel / "tests").is_dir():
+            if len(kernels) == 1:
+                raise UsageError(f"{kernel}: no tests/ folder to run")
+            # in a workspace the others are still tested (some published kernels ship no tests)
+            results.append(VariantResult(manifest.name, "-", "skipped", reason=f"no tests/ folder in {kernel}"))
+            continue
+        for variant in built:
+            if reason := _cannot_load(parse_variant(variant.name), torch):
+                # e.g. a torch 2.13 build or a cu132 build in build/ beside this torch's own
+                results.append(VariantResult(manifest.name, variant.name, "skipped",
+                                             reason=f"cannot load in torch {torch.torch_version}: {reason}"))
+                continue
+            if has_gpu is None:
+                with reporter.phase(f"asking the torch of {python} for a GPU"):
+                    has_gpu = proc.run([python, "-c", _GPU_PROBE], timeout=300,
+                                       what="GPU probe").stdout.strip().endswith("1")
+            results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter, timeout))
+    return results
+
+
+def _cannot_load(variant: Variant, torch: TorchInfo) -> str | None:
+    """Why the target torch cannot load `variant` (kbuild's loader rules), or None. Python-only
+    variants always run: Triton kernels fall back to Triton's interpreter on CPU tensors."""
+    if variant.kind == NOARCH:
+        return None
+    if variant.backend == "cuda" and torch.cuda is None:
+        return "it is a CPU build of torch"
+    compute = torch.cuda_version if variant.backend == "cuda" else None
+    system = SystemInfo(torch.torch, variant.backend, compute, host_cpu(), host_os(), torch.cxx11)
+    return why_not(variant, system)
+
+
+def _built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
+    if not build_dir.is_dir():
+        return []
+    found = sorted(p for p in build_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+                   and (p / "metadata.json").is_file())
+    return [p for p in found if not only or p.name in only]
+
+
+def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_args, reporter,
+             timeout: int | None = None) -> VariantResult:
+    timeout = timeout or TIMEOUT_S
+    variant = parse_variant(variant_dir.name)
+    device = "cuda" if variant.backend in ("cuda", "rocm") else "cpu"
+    env = {"KBUILD_TEST_DEVICE": device}
+    if variant.kind == "noarch" and device == "cuda" and not has_gpu:
+        # Triton kernels run on CPU tensors under Triton's interpreter.
+        env.update(KBUILD_TEST_DEVICE="cpu", TRITON_INTERPRET="1")
+    log = manifest.root / ".kbuild" / variant_dir.name / "test.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    reporter.info(f"testing {manifest.name}/{variant_dir.name} on {env['KBUILD_TEST_DEVICE']}"
+                  + (" (Triton interpreter)" if "TRITON_INTERPRET" in env else ""))
+    start = time.monotonic()
+    env.update(_hub_env(manifest.hub_repo_id, variant_dir))
+    root = manifest.root.resolve()
+    with tempfile.TemporaryDirectory(prefix="kbuild-test-") as tmp:
+        (Path(tmp) / manifest.python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
+        # ahead of the caller's path, which stays: packages the suites import may live there
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH")) if p)
+        config = _own_pytest_config(root)
+        if config is None:  # an empty one, so pytest stops looking for one in parent folders
+            config = Path(tmp) / "pytest.ini"
+            config.write_text("[pytest]\n")
+        # Config, rootdir and conftest.py files all come from the kernel: a parent folder's
+        # pytest.ini (addopts, plugins) or conftest.py would otherwise apply to its tests.
+        isolate = ["-c", str(config), f"--rootdir={root}", f"--confcutdir={root}"]
+        # why tests were skipped (a CUDA suite on a CPU machine), from kbuild's plugin beside the kernel
+        (Path(tmp) / f"{_SKIP_PLUGIN}.py").write_bytes(resources.read_bytes(f"templates/{_SKIP_PLUGIN}.py"))
+        env["KBUILD_SKIP_REASONS"] = str(Path(tmp) / "skipped.jsonl")
+        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", _SKIP_PLUGIN, *isolate,
+               str(root / "tests"), *pytest_args]
+        # straight into the log: a suite that is cut short keeps what it ran (tail it while it runs)
+        with reporter.phase(f"pytest {manifest.name}/{variant_dir.name} (log {log})"):
+            code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)
+        skips = skip_reasons(Path(env["KBUILD_SKIP_REASONS"]))
+    seconds = time.monotonic() - start
+    output = log.read_text(errors="replace")
+    if code is None:
+        with log.open("a") as f:
+            f.write(f"\nkbuild: pytest stopped after {timeout} s\n")
+        return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log,
+                             reason=f"timed out after {timeout} s ({_progress(output)})")
+    last = _outcome_line(output)
+    if code in (0, _NO_TESTS_COLLECTED):
+        # Exit 5: every test module skipped itself (e.g. no GPU for a CUDA variant).
+        status = "skipped" if " passed" not in last else "passed"
+        return VariantResult(manifest.name, variant_dir.name, status, seconds, log=log, reason=last, details=skips)
+    return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log, reason=last, details=skips)
+
+
+def _hub_env(repo_id: str | None, variant_dir: Path) -> dict[str, str]:
+    """Environment that makes Hugging Face's loader load `repo_id` from the variant under test
+    (LOCAL_KERNELS may name a variant folder); nothing without a [general.hub] repo-id."""
+    if not repo_id:
+        return {}
+    # The caller's overrides for other repos stay; ours wins for this one.
+    others = [e for e in os.environ.get("LOCAL_KERNELS", "").split(":") if e and e.split("=", 1)[0] != repo_id]
+    env = {"LOCAL_KERNELS": ":".join([*others, f"{repo_id}={variant_dir.resolve()}"])}
+    # A local override needs no network (kernels 0.17.2 makes no request), and offline, whatever
+    # else the tests fetch fails at once instead of waiting on an unreachable Hub. An explicit
+    # HF_HUB_OFFLINE from the caller stands.
+    if "HF_HUB_OFFLINE" not in os.environ:
+        env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+def _own_pytest_config(root: Path) -> Path | None:
+    """The kernel's own pytest config file, found as pytest finds one (its names, its order), but
+    only in the kernel root."""
+    for name in ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini"):  # these always count
+        if (root / name).is_file():
+            return root / name
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            if "pytest" in tomllib.loads(pyproject.read_text()).get("tool", {}):
+                return pyproject
+        except tomllib.TOMLDecodeError:
+            return pyproject  # pytest reports the error in the test log
+    for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        path = root / name
+        if path.is_file() and re.search(rf"^\[{re.escape(section)}\]", path.read_text(), re.M):
+            return path
+    return None
+
+
+def _progress(output: str) -> str:
+    """What a cut-short `pytest -q` got through, from its progress dots."""
+    marks = "".join(m[1] for m in re.finditer(r"^([.FEsxX]+)\s*(?:\[\s*\d+%\])?\s*$", output, re.M))
+    return f"{marks.count('.')} passed, {marks.count('F') + marks.count('E')} failed, {marks.count('s')} skipped so far"
+
+
+SKIP_LINES = 10  # the rest are in the log
+
+
+def skip_reasons(jsonl: Path) -> tuple[str, ...]:
+    """What kbuild's pytest plugin wrote, as `skipped 2: tests/test_x.py:11: no CUDA device`
+    lines, the most frequent first (none when the suite skipped nothing or never got that far)."""
+    try:
+        found = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return ()
+    found.sort(key=lambda s: (-s["count"], s["where"]))
+    lines = [f"skipped {s['count']}: {s['where']}: {s['reason']}" for s in found[:SKIP_LINES]]
+    if len(found) > SKIP_LINES:
+        lines.append(f"and {len(found) - SKIP_LINES} more skip reason(s)")
+    return tuple(lines)
+
+
+def _outcome_line(output: str) -> str:
+    """pytest's closing summary, or what killed it (a crash leaves no summary)."""
+    lines = output.strip().splitlines()
+    for line in reversed(lines):
+        if re.search(r"\d+ (passed|failed|skipped|error)|no tests ran", line):
+            return line.strip("= ")
+    crash = next((line for line in lines if "Fatal Python error: " in line), None)
+    if crash:
+        where = next((line.strip() for line in lines if "/tests/" in line and ", line " in line), "")
+        reason = crash.split("Fatal Python error: ", 1)[1]
+        return f"pytest crashed: {reason}" + (f" at {where}" if where else "")
+    return lines[-1] if lines else "no output"
