@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from builder.stage.abi_check import library_problems
-from builder.stage.abi_floor import above, floor, needs, policy_error, policy_name
+from builder.project.manylinux import policy_error, policy_name
+from builder.stage.abi_floor import above, floor, needs
 from builder.commands.main import main
 from kbuild import get_kernel, get_kernel_variants, has_kernel, host_abi, resolve_kernel
-from kbuild.local import find_variant
+from kbuild.loading import find_variant
 from kbuild.metadata import AbiFloor, VariantMetadata
 from cpu_kernel import write_cpu_kernel
 from runtime_hubs import CUDA130, Kernel, new_process, runtime_env, start_server, torch_probes  # noqa: F401 (fixtures)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from builder.compile.sccache_dist import DistClient, DistSettings, DistStats, resolve_dist
+from builder.compile.sccache_dist import DistClient, DistStats
+from builder.config.dist import DistSettings, resolve_dist
 from builder.errors import ManifestError, UsageError
 from redis_server import free_port
 from sccache_dist import sccache_dist

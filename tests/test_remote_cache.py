@@ -12,7 +12,7 @@ import pytest
 
 from builder.commands.main import main
 from builder.errors import ManifestError, UsageError
-from builder.compile.remote_cache import RemoteCache, parse_remote, resolve_remote
+from builder.config.remote_cache import RemoteCache, parse_remote, resolve_remote
 from cpu_kernel import write_cpu_kernel
 from redis_server import free_port, keys, redis_server
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.stage.abi_floor import above, floor, needs, policy_versions
+from builder.project.manylinux import policy_versions
+from builder.stage.abi_floor import above, floor, needs
 from builder.commands.main import main
 from builder.toolchains.elf_stub import exports, write_stub
 from builder.toolchains.provision import ToolchainStore, load_versions_table

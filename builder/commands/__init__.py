@@ -1,0 +1,3 @@
+"""The `kbuild` command line: one module per command (its arguments and its handler); `main` parses and dispatches.
+Handlers parse, make one library call and render; the work lives in the stages below.
+"""

@@ -228,9 +228,9 @@ def _python(args) -> str:
 
 
 def _options(args) -> BuildOptions:
-    from builder.compile.sccache_dist import resolve_dist
+    from builder.config.dist import resolve_dist
     from builder.config.options import BuildOptions
-    from builder.compile.remote_cache import resolve_remote
+    from builder.config.remote_cache import resolve_remote
 
     env = builder_settings()
     folder = _folder(args.dir).resolve()
@@ -248,7 +248,7 @@ def _options(args) -> BuildOptions:
 
 
 def _manylinux(args) -> str | None:
-    from builder.stage.abi_floor import policy_error
+    from builder.project.manylinux import policy_error
 
     policy = getattr(args, "manylinux", None)
     if policy is not None and (problem := policy_error(policy)):

@@ -65,7 +65,7 @@ def parse_spec(text: str, table: dict) -> Spec:
         if release := cutlass_for(text, cutlass.get("releases", [])):
             return Spec("cutlass", release.release, requirement=cutlass["requirement"].format(release=release.release))
     elif m := re.fullmatch(r"sysroot-(\d+)\.(\d+)", text):
-        from builder.stage.abi_floor import policy_error  # auditwheel: not needed to build the parser
+        from builder.project.manylinux import policy_error  # auditwheel: not needed to build the parser
 
         if "sysroot" in table and not policy_error(f"{m[1]}_{m[2]}"):
             return Spec("sysroot", f"{m[1]}.{m[2]}", requirement=table["sysroot"]["requirement"])

@@ -21,21 +21,11 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from builder import proc
-from builder.errors import CommandError, ManifestError, ToolchainError, UsageError
-from builder.project.workspace import workspace_url
+from builder.config.dist import DistSettings
+from builder.errors import CommandError, ToolchainError
 
-ENV_SCHEDULER = "KBUILD_DIST_SCHEDULER"
-ENV_TOKEN = "KBUILD_DIST_TOKEN"
-
-
-@dataclass(frozen=True)
-class DistSettings:
-    scheduler: str  # http(s)://host:port of the sccache-dist scheduler
-    origin: str  # where it was named, for messages
-    token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
@@ -59,38 +49,6 @@ class DistStats:
         return (f"distributed compiles: {self.distributed} of {self.compilations} on "
                 f"{len(self.by_server)} server(s) ({servers}), {self.compilations - self.distributed} here"
                 f"{errors}; steps: {kinds or 'none'}")
-
-
-def parse_scheduler(text: str, origin: str, error=UsageError) -> str:
-    parts = urlsplit(text.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise error(f"{origin}: expected the sccache-dist scheduler's URL (http://host:port), got {text!r}")
-    return text.strip().rstrip("/")
-
-
-def resolve_dist(flag: str | None, env_scheduler: str | None, env_token: str | None,
-                 folder: Path) -> DistSettings | None:
-    """--dist URL, else KBUILD_DIST_SCHEDULER, else [workspace.dist] scheduler; None: compile here."""
-    if flag:
-        url, origin = parse_scheduler(flag, "--dist"), "--dist"
-    elif env_scheduler:
-        if env_scheduler.strip() == "off":
-            return None
-        url, origin = parse_scheduler(env_scheduler, ENV_SCHEDULER), ENV_SCHEDULER
-    else:
-        found = _workspace_scheduler(folder)
-        if found is None:
-            return None
-        url, origin = found
-    if not env_token:
-        raise UsageError(f"{ENV_TOKEN} is not set: distributed compiles ({origin}) need the scheduler's client token",
-                         hint=f"export {ENV_TOKEN}=<the token of the scheduler's [client_auth]>")
-    return DistSettings(url, origin, env_token)
-
-
-def _workspace_scheduler(folder: Path) -> tuple[str, str] | None:
-    found = workspace_url(folder, "dist", "scheduler", hint=f"; the token comes from {ENV_TOKEN}")
-    return None if found is None else (parse_scheduler(found[0], found[1], error=ManifestError), found[1])
 
 
 def find_sccache() -> str:

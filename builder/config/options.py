@@ -8,8 +8,8 @@ from pathlib import Path
 from kbuild.settings import DEFAULT_CACHE
 
 from builder.project.cuda_arch import Capability
-from builder.compile.sccache_dist import DistSettings
-from builder.compile.remote_cache import RemoteCache
+from builder.config.dist import DistSettings
+from builder.config.remote_cache import RemoteCache
 from builder.config.settings import DEFAULT_TOOLCHAINS, PYPI
 
 

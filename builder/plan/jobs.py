@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from kbuild.variants import parse_variant
 
-from builder.stage.abi_floor import policy_glibc
+from builder.project.manylinux import policy_glibc
 from builder.project.cuda_arch import Capability, parse_arch_list, parse_capability
 from builder.project.dependencies import BUILT_BACKENDS, parse_dependency, pick_cutlass
 from builder.errors import KbuildError, ToolchainError, UsageError

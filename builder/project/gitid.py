@@ -60,3 +60,16 @@ def _content_hash(folder: Path, exclude: tuple[str, ...]) -> str:
             continue
         h.update(rel.as_posix().encode() + b"\0" + hashlib.sha1(path.read_bytes()).digest())
     return h.hexdigest()
+
+
+def stale_reason(metadata: dict, now: SourceId) -> str | None:
+    """Why the variant is not a build of the kernel folder as it is now, or None. A build outside
+    git, or of uncommitted sources, is the dirty check's business, not this one's."""
+    built = (metadata.get("provenance") or {}).get("kernel")
+    if not built or built.get("dirty") or not built.get("tree"):
+        return None
+    if now.tree != built["tree"]:
+        return f"was built from sources {built['tree'][:7]}; the kernel folder is now at {now.tree[:7]}"
+    if now.dirty:
+        return "was built from the committed sources, which have uncommitted changes since"
+    return None

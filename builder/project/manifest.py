@@ -202,7 +202,7 @@ def check_python_package(m: Manifest) -> None:
 
 
 def _policy_error(policy: str) -> str | None:
-    from builder.stage.abi_floor import policy_error  # auditwheel's policies, only for a [general] manylinux
+    from builder.project.manylinux import policy_error  # auditwheel's policies, only for a [general] manylinux
 
     return policy_error(policy)
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from kbuild.digest import file_digest
 
 from builder.errors import ExitCode, KbuildError
-from builder.project.gitid import SourceId
 
 
 class IntegrityError(KbuildError):
@@ -71,16 +70,3 @@ def verify_variant(folder: Path, metadata: dict) -> dict[str, Path]:
             raise IntegrityError(f"{folder / rel}: changed since the build (does not match metadata.json's digest)",
                                  hint=rebuild)
     return files
-
-
-def stale_reason(metadata: dict, now: SourceId) -> str | None:
-    """Why the variant is not a build of the kernel folder as it is now, or None. A build outside
-    git, or of uncommitted sources, is the dirty check's business, not this one's."""
-    built = (metadata.get("provenance") or {}).get("kernel")
-    if not built or built.get("dirty") or not built.get("tree"):
-        return None
-    if now.tree != built["tree"]:
-        return f"was built from sources {built['tree'][:7]}; the kernel folder is now at {now.tree[:7]}"
-    if now.dirty:
-        return "was built from the committed sources, which have uncommitted changes since"
-    return None

@@ -22,7 +22,8 @@ from builder.errors import ExitCode, KbuildError, UsageError
 from builder.project.gitid import source_id
 from builder.hub.backend import HubBackend, RemoteFile, Upload
 from builder.hub.errors import HubError, RefConflict
-from builder.publish.integrity import regular_files, stale_reason, verify_variant
+from builder.project.gitid import stale_reason
+from builder.publish.integrity import regular_files, verify_variant
 from builder.layout import BUILD_DIR, WORK_DIR
 from builder.project.manifest import Manifest
 from builder.publish.pyapi import public_names

@@ -1,8 +1,7 @@
 """The ABI floor of a linked kernel library: the newest glibc / libstdc++ / libgcc symbol versions
 it needs, and the manylinux policy those allow.
 
-Symbol versions are read with pyelftools; the policy comes from auditwheel's own policy data
-(its manylinux tables are the PEP 600 source of truth), so kbuild carries no table of its own.
+Symbol versions are read with pyelftools; the policies are project/manylinux.py's (auditwheel's).
 """
 
 from __future__ import annotations
@@ -10,15 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from auditwheel.architecture import Architecture
-from auditwheel.libc import Libc
-from auditwheel.policy import WheelPolicies
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import UsageError
+from builder.project.manylinux import all_policies, find_policy
 
 # version-name prefix -> the metadata.json key it is recorded under
 FAMILIES = {"GLIBC": "glibc", "GLIBCXX": "glibcxx", "CXXABI": "cxxabi", "GCC": "gcc"}
@@ -108,55 +105,13 @@ def floor(libraries: list[Path], arch: str = "x86_64") -> Floor:
     versioned = {}
     for n in all_needs:
         versioned.setdefault(n.library, set()).add(n.tag)
-    return Floor(newest, _policies(arch).versioned_symbols_policy(versioned).name)
+    return Floor(newest, all_policies(arch).versioned_symbols_policy(versioned).name)
 
 
 def above(libraries: list[Path], policy: str, arch: str = "x86_64") -> list[Need]:
     """The requirements of `libraries` that `policy` (e.g. "2_28" or "manylinux_2_28") does not
     allow, newest first within a family."""
-    allowed = _policy(policy, arch).symbol_versions
+    allowed = find_policy(policy, arch).symbol_versions
     bad = [n for lib in libraries for n in needs(lib)
            if n.family in allowed and n.version not in allowed[n.family]]
     return sorted(bad, key=lambda n: (n.family, _key(n.version)), reverse=True)
-
-
-def policy_error(policy: str, arch: str = "x86_64") -> str | None:
-    """Why `policy` ("2_28", "manylinux_2_28") names no policy auditwheel knows; None if it does."""
-    try:
-        _policy(policy, arch)
-    except LookupError:
-        known = ", ".join(p.name.removeprefix("manylinux_").removesuffix(f"_{arch}")
-                          for p in reversed(list(_policies(arch))) if p.name.startswith("manylinux_"))
-        return f'unknown manylinux policy "{policy}" (known: {known})'
-    return None
-
-
-def policy_versions(policy: str, arch: str = "x86_64") -> dict[str, set[str]]:
-    """The symbol versions `policy` allows, by family: {"GLIBC": {"2.2.5", ..., "2.28"}, ...}."""
-    return {family: set(versions) for family, versions in _policy(policy, arch).symbol_versions.items()}
-
-
-def policy_glibc(policy: str, arch: str = "x86_64") -> str:
-    """The glibc release a policy stands for: "2_28" (or manylinux2014) -> "2.28" ("2.17")."""
-    major, minor = _policy(policy, arch).name.split("_")[1:3]
-    return f"{major}.{minor}"
-
-
-def policy_name(policy: str, arch: str = "x86_64") -> str:
-    return _policy(policy, arch).name
-
-
-def _policy(policy: str, arch: str):
-    name = policy if policy.startswith("manylinux") else f"manylinux_{policy}"
-    if not name.endswith(arch):
-        name = f"{name}_{arch}"
-    return _policies(arch).get_policy_by_name(name)
-
-
-_POLICIES: dict[str, WheelPolicies] = {}
-
-
-def _policies(arch: str) -> WheelPolicies:
-    if arch not in _POLICIES:
-        _POLICIES[arch] = WheelPolicies(libc=Libc.GLIBC, arch=Architecture(arch))
-    return _POLICIES[arch]

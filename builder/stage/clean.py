@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.project.gitid import source_id
-from builder.publish.integrity import stale_reason
+from builder.project.gitid import stale_reason
 from builder.layout import BUILD_DIR, WORK_DIR
 
 

@@ -10,7 +10,8 @@ from kbuild.metadata import VariantMetadata
 from kbuild.variants import STABLE_ABI
 
 from builder.stage.abi_check import library_problems
-from builder.stage.abi_floor import above, policy_name
+from builder.project.manylinux import policy_name
+from builder.stage.abi_floor import above
 from builder.compile.diagnose import failure_reason, first_error
 from builder.errors import BuildError
 from builder.project.gitid import source_id

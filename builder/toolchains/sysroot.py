@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from builder.toolchains import elf_stub
-from builder.stage.abi_floor import policy_versions
+from builder.project.manylinux import policy_versions
 from builder.errors import ToolchainError
 
 # zig's libc header folders for x86_64 glibc, most specific first (its own search order)

@@ -1,0 +1,2 @@
+"""`kbuild test`: a kernel's own tests run against each built variant.
+"""
