@@ -1,5 +1,8 @@
 """kbuild's runtime: load ABI-tagged kernel builds (DESIGN.md §4–§6).
 
+Every loading failure is a `KernelError` (kbuild.errors), each subclass keeping the built-in base
+it always had (NoVariantFits is a FileNotFoundError, HubUnreachable an OSError, ...).
+
 Light on purpose: importing it loads neither torch, huggingface_hub nor anything of the builder,
 and its names load on first use (`from kbuild import get_kernel` imports the loader then); torch
 is imported only when a system is detected or a kernel is loaded, huggingface_hub only when an
@@ -16,7 +19,9 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it
 _EXPORTS = {
-    "IntegrityError": "digest", "digest_tree": "digest", "verify_tree": "digest",
+    "digest_tree": "digest", "verify_tree": "digest",
+    "HubUnreachable": "errors", "IntegrityError": "errors", "KernelError": "errors", "KernelNotFound": "errors",
+    "NoVariantFits": "errors", "RepoNotFound": "errors", "RevisionNotFound": "errors",
     "Resolution": "hub_loader", "get_kernel": "hub_loader", "get_kernel_variants": "hub_loader",
     "has_kernel": "hub_loader", "install_kernel": "hub_loader", "resolve_kernel": "hub_loader",
     "kernelize": "layers",
@@ -43,7 +48,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .digest import IntegrityError, digest_tree, verify_tree
+    from .digest import digest_tree, verify_tree
+    from .errors import (HubUnreachable, IntegrityError, KernelError, KernelNotFound, NoVariantFits, RepoNotFound,
+                         RevisionNotFound)
     from .hub_loader import Resolution, get_kernel, get_kernel_variants, has_kernel, install_kernel, resolve_kernel
     from .layers import kernelize
     from .local import get_local_kernel

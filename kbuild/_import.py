@@ -18,13 +18,15 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
+from .errors import KernelImportError
+
 # Re-entrant: a kernel's __init__ may itself load a kernel it depends on.
 _LOCK = threading.RLock()
 
 
 def import_package(name: str, package_dir: Path) -> ModuleType:
     """`package_dir/__init__.py` as `sys.modules[name]`; the module already there when it was
-    imported from the same folder. ImportError if `name` is taken by another folder."""
+    imported from the same folder. KernelImportError if `name` is taken by another folder."""
     package_dir = Path(package_dir).resolve()
     with _LOCK:
         loaded = loaded_from(name, package_dir)
@@ -42,7 +44,7 @@ def loaded_from(name: str, package_dir: Path) -> ModuleType | None:
     # Compare folders, not files: in the Hugging Face cache __init__.py is a link to a blob.
     if origin is not None and Path(origin).parent.resolve() == Path(package_dir).resolve():
         return module
-    raise ImportError(
+    raise KernelImportError(
         f"cannot import {package_dir} as {name!r}: that name is already loaded from "
         f"{Path(origin).parent if origin else 'elsewhere'}; one build id can be loaded only once "
         "per process, since its ops would register twice in one namespace"
@@ -73,7 +75,7 @@ def _exec_package(name: str, package_dir: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, init, loader=SourceOnlyLoader(name, str(init)),
                                                   submodule_search_locations=[str(package_dir)])
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {init}")
+        raise KernelImportError(f"cannot import {init}")
     module = importlib.util.module_from_spec(spec)
     # Registered before it runs, as the import system does, so `from . import x` finds it.
     sys.modules[name] = module

@@ -31,8 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from .digest import IntegrityError, file_digest, git_blob_oid, verify_tree
-from .hubs import RemoteFile
+from .digest import file_digest, git_blob_oid, variant_files, verify_tree
+from .errors import BadHubContent, IntegrityError
+from .hubs.base import RemoteFile
 from .metadata import VariantMetadata
 from .refs import Refs
 
@@ -51,12 +52,12 @@ class KernelCache:
 
     def commit_dir(self, hub_key: str, repo_id: str, commit: str) -> Path:
         if not _COMMIT.match(commit):  # names from a hub never become paths unchecked
-            raise ValueError(f"{repo_id}: the hub named {commit!r} as a commit, which is not a hex object id")
+            raise BadHubContent(f"{repo_id}: the hub named {commit!r} as a commit, which is not a hex object id")
         return self.repo_dir(hub_key, repo_id) / commit
 
     def variant_dir(self, hub_key: str, repo_id: str, commit: str, variant: str) -> Path:
         if not _VARIANT.match(variant):
-            raise ValueError(f"{repo_id}@{commit[:12]}: refusing the variant folder name {variant!r}")
+            raise BadHubContent(f"{repo_id}@{commit[:12]}: refusing the variant folder name {variant!r}")
         return self.commit_dir(hub_key, repo_id, commit) / variant
 
     # -- small records ---------------------------------------------------------------------------
@@ -137,7 +138,7 @@ def verify_fetched(folder: Path, listed: list[RemoteFile], where: str, require_d
     """Check freshly fetched files: the set against the hub's listing, metadata.json's digest for
     the files it covers (hashed once, here), the hub's blob ids for the others (metadata.json
     itself, or every file of a build without a digest); the marker that records them."""
-    present = _files(folder)
+    present = set(variant_files(folder))  # metadata.json included
     expected = {f.path for f in listed}
     if present != expected:
         odd = sorted(present ^ expected)
@@ -166,7 +167,7 @@ def check(variant_dir: Path, anchor: Callable[[], bytes] | None = None) -> None:
     if not _signed(variant_dir, marker):
         _reverify(variant_dir, anchor)
         return
-    present, recorded = _files(variant_dir), marker["files"]
+    present, recorded = set(variant_files(variant_dir)), marker["files"]
     for rel in sorted(present | set(recorded)):
         if rel not in present:
             _changed(variant_dir, rel, "is missing")
@@ -205,7 +206,7 @@ def _reverify(variant_dir: Path, anchor: Callable[[], bytes] | None) -> None:
     if (variant_dir / "metadata.json").read_bytes() != published:
         _changed(variant_dir, "metadata.json", "does not match the hub's copy")
     verify_tree(variant_dir, meta.digest)
-    _try_write_marker(variant_dir, _marker(variant_dir, _files(variant_dir), meta.digest))
+    _try_write_marker(variant_dir, _marker(variant_dir, set(variant_files(variant_dir)), meta.digest))
 
 
 def _marker(folder: Path, files: set[str], known: dict[str, str] | None = None) -> dict:
@@ -218,7 +219,7 @@ def _marker(folder: Path, files: set[str], known: dict[str, str] | None = None) 
 
 def _sign(variant_dir: Path, marker: dict) -> dict:
     """The marker with this user's HMAC for the variant's final place (not a temporary folder's)."""
-    key = cache_key()
+    key = signing_key()
     return {**marker, "mac": _mac(key, variant_dir, marker["files"])} if key is not None else marker
 
 
@@ -231,14 +232,14 @@ def _mac(key: bytes, folder: Path, entries: dict) -> str:
 
 
 def _signed(folder: Path, marker) -> bool:
-    key = cache_key()
+    key = signing_key()
     if key is None or not isinstance(marker, dict) or marker.get("version") != MARKER_VERSION:
         return False
     files, mac = marker.get("files"), marker.get("mac")
     return isinstance(files, dict) and isinstance(mac, str) and hmac.compare_digest(_mac(key, folder, files), mac)
 
 
-def cache_key_path() -> Path:
+def signing_key_path() -> Path:
     from .settings import config_file
 
     return config_file().parent / "cache.key"
@@ -247,10 +248,10 @@ def cache_key_path() -> Path:
 _KEYS: dict[Path, bytes] = {}  # read once per process: a load checks a marker without opening the key
 
 
-def cache_key() -> bytes | None:
+def signing_key() -> bytes | None:
     """This user's key for signing verification records, made once (0600, never through a link);
     None when it cannot be read or made (then every load re-verifies against the hub)."""
-    path = cache_key_path()
+    path = signing_key_path()
     if path in _KEYS:
         return _KEYS[path]
     key = _load_key(path)
@@ -287,17 +288,6 @@ def _try_write_marker(variant_dir: Path, marker: dict) -> None:
 
 def _changed(variant_dir: Path, rel: str, how: str = "was changed") -> None:
     raise IntegrityError(f"kernel variant {variant_dir}: {rel} {how} after it was downloaded and verified")
-
-
-def _files(root: Path) -> set[str]:
-    """Every file but bytecode (the digest's set, plus metadata.json)."""
-    found = set()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-        for name in filenames:
-            if not name.endswith(".pyc"):
-                found.add(Path(dirpath, name).relative_to(root).as_posix())
-    return found
 
 
 def _stat(path: Path) -> list[int]:

@@ -1,7 +1,9 @@
-"""Per-file digests of a built variant (DESIGN.md §5, metadata.json `digest`).
+"""Which files make up a built variant, and their digests (docs/formats.md, "metadata.json").
 
 The builder writes them with `digest_tree`; loaders check them with `verify_tree` before
-importing, so a variant that was changed after it was built never runs.
+importing, so a variant that was changed after it was built never runs. `variant_files` is the one
+rule for which files of a variant folder count (staged, digested, published, fetched, cached);
+`is_bytecode` the same rule for a path alone (hub listings).
 """
 
 from __future__ import annotations
@@ -11,19 +13,19 @@ import hashlib
 import os
 from pathlib import Path
 
+from .errors import IntegrityError
+
 ALGORITHM = "sha256"
+METADATA = "metadata.json"  # the file that records the digest, at the variant's root
+BYTECODE_DIR = "__pycache__"
 _CHUNK = 1 << 20
-
-
-class IntegrityError(ValueError):
-    """A variant's files do not match the digest its metadata.json records."""
 
 
 def digest_tree(root: Path) -> dict[str, str]:
     """Relative posix path -> base64 sha256 for every file under `root` but the root's
     metadata.json and bytecode, sorted by path."""
     root = Path(root)
-    return {rel: file_digest(root / rel) for rel in sorted(_files(root))}
+    return {rel: file_digest(root / rel) for rel in sorted(_covered(root))}
 
 
 def file_digest(path: Path) -> str:
@@ -39,7 +41,7 @@ def verify_tree(root: Path, expected: dict[str, str]) -> None:
     """Raise IntegrityError naming the first file (by path) that is missing, unexpected or
     changed."""
     root = Path(root)
-    present = _files(root)
+    present = _covered(root)
     for rel in sorted(present | set(expected)):
         if rel not in present:
             _fail(root, f"{rel} is listed in metadata.json's digest but missing")
@@ -49,19 +51,34 @@ def verify_tree(root: Path, expected: dict[str, str]) -> None:
             _fail(root, f"{rel} does not match metadata.json's digest")
 
 
-def _files(root: Path) -> set[str]:
-    found = set()
-    # os.walk does not descend into linked folders, but a linked file counts: the Hugging Face
-    # cache stores every file of a snapshot as a link to its blob.
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-        for name in filenames:
+def is_bytecode(rel: str) -> bool:
+    """Python's bytecode caches (`__pycache__/`, `*.pyc`), by relative posix path: whoever
+    imports a variant writes them, no build does, so they are never digested, staged, published,
+    fetched or compared."""
+    return rel.endswith(".pyc") or BYTECODE_DIR in rel.split("/")
+
+
+def variant_files(root: Path, *, folders: bool = False) -> dict[str, Path]:
+    """Relative posix path -> path of each file of the variant folder `root`, sorted by path:
+    every entry but folders and bytecode (is_bytecode), metadata.json included. Linked folders
+    are never entered, linked files are listed: the Hugging Face cache stores every file of a
+    snapshot as a link to its blob. With `folders`, the folders (linked ones too) are listed as
+    well, for callers that check what each entry is."""
+    root, found = Path(root), {}
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk never follows linked folders
+        dirnames[:] = [d for d in dirnames if d != BYTECODE_DIR]
+        for name in filenames + (dirnames if folders else []):
             path = Path(dirpath, name)
             rel = path.relative_to(root).as_posix()
-            if rel == "metadata.json" or name.endswith(".pyc") or not path.is_file():
-                continue
-            found.add(rel)
-    return found
+            if name in dirnames or not is_bytecode(rel):
+                found[rel] = path
+    return dict(sorted(found.items()))
+
+
+def _covered(root: Path) -> set[str]:
+    """What the digest covers: the variant's files but metadata.json (which records it) and
+    anything that is not a readable file (a dangling link, a fifo)."""
+    return {rel for rel, path in variant_files(root).items() if rel != METADATA and path.is_file()}
 
 
 def _fail(root: Path, what: str) -> None:

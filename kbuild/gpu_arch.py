@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .errors import InvalidSetting
+
 _CUDA_ARCH = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?\Z")
 _CUDA_DEVICE = re.compile(r"^(\d+)\.(\d+)\Z")
 _ROCM_DEVICE = re.compile(r"^gfx[0-9a-f]+\Z")
@@ -81,16 +83,17 @@ def device_fit(backend: str, archs: tuple[str, ...], device: str | None) -> Fit:
 
 def parse_device(backend: str, text: str, where: str) -> str:
     """A device arch as given (KBUILD_GPU_ARCH): `9.0` for CUDA, `gfx942` for ROCm (a feature
-    suffix such as `:sramecc+:xnack-` is dropped). ValueError names `where` and the forms."""
+    suffix such as `:sramecc+:xnack-` is dropped). InvalidSetting (a ValueError) names `where` and
+    the forms."""
     value = text.strip()
     if backend == "rocm":
         value = value.split(":")[0]
         if _ROCM_DEVICE.match(value):
             return value
-        raise ValueError(f"{where}: expected a ROCm GPU arch such as gfx942, got {text!r}")
+        raise InvalidSetting(f"{where}: expected a ROCm GPU arch such as gfx942, got {text!r}")
     if _CUDA_DEVICE.match(value):
         return value
-    raise ValueError(f"{where}: expected a CUDA compute capability such as 9.0 or 12.0, got {text!r}")
+    raise InvalidSetting(f"{where}: expected a CUDA compute capability such as 9.0 or 12.0, got {text!r}")
 
 
 def probe(torch, backend: str) -> str | None:

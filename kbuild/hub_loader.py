@@ -18,15 +18,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
-from . import fit
+from . import fit, hubs
 from .cache import KernelCache, no_digest_message
-from .digest import IntegrityError
+from .errors import (HubUnreachable, IntegrityError, InvalidMetadata, KernelNotFound, MissingPin, NoVariantFits,
+                     OfflineMiss, RepoNotFound, RevisionNotFound)
 from .gpu_arch import describe_device
 from .kernel_deps import KernelPin, LoadOne
-from .hubs import HubReader, HubUnreachable, RepoNotFound, open_reader
-from .local import find_variant, load_variant
+from .loading import find_variant, load_variant
 from .metadata import VariantMetadata
-from .refs import KernelRef, MissingPin, Refs, UnknownRevision, parse_request, resolve
+from .refs import KernelRef, Refs, parse_request, resolve
 from .settings import Settings, from_environment
 from .trust import check_trust
 from .variants import Candidate, SystemInfo, detect_system, format_trace
@@ -39,10 +39,6 @@ _VARIANTS: dict[tuple, list[str]] = {}  # (hub, repo, commit) -> variant names
 _SYSTEMS: dict[str | None, SystemInfo] = {}
 # (hub, repo, commit, variant) -> its metadata.json, read for the checks of kbuild.fit
 _METADATA: dict[tuple, VariantMetadata] = {}
-
-
-class OfflineMiss(FileNotFoundError):
-    """Offline, and what was asked for is not in the cache."""
 
 
 @dataclass(frozen=True)
@@ -79,18 +75,18 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
     target = _target(system, backend, check_arch)
-    if ref.repo_id in settings.local_kernels:
-        return load_variant(find_variant(settings.local_kernels[ref.repo_id], target))
-    session = Session(hub, settings, allow_no_digest)
-    endpoint = None if session.reader.local else session.reader.endpoint
-    check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
-    found = session.resolve(ref, target)
 
     def dependency(pin: KernelPin) -> ModuleType:  # from the same hub, for the same system, trusted alike
         return get_kernel(pin.repo_id, version=pin.version, revision=pin.revision, hub=hub, backend=backend,
-                          trust_remote_code=trust_remote_code, system=found.system, allow_no_digest=allow_no_digest)
+                          trust_remote_code=trust_remote_code, system=target, allow_no_digest=allow_no_digest)
 
-    return session.load_best(found, dependency)
+    if ref.repo_id in settings.local_kernels:
+        return load_variant(find_variant(settings.local_kernels[ref.repo_id], target), load_dependency=dependency,
+                            owner=ref.repo_id)
+    session = Session(hub, settings, allow_no_digest)
+    endpoint = None if session.reader.local else session.reader.endpoint
+    check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
+    return session.load_best(session.resolve(ref, target), dependency)
 
 
 def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
@@ -105,8 +101,8 @@ def install_kernel(repo_id: str, *, revision: str | None = None, version: int | 
     if variant is None:
         return session.install_best(found)[1]
     if variant not in {c.name for c in found.trace}:
-        raise FileNotFoundError(f"{ref} (commit {found.commit[:12]}) has no variant {variant!r}; it has: "
-                                f"{', '.join(c.name for c in found.trace) or 'none'}")
+        raise KernelNotFound(f"{ref} (commit {found.commit[:12]}) has no variant {variant!r}; it has: "
+                             f"{', '.join(c.name for c in found.trace) or 'none'}")
     return session.install(ref.repo_id, found.commit, variant)
 
 
@@ -123,13 +119,13 @@ def has_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     if ref.repo_id in settings.local_kernels:
         try:
             find_variant(settings.local_kernels[ref.repo_id], target)
-        except FileNotFoundError:
+        except KernelNotFound:
             return False
         return True
     try:
         session = Session(hub, settings)
         return session.judge_metadata(session.resolve(ref, target)).chosen is not None
-    except (RepoNotFound, UnknownRevision, OfflineMiss):
+    except (RepoNotFound, RevisionNotFound, OfflineMiss):
         return False
 
 
@@ -180,10 +176,10 @@ def _request(repo_id: str, revision: str | None, version: int | None, hub, setti
 # -- one call's view of a hub and the cache -----------------------------------------------------
 
 class Session:
-    def __init__(self, hub: str | HubReader | None, settings: Settings, allow_no_digest: bool = False):
+    def __init__(self, hub: str | hubs.HubReader | None, settings: Settings, allow_no_digest: bool = False):
         self.settings = settings
         self.allow_no_digest = allow_no_digest
-        self.reader = hub if hasattr(hub, "refs") else open_reader(hub or settings.hub, settings.token)
+        self.reader = hub if hasattr(hub, "refs") else hubs.open(hub or settings.hub, settings.token)
         self.cache = KernelCache(settings.kernels_cache)
         self.offline = settings.offline and not self.reader.local
 
@@ -249,7 +245,7 @@ class Session:
             return self._cached_metadata(repo_id, commit, variant)
         try:
             raw = self.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
-        except FileNotFoundError:  # an old kernel-builder build without metadata.json: nothing recorded
+        except KernelNotFound:  # an old kernel-builder build without metadata.json: nothing recorded
             raw = b"{}"
         except HubUnreachable:
             return self._cached_metadata(repo_id, commit, variant)
@@ -362,7 +358,7 @@ class Session:
         return module
 
     def raise_no_fit(self, found: Resolution):
-        raise FileNotFoundError(no_fit_message(found, self.fitting_versions(found)))
+        raise NoVariantFits(no_fit_message(found, self.fitting_versions(found)))
 
     def fitting_versions(self, found: Resolution) -> dict[int, str]:
         """Other v<N> branches with a variant that fits (version -> variant); best effort."""
@@ -419,7 +415,7 @@ def _json(raw: bytes, where: str):
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{where}: not valid JSON ({e})") from None
+        raise InvalidMetadata(f"{where}: not valid JSON ({e})") from None
 
 
 def _warn(message: str) -> None:

@@ -15,6 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from types import ModuleType
 
+from .errors import KernelError, KernelImportError
+
 # The repos whose dependencies are being loaded, outermost first: a cycle would never end.
 _CHAIN: ContextVar[tuple[str, ...]] = ContextVar("kbuild_kernel_dep_chain", default=())
 
@@ -47,12 +49,12 @@ def load_dependencies(owner: str, pins: tuple[KernelPin, ...], load_one: LoadOne
     loaded = {}
     for pin in pins:
         if pin.repo_id in chain:
-            raise ImportError(f"{owner}: cyclic kernel dependency {' -> '.join((*chain, pin.repo_id))}")
+            raise KernelImportError(f"{owner}: cyclic kernel dependency {' -> '.join((*chain, pin.repo_id))}")
         token = _CHAIN.set((*chain, pin.repo_id))
         try:
             loaded[pin.repo_id] = load_one(pin)
-        except (OSError, ImportError, ValueError) as e:
-            raise ImportError(f"{owner}: its kernel dependency {pin} could not be loaded: {e}") from e
+        except (KernelError, OSError, ImportError, ValueError) as e:
+            raise KernelImportError(f"{owner}: its kernel dependency {pin} could not be loaded: {e}") from e
         finally:
             _CHAIN.reset(token)
     return loaded
@@ -69,6 +71,6 @@ def _get_kernel_dep_context(pins: tuple[KernelPin, ...], where: str):
     try:
         from kernels.deps import use_kernel_deps
     except ImportError:
-        raise ImportError(f"{where} has kernel dependencies ({', '.join(map(str, pins))}) that it takes "
+        raise KernelImportError(f"{where} has kernel dependencies ({', '.join(map(str, pins))}) that it takes "
                           "from Hugging Face's kernels.get_kernel_dep: install kernels >= 0.17") from None
     return use_kernel_deps

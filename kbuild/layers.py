@@ -16,6 +16,8 @@ import types
 import warnings
 from dataclasses import dataclass
 
+from .errors import InvalidRequest, KernelNotFound
+
 MODES = ("inference", "training")
 
 
@@ -28,7 +30,7 @@ class LayerRef:
     def parse(cls, key: str, value: str) -> LayerRef:
         request, sep, layer = str(value).rpartition(":")
         if not sep or not request or not layer.isidentifier():
-            raise ValueError(f"kernelize mapping {key!r}: {value!r} is not 'org/repo@v1:LayerName'")
+            raise InvalidRequest(f"kernelize mapping {key!r}: {value!r} is not 'org/repo@v1:LayerName'")
         return cls(request, layer)
 
 
@@ -37,7 +39,7 @@ def kernelize(model, mapping: dict[str, str], *, mode: str = "inference", device
     """Bind kernel layers' forwards onto the matching modules of `model` (in place); returns `model`.
     `device` ("cpu", "cuda", a torch.device) picks the backend; by default the model's parameters'."""
     if mode not in MODES:
-        raise ValueError(f"kernelize: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise InvalidRequest(f"kernelize: mode must be one of {', '.join(MODES)}, got {mode!r}")
     wanted = {key: LayerRef.parse(key, value) for key, value in mapping.items()}
     backend = _backend(model, device)
     layers: dict[LayerRef, object] = {}
@@ -75,7 +77,7 @@ def _usable_layer(ref: LayerRef, name: str, mode: str, torch_compile: bool, back
 
     try:
         kernel = get_kernel(ref.request, hub=hub, backend=backend, trust_remote_code=trust)
-    except FileNotFoundError as e:
+    except KernelNotFound as e:  # no variant fits (or none is there): the model runs as it is
         warnings.warn(f"kernelize: {name} keeps its own forward: {str(e).splitlines()[0]}", stacklevel=3)
         return None
     layer = _find_layer(kernel, ref)

@@ -1,23 +1,16 @@
-"""Load a kernel from a local build: pick the variant that fits, verify it, import it.
-
-`find_variant` (which folder) and `load_variant` (verify + import one folder) are separate so
-the hub loader can reuse the second after downloading, and tests can pass a SystemInfo.
-"""
+"""`get_local_kernel(path)`: load a kernel straight from a local build (its `build/` folder, the
+build folder itself, or one variant folder), with the variant choice of kbuild.loading."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
-from ._import import import_package, loaded_from
-from . import fit
-from .digest import verify_tree
-from .kernel_deps import KernelPin, LoadOne, load_dependencies, serving
-from .metadata import VariantMetadata
-from .variants import Candidate, SystemInfo, detect_system, format_trace, parse_variant, resolve
+from .hub_loader import get_kernel
+from .kernel_deps import KernelPin
+from .loading import find_variant, load_variant
+from .variants import detect_system
 
 
 def get_local_kernel(path: str | Path, backend: str | None = None, *, verify: bool = True,
@@ -35,119 +28,6 @@ def get_local_kernel(path: str | Path, backend: str | None = None, *, verify: bo
                         verify=verify, load_dependency=lambda pin: _from_hub(pin, backend))
 
 
-def find_variant(path: str | Path, system: SystemInfo) -> Path:
-    """The variant folder under `path` that fits `system` best; FileNotFoundError, listing
-    every candidate and why it was rejected, when none fits."""
-    path = Path(path).expanduser().resolve()
-    if not path.is_dir():
-        raise FileNotFoundError(f"no kernel at {path}: not a folder")
-    build = _build_folder(path)
-    if build is None:
-        if (path / "build.toml").is_file() and not (path / "__init__.py").is_file():
-            raise FileNotFoundError(f"no kernel variants in {path}: it is a kernel project without a build/ "
-                                    f"folder; build it first (kbuild build {path})")
-        return _single_variant(path, system)
-    trace = judge_folder(build, system)
-    if not trace[0].accepted:
-        raise FileNotFoundError(_no_fit(build, system, trace))
-    return build / trace[0].name
-
-
-def judge_folder(build: Path, system: SystemInfo) -> list[Candidate]:
-    """Every variant folder in `build` judged against `system`, by name and then by its metadata
-    (ABI floor, GPU archs, python-depends: kbuild.fit), before anything of it is imported."""
-    names = sorted(d.name for d in build.iterdir() if d.is_dir() and not d.name.startswith("."))
-    if not names:
-        raise FileNotFoundError(f"no kernel variants in {build} (this system: {system.describe()})")
-    trace = resolve(names, system)
-    for c in [c for c in trace if c.accepted]:
-        trace = fit.apply(trace, c.name, fit.judge(VariantMetadata.for_variant(build / c.name), c.name, system))
-    return trace
-
-
-def load_variant(variant_dir: str | Path, *, verify: bool = True, load_dependency: LoadOne | None = None,
-                 owner: str | None = None) -> ModuleType:
-    """Import one variant folder as `sys.modules[<its id>]` (memoised per folder). Its kernel
-    dependencies are loaded first with `load_dependency` (default: get_kernel on the default hub);
-    `owner` names the kernel in messages and in the dependency chain (default: the folder)."""
-    variant_dir = Path(variant_dir).resolve()
-    meta = VariantMetadata.for_variant(variant_dir)
-    package_dir = _package_dir(variant_dir, meta)
-    name = meta.id or _derived_name(meta.python_name or _python_name_of(variant_dir, package_dir), variant_dir)
-    loaded = loaded_from(name, package_dir)
-    if loaded is not None:
-        return loaded  # verified when it was first imported
-    if verify and meta.digest is not None:
-        verify_tree(variant_dir, meta.digest)
-    if not meta.kernel_depends:
-        return import_package(name, package_dir)
-    where = owner or str(variant_dir)
-    deps = load_dependencies(where, meta.kernel_depends, load_dependency or _from_hub)
-    with serving(deps, meta.kernel_depends, where):
-        return import_package(name, package_dir)
-
-
-def _from_hub(pin: KernelPin, backend: str | None = None) -> ModuleType:
-    from .hub_loader import get_kernel  # the hub loader imports this module
-
+def _from_hub(pin: KernelPin, backend: str | None) -> ModuleType:
+    """A dependency of a local kernel: from the default hub (or LOCAL_KERNELS), for the same backend."""
     return get_kernel(pin.repo_id, version=pin.version, revision=pin.revision, backend=backend)
-
-
-def _build_folder(path: Path) -> Path | None:
-    """Where the variant folders are: `path/build`, `path` itself, or None (a variant folder)."""
-    if (path / "build").is_dir():
-        return path / "build"
-    if any(d.is_dir() and _is_variant_name(d.name) for d in path.iterdir()):
-        return path
-    return None
-
-
-def _single_variant(path: Path, system: SystemInfo) -> Path:
-    # A folder named like a variant is judged like one; any other name is the caller's choice.
-    if _is_variant_name(path.name):
-        trace = resolve([path.name], system)
-        if trace[0].accepted:
-            trace = fit.apply(trace, path.name, fit.judge(VariantMetadata.for_variant(path), path.name, system))
-        if not trace[0].accepted:
-            raise FileNotFoundError(_no_fit(path, system, trace))
-    return path
-
-
-def _package_dir(variant_dir: Path, meta: VariantMetadata) -> Path:
-    """`variant/__init__.py`, else kernel-builder's compat layout `variant/<python_name>/`."""
-    if (variant_dir / "__init__.py").is_file():
-        return variant_dir
-    if meta.python_name:
-        candidates = [variant_dir / meta.python_name]
-    else:  # no name recorded (old kernel-builder builds): the one package folder there is
-        candidates = [d for d in variant_dir.iterdir() if d.is_dir() and d.name != "__pycache__"]
-    found = [d for d in candidates if (d / "__init__.py").is_file()]
-    if len(found) != 1:
-        compat = f"{meta.python_name}/__init__.py" if meta.python_name else "<python_name>/__init__.py"
-        raise FileNotFoundError(f"kernel variant {variant_dir} has neither __init__.py nor {compat}")
-    return found[0]
-
-
-def _python_name_of(variant_dir: Path, package_dir: Path) -> str:
-    return package_dir.name if package_dir != variant_dir else "kernel"
-
-
-def _derived_name(python_name: str, variant_dir: Path) -> str:
-    # Without an id, the folder's path keeps two copies of one kernel apart in sys.modules.
-    tag = hashlib.sha256(str(variant_dir).encode()).hexdigest()[:8]
-    return "_" + re.sub(r"\W", "_", python_name) + "_" + tag
-
-
-def _is_variant_name(name: str) -> bool:
-    try:
-        parse_variant(name)
-    except ValueError:
-        return False
-    return True
-
-
-def _no_fit(folder: Path, system: SystemInfo, trace: list[Candidate]) -> str:
-    return (
-        f"no kernel variant in {folder} fits this system ({system.describe()}); "
-        f"build one for it first. Variants found:\n{format_trace(trace)}"
-    )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
-from .digest import IntegrityError
+from .errors import IntegrityError, InvalidLockFile, KernelNotFound, LockFileNotFound, NoVariantFits
 from .hub_loader import Resolution, Session, _system, no_fit_message
 from .metadata import FILENAME
 from .refs import KernelRef, check_repo_id, parse_request, resolve
@@ -56,7 +56,7 @@ def lock_kernel(request: str, *, revision: str | None = None, version: int | Non
     for name in session.variants(ref.repo_id, commit):
         try:
             data = session.reader.read_file(ref.repo_id, commit, f"build/{name}/{FILENAME}")
-        except FileNotFoundError:  # an old kernel-builder build without metadata
+        except KernelNotFound:  # an old kernel-builder build without metadata
             variants[name] = None
             continue
         variants[name] = hashlib.sha256(data).hexdigest()
@@ -73,11 +73,11 @@ def read_lock(path: Path) -> dict[str, LockedKernel]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise FileNotFoundError(f"cannot read the lock file {path}: {e.strerror}") from None
+        raise LockFileNotFound(f"cannot read the lock file {path}: {e.strerror}") from None
     except ValueError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+        raise InvalidLockFile(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict) or data.get("kbuild-lock") != FORMAT or not isinstance(data.get("kernels"), dict):
-        raise ValueError(f"{path}: not a kbuild lock file (expected {{\"kbuild-lock\": {FORMAT}, \"kernels\": {{…}}}}); "
+        raise InvalidLockFile(f"{path}: not a kbuild lock file (expected {{\"kbuild-lock\": {FORMAT}, \"kernels\": {{…}}}}); "
                          "write one with `kbuild lock`")
     locked = {}
     for repo_id, entry in data["kernels"].items():
@@ -85,7 +85,7 @@ def read_lock(path: Path) -> dict[str, LockedKernel]:
             locked[check_repo_id(repo_id)] = LockedKernel(repo_id, str(entry["revision"]), _commit(entry["commit"]),
                                                           entry.get("hub"), dict(entry["variants"]))
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{path}: the entry for {repo_id!r} is malformed ({e})") from None
+            raise InvalidLockFile(f"{path}: the entry for {repo_id!r} is malformed ({e})") from None
     return locked
 
 
@@ -145,7 +145,7 @@ def _choose(locked: LockedKernel, system: SystemInfo, session: Session) -> str:
                                               session.reader.describe(), system,
                                               tuple(judge(list(locked.variants), system))))
     if found.chosen is None:
-        raise FileNotFoundError(no_fit_message(found, {}).replace("Looked at commit", "Locked to commit"))
+        raise NoVariantFits(no_fit_message(found, {}).replace("Looked at commit", "Locked to commit"))
     return found.chosen
 
 
@@ -167,7 +167,7 @@ def _locked(repo_id: str, lockfile: str | Path | None) -> LockedKernel:
     locked = read_lock(path)
     name = repo_id.partition("@")[0]
     if name not in locked:
-        raise ValueError(f"{name} is not in the lock file {path} (it locks: {', '.join(locked) or 'nothing'}); "
+        raise InvalidLockFile(f"{name} is not in the lock file {path} (it locks: {', '.join(locked) or 'nothing'}); "
                          f"add it to [tool.kbuild.kernels] in pyproject.toml and run `kbuild lock`")
     return locked[name]
 
@@ -176,7 +176,7 @@ def find_lockfile(start: Path) -> Path:
     for folder in (start, *start.parents):
         if (folder / LOCK_NAME).is_file():
             return folder / LOCK_NAME
-    raise FileNotFoundError(f"no {LOCK_NAME} in {start} or above it; write one with `kbuild lock`, "
+    raise LockFileNotFound(f"no {LOCK_NAME} in {start} or above it; write one with `kbuild lock`, "
                             "or pass lockfile=")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .digest import ALGORITHM
+from .errors import InvalidMetadata
 from .kernel_deps import KernelPin
 from .variants import BACKENDS
 
@@ -65,7 +66,7 @@ class VariantMetadata:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+            raise InvalidMetadata(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
         return cls.from_dict(data, path)
 
     @classmethod
@@ -158,7 +159,7 @@ class _Checker:
 
     def fail(self, where: str, expected: str, got: Any = ...) -> None:
         found = "" if got is ... else f", got {json.dumps(got)}"
-        raise ValueError(f"{self.source}: `{where}` must be {expected}{found}")
+        raise InvalidMetadata(f"{self.source}: `{where}` must be {expected}{found}")
 
     def opt(
         self, data: dict, key: str, kind: type, *, required: bool = False, where: str | None = None, why: str = ""
@@ -166,7 +167,7 @@ class _Checker:
         where = where or key
         if key not in data or data[key] is None:
             if required:
-                raise ValueError(f"{self.source}: `{where}` is missing{why}")
+                raise InvalidMetadata(f"{self.source}: `{where}` is missing{why}")
             return None
         value = data[key]
         # bool is an int subclass; a version of `true` is a mistake, not 1.

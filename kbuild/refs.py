@@ -8,13 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .errors import InvalidRequest, MissingPin, RevisionNotFound
+
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 _SHA = re.compile(r"^[0-9a-f]{40}\Z")
 _VERSION_BRANCH = re.compile(r"^v(\d+)\Z")
-
-
-class UnknownRevision(ValueError):
-    """The repo has no such version, branch or tag."""
 
 
 @dataclass(frozen=True)
@@ -60,29 +58,22 @@ class Refs:
         return cls(dict(data.get("branches", {})), dict(data.get("tags", {})))
 
 
-class MissingPin(ValueError):
-    """A request named no version, branch, tag or commit."""
-
-    def __init__(self, repo_id: str, message: str):
-        super().__init__(message)
-        self.repo_id = repo_id
-
-
 def check_repo_id(repo_id: str) -> str:
     if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id) or ".." in repo_id:
-        raise ValueError(f"not a kernel repo id: {repo_id!r} (expected ORG/NAME, e.g. kernels-community/activation)")
+        raise InvalidRequest(f"not a kernel repo id: {repo_id!r} (expected ORG/NAME, e.g. kernels-community/activation)")
     return repo_id
 
 
 def parse_request(repo_id: str, revision: str | None = None, version: int | None = None) -> KernelRef:
-    """Exactly one pin: an `@` suffix, `revision=` or `version=`; ValueError saying how to pin otherwise."""
+    """Exactly one pin: an `@` suffix, `revision=` or `version=`; InvalidRequest (MissingPin when
+    there is none) saying how to pin otherwise."""
     name, at, suffix = repo_id.partition("@") if isinstance(repo_id, str) else (repo_id, "", "")
     check_repo_id(name)
     pins = [p for p in (suffix if at else None, revision, version) if p is not None]
     if at and not suffix:
-        raise ValueError(f"{repo_id!r}: nothing after '@' (expected e.g. {name}@v1)")
+        raise InvalidRequest(f"{repo_id!r}: nothing after '@' (expected e.g. {name}@v1)")
     if len(pins) > 1:
-        raise ValueError(f"{repo_id!r}: pin the kernel once: an @ suffix, revision= or version=, not several")
+        raise InvalidRequest(f"{repo_id!r}: pin the kernel once: an @ suffix, revision= or version=, not several")
     if not pins:
         raise MissingPin(
             name, f"{name}: no version given. Pin one, so an incompatible release never reaches you: "
@@ -91,18 +82,18 @@ def parse_request(repo_id: str, revision: str | None = None, version: int | None
         )
     if version is not None:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"{name}: version must be a non-negative integer (the v<N> branch), got {version!r}")
+            raise InvalidRequest(f"{name}: version must be a non-negative integer (the v<N> branch), got {version!r}")
         return KernelRef(name, f"v{version}")
     pin = str(pins[0]).strip()
     for prefix in ("refs/heads/", "refs/tags/"):
         pin = pin.removeprefix(prefix)
     if not pin or any(c in pin for c in " \t\n\\") or ".." in pin:
-        raise ValueError(f"{repo_id!r}: {pins[0]!r} is not a branch, tag or commit")
+        raise InvalidRequest(f"{repo_id!r}: {pins[0]!r} is not a branch, tag or commit")
     return KernelRef(name, pin.lower() if _SHA.match(pin.lower()) else pin)
 
 
 def resolve(ref: KernelRef, refs: Refs, where: str) -> str:
-    """The commit `ref` names; ValueError listing what exists when it names nothing."""
+    """The commit `ref` names; RevisionNotFound listing what exists when it names nothing."""
     if ref.is_commit:
         return ref.revision
     if ref.revision in refs.branches:
@@ -111,8 +102,8 @@ def resolve(ref: KernelRef, refs: Refs, where: str) -> str:
         return refs.tags[ref.revision]
     available = describe_versions(refs)
     if ref.version is not None:
-        raise UnknownRevision(f"{ref.repo_id} has no version {ref.version} on {where}; available versions: {available}")
-    raise UnknownRevision(
+        raise RevisionNotFound(f"{ref.repo_id} has no version {ref.version} on {where}; available versions: {available}")
+    raise RevisionNotFound(
         f"{ref.repo_id} has no branch or tag {ref.revision!r} on {where}; available versions: {available}"
         + (f"; other branches: {', '.join(sorted(b for b in refs.branches if not _VERSION_BRANCH.match(b)))}"
            if any(not _VERSION_BRANCH.match(b) for b in refs.branches) else "")

@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import InvalidSetting
+
 DEFAULT_LOCAL_HUB = Path.home() / ".cache" / "kbuild" / "hub"
 DEFAULT_CACHE = Path.home() / ".cache" / "kbuild"
 # Hugging Face marks this organisation a trusted kernel publisher; trusted here on the official
@@ -66,7 +68,7 @@ def parse_local_kernels(value: str) -> dict[str, Path]:
     for entry in filter(None, value.split(":")):
         repo_id, sep, path = entry.partition("=")
         if not sep or "/" not in repo_id or not path:
-            raise ValueError(f"LOCAL_KERNELS: bad entry {entry!r} (expected org/repo=/path, entries separated by ':')")
+            raise InvalidSetting(f"LOCAL_KERNELS: bad entry {entry!r} (expected org/repo=/path, entries separated by ':')")
         overrides[repo_id.strip()] = Path(path).expanduser()
     return overrides
 

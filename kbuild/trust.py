@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from .errors import UntrustedKernel
 from .settings import Settings, config_file
 
 OFFICIAL_HUB = "https://huggingface.co"
@@ -32,7 +33,7 @@ def trusted_on(entry: str) -> tuple[str, str]:
 
 
 def check_trust(repo_id: str, endpoint: str | None, trust_remote_code, settings: Settings) -> None:
-    """ValueError unless `repo_id` may be imported from `endpoint` (None: a local hub).
+    """UntrustedKernel (a ValueError) unless `repo_id` may be imported from `endpoint` (None: a local hub).
     `trust_remote_code` is True, False, or a list of repo ids trusted in addition."""
     if trust_remote_code is True or endpoint is None:
         return
@@ -42,7 +43,7 @@ def check_trust(repo_id: str, endpoint: str | None, trust_remote_code, settings:
     if (org, hub) in {trusted_on(entry) for entry in settings.trusted_orgs}:
         return
     entry = org if hub == OFFICIAL_HUB else f"{org}@{hub}"
-    raise ValueError(
+    raise UntrustedKernel(
         f"{repo_id}: the organisation {org!r} is not trusted on {hub}, and loading a kernel runs its code in this "
         f"process. If you trust it, pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}]), or "
         f"trust the organisation on that hub with KBUILD_TRUSTED_ORGS={entry} or a line `{entry}` in {config_file()}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from . import gpu_arch as arch_rules
 from . import host_abi
+from .errors import InvalidRequest, TorchMissing
 
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu", "neuron", "tpu", "cann")
 
@@ -176,7 +177,7 @@ def detect_system(backend: str | None = None) -> SystemInfo:
     except ModuleNotFoundError as e:
         if e.name != "torch":
             raise
-        raise ModuleNotFoundError(f"kbuild loads kernels into torch, and this Python ({sys.executable}) has no "
+        raise TorchMissing(f"kbuild loads kernels into torch, and this Python ({sys.executable}) has no "
                                   "torch: install it (pip install torch)", name="torch") from None
 
     from .settings import gpu_arch_override
@@ -189,9 +190,9 @@ def detect_system(backend: str | None = None) -> SystemInfo:
         backend = native
         visible = _device_visible(torch, native)
     elif backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+        raise InvalidRequest(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
     elif backend not in ("cpu", native):
-        raise ValueError(f"backend {backend!r} is not available in this torch ({torch.__version__}, {native})")
+        raise InvalidRequest(f"backend {backend!r} is not available in this torch ({torch.__version__}, {native})")
     if backend != native:
         compute = None
     device = None

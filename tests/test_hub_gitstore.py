@@ -20,8 +20,8 @@ import pytest
 from builder import proc
 from builder.errors import CommandError
 from builder.hub import gitstore
-from builder.hub.errors import (EntryNotFound, InvalidPath, InvalidRepoId, RefConflict, RepoExists, RepoNotFound,
-                                RevisionNotFound, TooLarge)
+from builder.hub.errors import (EntryNotFound, InvalidPath, InvalidRepoId, RefConflict, RepoExists, HubRepoNotFound,
+                                HubRevisionNotFound, TooLarge)
 from builder.hub.gitstore import FileAdd, GitStore, InvalidRevision, TreeEntry, with_retry
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def test_create_exists_list(tmp_path):
     assert (info["parents"], info["message"]) == ([], "initial commit")
     assert s.list_tree(*K, main) == [] and s.tags(*K) == {}
     assert list((tmp_path / "hub" / ".tmp").iterdir()) == []
-    with pytest.raises(RepoNotFound):
+    with pytest.raises(HubRepoNotFound):
         s.branches("model", "org/k")
 
 
@@ -198,9 +198,9 @@ def test_stale_parent_is_a_ref_conflict(store):
     # parent=None commits on top of whatever the head is
     c2 = store.commit(*K, "main", add=[FileAdd("b", b"2")], message="any head", parent=None)
     assert store.commit_info(*K, c2)["parents"] == [c1]
-    with pytest.raises(RevisionNotFound):
+    with pytest.raises(HubRevisionNotFound):
         store.commit(*K, "nope", add=[FileAdd("b", b"2")], message="m", parent=None)
-    with pytest.raises(RevisionNotFound):
+    with pytest.raises(HubRevisionNotFound):
         store.commit(*K, "nope", add=[FileAdd("b", b"2")], message="m", parent=c2)
 
 
@@ -260,9 +260,9 @@ def test_list_tree_and_file_info(store):
             call()
     for call in (lambda: store.list_tree(*K, "0" * 40), lambda: store.file_info(*K, "1" * 40, "README.md"),
                  lambda: store.read_file(*K, "nope", "README.md"), lambda: store.commit_info(*K, "2" * 40)):
-        with pytest.raises(RevisionNotFound):
+        with pytest.raises(HubRevisionNotFound):
             call()
-    with pytest.raises(RepoNotFound):
+    with pytest.raises(HubRepoNotFound):
         store.list_tree("kernel", "org/other", sha)
     with pytest.raises(InvalidPath):
         store.read_file(*K, sha, "../README.md")
@@ -299,9 +299,9 @@ def test_resolve(store):
     assert store.tags(*K) == {"annotated": c1, "light": c1}
     blob = store.file_info(*K, c2, "a").oid
     for rev in ("nope", "0" * 40, blob, c1[:12], "refs/heads/nope", "main~1", "../main"):
-        with pytest.raises(RevisionNotFound):
+        with pytest.raises(HubRevisionNotFound):
             store.resolve(*K, rev)
-    with pytest.raises(RepoNotFound):
+    with pytest.raises(HubRepoNotFound):
         store.resolve("model", "org/k", None)
 
 
@@ -313,12 +313,12 @@ def test_branches(store):
         store.create_branch(*K, "v1")
     with pytest.raises(RefConflict):
         store.create_branch(*K, "v1/x")  # git cannot hold both v1 and v1/x
-    with pytest.raises(RevisionNotFound):
+    with pytest.raises(HubRevisionNotFound):
         store.create_branch(*K, "v3", "nope")
     assert store.branches(*K) == {"main": main, "v1": main, "v2": main}
     store.delete_branch(*K, "v1")
     assert list(store.branches(*K)) == ["main", "v2"]
-    with pytest.raises(RevisionNotFound):
+    with pytest.raises(HubRevisionNotFound):
         store.delete_branch(*K, "v1")
     with pytest.raises(RefConflict, match="main"):
         store.delete_branch(*K, "main")

@@ -14,7 +14,7 @@ import pytest
 from runtime_hubs import Kernel, runtime_env, start_server, torch_probes
 
 from kbuild import get_kernel
-from kbuild.http_hub import SIZE_SLACK
+from kbuild.hubs.http import SIZE_SLACK
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 

@@ -19,8 +19,7 @@ import torch
 
 import kbuild
 from kbuild import IntegrityError, digest_tree, get_kernel, get_kernel_variants, has_kernel, install_kernel
-from kbuild.hub_loader import OfflineMiss
-from kbuild.refs import UnknownRevision
+from kbuild.errors import OfflineMiss, RevisionNotFound
 
 from runtime_hubs import (CPU, CUDA130, ROCM, Kernel, bare, branch_head, git, new_process, runtime_env,
                           start_server, torch_probes, upload_as_another_builder)
@@ -223,7 +222,7 @@ def test_no_version_given_lists_the_versions_or_says_there_is_no_such_repo(kerne
 
 def test_unknown_version_lists_the_available_ones(kernel, hub):
     kernel.publish(hub, "--branch", "v3", "--force")
-    with pytest.raises(UnknownRevision, match=r"org/tiny has no version 2 on local hub .*; available versions: v1, v3"):
+    with pytest.raises(RevisionNotFound, match=r"org/tiny has no version 2 on local hub .*; available versions: v1, v3"):
         get_kernel("org/tiny@v2", hub=str(hub))
     with pytest.raises(ValueError, match=r"no branch or tag 'beta'.*available versions: v1, v3; other branches: main"):
         get_kernel("org/tiny", revision="beta", hub=str(hub))
@@ -380,7 +379,7 @@ class CountingGit:
     """Counts the git commands the local hub reader runs (its only way of reading the hub)."""
 
     def __init__(self, monkeypatch):
-        from kbuild.git_repo import BareRepo
+        from kbuild.hubs.local_git import BareRepo
 
         self.calls: list[tuple] = []
         real = BareRepo.git
@@ -470,11 +469,11 @@ def test_http_warm_paths_count_requests(http_hub, server):
 
 def test_http_hub_from_hf_endpoint_and_errors(http_hub, server, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", server.url)
-    with pytest.raises(UnknownRevision, match=r"no version 7 on hub http://127.0.0.1:\d+; available versions: v1"):
+    with pytest.raises(RevisionNotFound, match=r"no version 7 on hub http://127.0.0.1:\d+; available versions: v1"):
         get_kernel(f"{http_hub}@v7", trust_remote_code=True)
     with pytest.raises(FileNotFoundError, match=r"no kernel repo org/absent on hub http"):
         get_kernel("org/absent@v1", trust_remote_code=True)
-    with pytest.raises(UnknownRevision, match="no such revision"):
+    with pytest.raises(RevisionNotFound, match="no such revision"):
         get_kernel(f"{http_hub}@{'0' * 40}", trust_remote_code=True)
     with pytest.raises(FileNotFoundError, match=r"(?s)no variant of .* fits.*torch-cpu: rejected"):
         get_kernel(f"{http_hub}@v1", trust_remote_code=True, system=ROCM)

@@ -14,7 +14,8 @@ import pytest
 
 import kbuild
 from kbuild import IntegrityError, VariantMetadata, digest_tree, verify_tree
-from kbuild.local import find_variant, get_local_kernel, load_variant
+from kbuild.loading import find_variant, load_variant
+from kbuild.local import get_local_kernel
 from kbuild.variants import SystemInfo
 
 CUDA130 = SystemInfo((2, 14), "cuda", (13, 0), "x86_64", "linux")

@@ -15,7 +15,7 @@ from builder.errors import KbuildError
 from builder.commands.lock import add_parsers
 from builder.report import Reporter
 from kbuild import IntegrityError, get_locked_kernel, load_kernel
-from kbuild.hub_loader import OfflineMiss
+from kbuild.errors import OfflineMiss
 from kbuild.lock import lock_kernel, read_lock
 
 from runtime_hubs import ROCM, Kernel, branch_head, new_process, runtime_env, torch_probes

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from kbuild.git_hub import GitHub
+from kbuild import hubs
+from kbuild.errors import RevisionNotFound
 from kbuild.hub_loader import Resolution, no_fit_message
-from kbuild.hubs import cache_key, open_reader, safe_relpath, skip_bytecode
-from kbuild.http_hub import HttpHub
+from kbuild.digest import is_bytecode
+from kbuild.hubs import cache_folder_name, safe_relpath
+from kbuild.hubs.http import HttpHubReader
+from kbuild.hubs.local_git import LocalGitHub
 from kbuild.layers import LayerRef
-from kbuild.refs import KernelRef, Refs, UnknownRevision, parse_request, resolve
+from kbuild.refs import KernelRef, Refs, parse_request, resolve
 from kbuild.settings import BUILTIN_TRUSTED_ORGS, Settings, from_environment, parse_local_kernels
 from kbuild.trust import check_trust
 from kbuild.variants import SystemInfo
@@ -63,12 +66,12 @@ def test_resolve_against_refs():
     assert resolve(KernelRef("o/k", "release"), REFS, "hub X") == "e" * 40
     assert resolve(KernelRef("o/k", SHA), REFS, "hub X") == SHA  # a commit needs no refs
     assert REFS.versions() == {1: "b" * 40, 3: "c" * 40}
-    with pytest.raises(UnknownRevision, match=r"^o/k has no version 2 on hub X; available versions: v1, v3$"):
+    with pytest.raises(RevisionNotFound, match=r"^o/k has no version 2 on hub X; available versions: v1, v3$"):
         resolve(KernelRef("o/k", "v2"), REFS, "hub X")
-    with pytest.raises(UnknownRevision, match=r"no branch or tag 'x' .*versions: v1, v3; other branches: dev, main; "
+    with pytest.raises(RevisionNotFound, match=r"no branch or tag 'x' .*versions: v1, v3; other branches: dev, main; "
                                               r"tags: release"):
         resolve(KernelRef("o/k", "x"), REFS, "hub X")
-    with pytest.raises(UnknownRevision, match=r"available versions: none \(no v<N> branch\)"):
+    with pytest.raises(RevisionNotFound, match=r"available versions: none \(no v<N> branch\)"):
         resolve(KernelRef("o/k", "v1"), Refs({"main": "a" * 40}), "hub X")
     assert Refs.from_json(REFS.to_json()) == REFS
 
@@ -92,18 +95,19 @@ def test_settings_from_the_environment(tmp_path):
 
 
 def test_hub_addresses(tmp_path):
-    assert isinstance(open_reader(str(tmp_path)), GitHub) and open_reader(str(tmp_path)).root == tmp_path
-    assert open_reader(tmp_path.as_uri()).root == tmp_path
-    assert open_reader(None).root.parts[-3:] == (".cache", "kbuild", "hub")
-    http = open_reader("http://127.0.0.1:8000/", token="t")
-    assert isinstance(http, HttpHub) and http.endpoint == "http://127.0.0.1:8000" and http._api is None
+    assert isinstance(hubs.open(str(tmp_path)), LocalGitHub) and hubs.open(str(tmp_path)).root == tmp_path
+    assert hubs.open(tmp_path.as_uri()).root == tmp_path
+    assert hubs.open(None).root.parts[-3:] == (".cache", "kbuild", "hub")
+    http = hubs.open("http://127.0.0.1:8000/", token="t")
+    assert isinstance(http, HttpHubReader) and http.endpoint == "http://127.0.0.1:8000" and http._api is None
     with pytest.raises(ValueError, match="unsupported hub address"):
-        open_reader("ftp://x")
+        hubs.open("ftp://x")
     with pytest.raises(ValueError, match="has no host"):
-        open_reader("http://")
-    assert cache_key("http", "https://huggingface.co") == "huggingface.co"
-    assert cache_key("http", "http://127.0.0.1:8000") == "127.0.0.1_8000-http"
-    assert cache_key("local", "/a") != cache_key("local", "/b") and cache_key("local", "/a").startswith("local-")
+        hubs.open("http://")
+    assert cache_folder_name("http", "https://huggingface.co") == "huggingface.co"
+    assert cache_folder_name("http", "http://127.0.0.1:8000") == "127.0.0.1_8000-http"
+    assert cache_folder_name("local", "/a") != cache_folder_name("local", "/b")
+    assert cache_folder_name("local", "/a").startswith("local-")
 
 
 @pytest.mark.parametrize("path", ["../x", "a/../../x", "/etc/passwd", "a\\b", "a//b", "./a", "a/./b", "", "a\0b"])
@@ -114,7 +118,7 @@ def test_paths_that_could_escape_are_refused(path):
 
 def test_plain_paths_pass():
     assert safe_relpath("layers/norm.py", "x") == "layers/norm.py"
-    assert skip_bytecode("__pycache__/a.pyc") and skip_bytecode("a.pyc") and not skip_bytecode("a.py")
+    assert is_bytecode("__pycache__/a.pyc") and is_bytecode("a.pyc") and not is_bytecode("a.py")
 
 
 def test_trust_rules():

@@ -19,7 +19,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from kbuild.local import judge_folder, load_variant
+from kbuild.loading import judge_folder, load_variant
 from kbuild.metadata import VariantMetadata
 from kbuild.variants import detect_system, format_trace, parse_variant
 

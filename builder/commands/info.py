@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 
+from kbuild.errors import InvalidRequest, KernelError
 from kbuild.hub_loader import Session
 from kbuild.refs import KernelRef, check_repo_id, parse_request
 from kbuild.settings import from_environment
@@ -35,7 +36,7 @@ def add_parser(subparsers) -> None:
 def _info(args, reporter) -> int:
     try:
         return _show(args, reporter)
-    except (ValueError, OSError) as e:  # the runtime's errors (no such repo, revision, hub) as one line
+    except KernelError as e:  # the runtime's errors (no such repo, revision, hub) as one line
         raise KbuildError(str(e)) from None
 
 
@@ -47,7 +48,7 @@ def _show(args, reporter) -> int:
     repo_id = args.repo.partition("@")[0]
     try:
         check_repo_id(repo_id)
-    except ValueError as e:
+    except InvalidRequest as e:
         raise UsageError(str(e)) from None
     refs = session.refs(repo_id)  # RepoNotFound: "no kernel repo ... on ..." (a one-line error)
     versions = sorted((b for b in refs.branches if re.fullmatch(r"v\d+", b)), key=lambda b: int(b[1:]))

@@ -110,12 +110,15 @@ def _folder(path: Path) -> Path:
 
 
 class _runtime_errors:
-    """The runtime's exceptions (ValueError, OSError) as one-line CLI errors."""
+    """The runtime's errors (kbuild.errors.KernelError), and the cache's disk failing while a
+    download writes to it, as one-line CLI errors."""
 
     def __enter__(self):
         return self
 
     def __exit__(self, kind, error, tb):
-        if isinstance(error, (ValueError, OSError)):
+        from kbuild.errors import KernelError
+
+        if isinstance(error, (KernelError, OSError)):
             raise LockError(str(error)) from None
         return False

@@ -77,6 +77,7 @@ def _matrix(args, reporter) -> int:
 
 def _check(kernels, per_variant, args, reporter) -> int:
     """Each kernel's branch: every matrix variant present and verified (digests), then loaded."""
+    from kbuild.errors import KernelError
     from kbuild.hub_loader import Session
     from kbuild.refs import KernelRef
     from kbuild.settings import from_environment
@@ -96,7 +97,7 @@ def _check(kernels, per_variant, args, reporter) -> int:
             ref = KernelRef(m.hub_repo_id, branch)
             commit = session.commit(ref)
             held = set(session.reader.variants(m.hub_repo_id, commit))
-        except (ValueError, OSError) as e:
+        except KernelError as e:
             raise KbuildError(f"{m.hub_repo_id}@{branch}: {e}") from None
         missing = [name for name in expected if name not in held]
         where = f"{m.hub_repo_id}@{branch} ({commit[:12]})"
@@ -107,7 +108,7 @@ def _check(kernels, per_variant, args, reporter) -> int:
             try:
                 session.install(m.hub_repo_id, commit, name)  # fetched and checked against its digests
                 reporter.result(f"verified  {where} {name}")
-            except (ValueError, OSError) as e:
+            except (KernelError, OSError) as e:  # OSError: the cache's disk (full, read-only)
                 reporter.result(f"corrupt   {where} {name}: {e}")
                 problems += 1
         if missing:
@@ -116,7 +117,7 @@ def _check(kernels, per_variant, args, reporter) -> int:
             found = session.resolve(KernelRef(m.hub_repo_id, commit), detect_system())
             module = session.load_best(found)
             reporter.result(f"loaded    {where} {found.chosen} as {module.__name__}")
-        except (ValueError, OSError, ImportError) as e:
+        except (KernelError, OSError, ImportError) as e:  # ImportError: the kernel's own import failed
             reporter.result(f"unloadable {where}: {e}")
             problems += 1
     if problems:

@@ -3,6 +3,7 @@ its errors as one-line usage errors naming the flag."""
 
 from __future__ import annotations
 
+from kbuild.errors import InvalidRequest
 from kbuild.hubs import HubAddress, parse_hub_address
 from kbuild.settings import DEFAULT_LOCAL_HUB
 
@@ -15,5 +16,5 @@ def parse_hub(value: str | None) -> HubAddress:
     """None means the embedded default, a local hub under ~/.cache/kbuild/hub."""
     try:
         return parse_hub_address(value)
-    except ValueError as e:
+    except InvalidRequest as e:
         raise UsageError(f"--hub: {e}") from None

@@ -19,12 +19,16 @@ class InvalidPath(HubError):
     """A path that would escape the repository (.., absolute, backslash, NUL, …)."""
 
 
-class RepoNotFound(HubError):
+class HubRepoNotFound(HubError):
+    """The hub store has no such repo (served as 404 RepoNotFound; a reader sees kbuild.errors.RepoNotFound)."""
+
     http_status = 404
     error_code = "RepoNotFound"
 
 
-class RevisionNotFound(HubError):
+class HubRevisionNotFound(HubError):
+    """The hub store's repo has no such branch or commit (served as 404 RevisionNotFound)."""
+
     http_status = 404
     error_code = "RevisionNotFound"
 

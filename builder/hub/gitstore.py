@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
 from urllib.parse import unquote
 
-from kbuild.git_repo import BareRepo
+from kbuild.hubs.local_git import BareRepo
 
 from builder import proc
 from builder.errors import CommandError
 from builder.hub import paths
-from builder.hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, RepoNotFound, NoSpace, RevisionNotFound, TooLarge
+from builder.hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, NoSpace, HubRevisionNotFound, TooLarge
 from builder.hub.paths import REPO_TYPES, InvalidRevision
 
 __all__ = ["REPO_TYPES", "FileAdd", "GitStore", "InvalidRevision", "TreeEntry", "with_retry"]
@@ -158,7 +158,7 @@ class GitStore:
             raise RefConflict(f"refusing to delete the default branch 'main' of {repo_id}")
         head = self._ref(repo, f"refs/heads/{name}")
         if head is None:
-            raise RevisionNotFound(f"branch {name} not found in {repo_type} repo {repo_id}")
+            raise HubRevisionNotFound(f"branch {name} not found in {repo_type} repo {repo_id}")
         try:
             self._git(repo, "update-ref", "-m", "kbuild: delete branch", "-d", f"refs/heads/{name}", head)
         except CommandError as e:
@@ -200,7 +200,7 @@ class GitStore:
         wanted = [paths.validate_path(p) for p in paths_]  # no newline can reach the batch protocol
         found = self._bare(repo).lookup([f"{oid}:{p}" for p in [""] + wanted])
         if found[0] is None:
-            raise RevisionNotFound(f"commit {commit} not found in {repo_id}")
+            raise HubRevisionNotFound(f"commit {commit} not found in {repo_id}")
         out = []
         for path, hit in zip(wanted, found[1:]):
             if hit is None or hit[0] not in ("blob", "tree"):
@@ -227,7 +227,7 @@ class GitStore:
         try:
             raw = self._bare(repo).cat("commit", oid).decode(errors="replace")
         except CommandError:
-            raise RevisionNotFound(f"commit {oid} not found in {repo_type} repo {repo_id}") from None
+            raise HubRevisionNotFound(f"commit {oid} not found in {repo_type} repo {repo_id}") from None
         headers, _, message = raw.partition("\n\n")
         lines = headers.splitlines()
         committer = next(line for line in lines if line.startswith("committer "))
@@ -371,7 +371,7 @@ class GitStore:
     def _repo(self, repo_type: str, repo_id: str) -> Path:
         repo = self.repo_dir(repo_type, repo_id)
         if not (repo / "HEAD").is_file():
-            raise RepoNotFound(f"{repo_type} repo {repo_id} not found in {self.root}",
+            raise HubRepoNotFound(f"{repo_type} repo {repo_id} not found in {self.root}",
                                hint=f"create it first (kbuild hub create {repo_id})")
         return repo
 
@@ -411,7 +411,7 @@ class GitStore:
             found = self._bare(repo).lookup([rev])[0]
             if found and found[0] == "commit":
                 return rev.lower()
-        raise RevisionNotFound(f"revision {revision or 'main'!r} not found in {where}")
+        raise HubRevisionNotFound(f"revision {revision or 'main'!r} not found in {where}")
 
     def _commit_oid(self, repo: Path, commit: str, where: str) -> str:
         return commit.lower() if paths.is_sha(commit) else self._resolve(repo, commit, where)
@@ -420,7 +420,7 @@ class GitStore:
         """(type, oid, size) of `path` in `commit` (None: the root tree), in one git call."""
         found = self._bare(repo).lookup([f"{commit}^{{commit}}", f"{commit}:{path or ''}"])
         if found[0] is None:
-            raise RevisionNotFound(f"commit {commit} not found in {where}")
+            raise HubRevisionNotFound(f"commit {commit} not found in {where}")
         if found[1] is None:
             raise EntryNotFound(f"{path} not found at {commit[:12]} in {where}")
         return found[1]
@@ -490,7 +490,7 @@ def _base(branch: str, head: str | None, parent: str | None, start: str | None) 
     """(parent of the new commit, value the branch must still have when it moves)."""
     if parent is not None:
         if head is None:
-            kind = RefConflict if start is not None else RevisionNotFound
+            kind = RefConflict if start is not None else HubRevisionNotFound
             raise kind(f"branch {branch} not found (expected it at {parent[:12]})")
         if head != parent:
             raise RefConflict(f"branch {branch} is at {head[:12]}, not at {parent[:12]} the commit was made for",
@@ -502,7 +502,7 @@ def _base(branch: str, head: str | None, parent: str | None, start: str | None) 
                               hint="read the branch head again and commit with parent=<head>")
         return start, ZERO
     if head is None:
-        raise RevisionNotFound(f"branch {branch} not found", hint="pass create_branch_from or create the branch first")
+        raise HubRevisionNotFound(f"branch {branch} not found", hint="pass create_branch_from or create the branch first")
     return head, head
 
 

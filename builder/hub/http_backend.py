@@ -12,7 +12,9 @@ from builder.hub.errors import HubError, RefConflict
 KERNEL_COMMITS_SINCE = "2.3"
 
 
-class HttpHub:
+class HttpHubBackend:
+    """The publisher's HubBackend for an HTTP hub (the runtime reads one with kbuild.hubs.http.HttpHubReader)."""
+
     def __init__(self, endpoint: str, token: str | None):
         from huggingface_hub import HfApi  # deferred: only publishing to HTTP needs it
 
@@ -115,9 +117,9 @@ class _errors:
                 raise RefConflict(f"cannot {self.what}: {message}") from None
             hint = "set HF_TOKEN or run `hf auth login`" if status in (401, 403) else None
             raise HubError(f"cannot {self.what}: {message}", hint=hint) from None
-        from kbuild.http_hub import _is_transport_error
+        from kbuild.hubs.http import is_transport_error
 
         # a hub that does not answer: httpx's connection errors are not OSErrors
-        if isinstance(error, OSError) or _is_transport_error(error):
+        if isinstance(error, OSError) or is_transport_error(error):
             raise HubError(f"cannot {self.what}: {error}") from None
         return False

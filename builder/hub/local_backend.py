@@ -9,7 +9,9 @@ from builder.hub.errors import EntryNotFound
 from builder.hub.gitstore import FileAdd, GitStore
 
 
-class LocalHub:
+class LocalHubBackend:
+    """The publisher's HubBackend for a local git hub (the runtime reads one with kbuild.hubs.local_git.LocalGitHub)."""
+
     def __init__(self, root: Path):
         self.store = GitStore(root)
 

@@ -7,9 +7,9 @@ from builder.hub.address import HubAddress
 
 def open_hub(address: HubAddress, token: str | None):
     if address.local is not None:
-        from builder.hub.local_backend import LocalHub
+        from builder.hub.local_backend import LocalHubBackend
 
-        return LocalHub(address.local)
-    from builder.hub.http_backend import HttpHub
+        return LocalHubBackend(address.local)
+    from builder.hub.http_backend import HttpHubBackend
 
-    return HttpHub(address.endpoint, token)
+    return HttpHubBackend(address.endpoint, token)

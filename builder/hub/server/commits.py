@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from builder.hub.errors import HubError, RefConflict, RevisionNotFound, TooLarge
+from builder.hub.errors import HubError, RefConflict, HubRevisionNotFound, TooLarge
 from builder.hub.server.context import Call, Hub, repo_url
 from builder.hub.server.payload import parse_commit
 from builder.hub.server.routing import branch_name, check_ref
@@ -56,8 +56,8 @@ def _branch_head(hub: Hub, repo_type: str, repo_id: str, branch: str) -> str:
         return head
     try:
         hub.store.resolve(repo_type, repo_id, branch)
-    except RevisionNotFound:
-        raise RevisionNotFound(f"{repo_id} has no branch {branch}",
+    except HubRevisionNotFound:
+        raise HubRevisionNotFound(f"{repo_id} has no branch {branch}",
                                hint="create it first (HfApi.create_branch)") from None
     raise HubError(f"{branch} is not a branch of {repo_id}: commits go on a branch")
 

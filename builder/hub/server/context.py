@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from builder.hub.errors import RepoNotFound
+from builder.hub.errors import HubRepoNotFound
 from builder.hub.server.auth import Tokens
 from builder.hub.server.routing import URL_PREFIXES
 
@@ -61,7 +61,7 @@ class Hub:
         repo_type, repo_id = call.repo_type, call.repo_id
         self.store.validate_repo_id(repo_id)
         if not self.store.exists(repo_type, repo_id):
-            raise RepoNotFound(f"{repo_type} repository {repo_id} not found",
+            raise HubRepoNotFound(f"{repo_type} repository {repo_id} not found",
                                hint="create it with HfApi.create_repo or `kbuild publish`")
         return repo_type, repo_id
 

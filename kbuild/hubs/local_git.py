@@ -1,9 +1,10 @@
-"""Read one bare git repository with the git CLI: refs, object lookups, trees and blobs.
+"""Read a local git hub: `<root>/kernels/<org>/<name>.git` (or `models/…`), bare repos whose
+`v<N>` branches hold `build/<variant>/**`.
 
-The one local-git reader of kbuild: the runtime's local hub (`git_hub.py`) reads published kernels
-with it, and the builder's hub store (`builder/hub/gitstore.py`) reads with it too and adds its
-writes on top, through the same pinned environment. Who runs git is pluggable (`runner`): the
-runtime runs it here, the builder through its logged subprocess helper.
+`BareRepo` is the one local-git reader of kbuild: `LocalGitHub` reads published kernels with it,
+and the builder's hub store (`builder/hub/gitstore.py`) reads with it too and adds its writes on
+top, through the same pinned environment. Who runs git is pluggable (`runner`): the runtime runs
+it here, the builder through its logged subprocess helper.
 """
 
 from __future__ import annotations
@@ -14,17 +15,98 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .hubs import HubUnreachable
+from ..digest import is_bytecode
+from ..errors import BadHubContent, GitFailed, HubUnreachable, KernelNotFound, RepoNotFound, RevisionNotFound
+from ..refs import Refs
+from .base import RemoteFile, cache_folder_name, safe_relpath
 
 TIMEOUT = 60
+_TYPES = ("kernels", "models")
 
 # (argv, stdin, environment additions) -> stdout; raises on a non-zero exit
 Runner = Callable[[list[str], "bytes | None", dict[str, str]], bytes]
 
 
-class GitFailed(RuntimeError):
-    """git exited non-zero (the runtime's runner; the builder's raises its CommandError)."""
+class LocalGitHub:
+    """A local git hub, read through `BareRepo`: no network, no server."""
 
+    local = True
+
+    def __init__(self, root: Path):
+        self.root = Path(root).expanduser().absolute()
+        self.key = cache_folder_name("local", str(self.root))
+
+    def describe(self) -> str:
+        return f"local hub {self.root}"
+
+    def repo_dir(self, repo_id: str) -> Path:
+        if not self.root.is_dir():
+            raise HubUnreachable(f"local hub {self.root} does not exist (publish to it with `kbuild publish --hub "
+                                 f"{self.root}`, or pass hub= / set KBUILD_HUB or HF_ENDPOINT for another hub)")
+        org, name = repo_id.split("/")
+        for kind in _TYPES:
+            path = self.root / kind / org / f"{name}.git"
+            if path.is_dir():
+                return path
+        raise RepoNotFound(f"no kernel repo {repo_id} on {self.describe()} (looked for kernels/{org}/{name}.git)")
+
+    def repo(self, repo_id: str) -> BareRepo:
+        return BareRepo(self.repo_dir(repo_id))
+
+    def refs(self, repo_id: str) -> Refs:
+        refs = self.repo(repo_id).refs()
+        return Refs(_under(refs, "refs/heads/"), _under(refs, "refs/tags/"))
+
+    def variants(self, repo_id: str, commit: str) -> list[str]:
+        repo = self._checked(repo_id, commit)
+        return sorted(e.path.removeprefix("build/") for e in repo.tree(commit, "build/") if e.kind == "tree")
+
+    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
+        files = self.files(repo_id, commit, variant)
+        blobs = self.repo(repo_id).blobs([f.oid for f in files])
+        dest = Path(dest)
+        for f in files:
+            target = dest / f.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blobs[f.oid])
+            if f.executable:
+                target.chmod(0o755)
+        return files
+
+    def read_file(self, repo_id: str, commit: str, path: str) -> bytes:
+        repo = self._checked(repo_id, commit)
+        try:
+            return repo.cat("blob", f"{commit}:{safe_relpath(path, repo_id)}")
+        except GitFailed:
+            raise KernelNotFound(f"{repo_id}@{commit[:12]} has no file {path}") from None
+
+    def files(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
+        prefix = f"build/{variant}/"
+        files = []
+        for entry in self.repo(repo_id).tree(commit, prefix, recursive=True):
+            rel = safe_relpath(entry.path.removeprefix(prefix), f"{repo_id}@{commit[:12]}")
+            if entry.kind != "blob" or entry.mode == "120000":
+                raise BadHubContent(f"{repo_id}@{commit[:12]}: {entry.path} is a "
+                                    f"{'link' if entry.kind == 'blob' else entry.kind}; a published variant holds "
+                                    "only plain files")
+            if not is_bytecode(rel):
+                files.append(RemoteFile(rel, entry.oid, entry.size, entry.mode == "100755"))
+        if not files:
+            raise KernelNotFound(f"{repo_id}@{commit[:12]} has no files under {prefix}")
+        return files
+
+    def _checked(self, repo_id: str, commit: str) -> BareRepo:
+        repo = self.repo(repo_id)
+        if repo.lookup([f"{commit}^{{commit}}"])[0] is None:
+            raise RevisionNotFound(f"{repo_id} has no commit {commit} on {self.describe()}")
+        return repo
+
+
+def _under(refs: dict[str, str], prefix: str) -> dict[str, str]:
+    return {name.removeprefix(prefix): oid for name, oid in refs.items() if name.startswith(prefix)}
+
+
+# -- one bare repository, read with the git CLI ----------------------------------------------------
 
 @dataclass(frozen=True)
 class TreeEntry:
@@ -46,7 +128,6 @@ def run_git(argv: list[str], stdin: bytes | None, env: dict[str, str]) -> bytes:
     if done.returncode != 0:
         raise GitFailed(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode(errors='replace')[-500:]}")
     return done.stdout
-
 
 class BareRepo:
     def __init__(self, path: Path, runner: Runner = run_git):
@@ -102,7 +183,7 @@ class BareRepo:
             header_end = out.index(b"\n", pos)
             got, kind, size = out[pos:header_end].decode().split(" ")
             if got != oid or kind != "blob":
-                raise ValueError(f"{self.path}: git returned {kind} {got} for blob {oid}")
+                raise BadHubContent(f"{self.path}: git returned {kind} {got} for blob {oid}")
             start = header_end + 1
             blobs[oid] = out[start:start + int(size)]
             pos = start + int(size) + 1  # the newline after each object

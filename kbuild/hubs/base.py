@@ -1,5 +1,8 @@
-"""Where kernels come from: a local git hub (a folder of bare repos) or an HTTP hub (the Hugging
-Face Hub or `kbuild hub serve`). Both readers implement one small interface, `HubReader`."""
+"""The interface every hub reader implements, and what both readers share: the file record, the
+hub address and its parser, the cache folder name of a hub, the path rules.
+
+Imports no reader: `kbuild.hubs.open` picks one, and each reader imports this module.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +13,9 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
 from typing import Protocol
 
-from .refs import Refs
-from .settings import DEFAULT_LOCAL_HUB
-
-
-class HubUnreachable(OSError):
-    """The hub could not be asked (no connection, a server error, a missing hub folder)."""
-
-
-class RepoNotFound(FileNotFoundError):
-    """The hub has no such repo."""
+from ..errors import BadHubContent, InvalidRequest
+from ..refs import Refs
+from ..settings import DEFAULT_LOCAL_HUB
 
 
 @dataclass(frozen=True)
@@ -32,7 +28,7 @@ class RemoteFile:
 
 
 class HubReader(Protocol):
-    key: str  # names this hub's part of the cache
+    key: str  # names this hub's part of the cache (cache_folder_name)
     local: bool  # True when reading makes no network request
 
     def describe(self) -> str: ...
@@ -50,7 +46,8 @@ class HubReader(Protocol):
         """Write `build/<variant>/**` (bytecode skipped) into `dest`; the files written."""
 
     def read_file(self, repo_id: str, commit: str, path: str) -> bytes:
-        """One small file's bytes (a variant's metadata.json, for lock files)."""
+        """One small file's bytes (a variant's metadata.json, for lock files); KernelNotFound when
+        there is no such file."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +64,7 @@ class HubAddress:
 def parse_hub_address(value: str | Path | None) -> HubAddress:
     """A folder or file:// URL is a local hub, http(s):// an HTTP one; None or "" the default
     local hub (~/.cache/kbuild/hub). The one parser of hub addresses: `kbuild publish/lock --hub`
-    use it too. ValueError for anything else."""
+    use it too. InvalidRequest (a ValueError) for anything else."""
     if not value:
         return HubAddress(local=DEFAULT_LOCAL_HUB)
     value = str(value)
@@ -75,30 +72,18 @@ def parse_hub_address(value: str | Path | None) -> HubAddress:
     scheme = parsed.scheme.lower()
     if scheme in ("http", "https"):
         if not parsed.netloc:
-            raise ValueError(f"hub {value!r} has no host (expected e.g. http://127.0.0.1:8000)")
+            raise InvalidRequest(f"hub {value!r} has no host (expected e.g. http://127.0.0.1:8000)")
         return HubAddress(endpoint=value.rstrip("/"))
     if scheme == "file":
         return HubAddress(local=Path(unquote(parsed.path)))
     if len(scheme) > 1:  # one letter: a Windows drive, i.e. a folder
-        raise ValueError(f"unsupported hub address {value!r} (expected a folder, file://, http:// or https://)")
+        raise InvalidRequest(f"unsupported hub address {value!r} (expected a folder, file://, http:// or https://)")
     return HubAddress(local=Path(value).expanduser())
 
 
-def open_reader(hub: str | None, token: str | None = None) -> HubReader:
-    """The reader for hub address `hub` (parse_hub_address)."""
-    address = parse_hub_address(hub)
-    if address.endpoint:
-        from .http_hub import HttpHub
-
-        return HttpHub(address.endpoint, token)
-    from .git_hub import GitHub
-
-    return GitHub(address.local)
-
-
-def cache_key(kind: str, where: str) -> str:
-    """A readable, collision-free folder name for a hub: `huggingface.co`, `127.0.0.1_8000-http`,
-    `local-<hash>`."""
+def cache_folder_name(kind: str, where: str) -> str:
+    """The download cache's folder for a hub: readable and collision-free, `huggingface.co`,
+    `127.0.0.1_8000-http`, `local-<hash>`."""
     if kind == "local":
         return "local-" + hashlib.sha256(where.encode()).hexdigest()[:16]
     scheme, _, rest = where.partition("://")
@@ -111,9 +96,5 @@ def safe_relpath(path: str, what: str) -> str:
     parts = PurePosixPath(path).parts
     if (not path or path.startswith("/") or "\\" in path or "\0" in path or ".." in parts
             or any(p in ("", ".") for p in path.split("/"))):
-        raise ValueError(f"{what}: refusing the path {path!r}, which could escape the cache folder")
+        raise BadHubContent(f"{what}: refusing the path {path!r}, which could escape the cache folder")
     return path
-
-
-def skip_bytecode(path: str) -> bool:
-    return path.endswith(".pyc") or "__pycache__" in path.split("/")

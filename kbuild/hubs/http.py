@@ -11,20 +11,25 @@ import io
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .hubs import HubUnreachable, RemoteFile, RepoNotFound, cache_key, safe_relpath, skip_bytecode
-from .refs import Refs, UnknownRevision
+from ..digest import is_bytecode
+from ..errors import (BadHubContent, HubAccessDenied, HubRequestFailed, HubUnreachable, KernelNotFound,
+                      OversizedDownload, RepoNotFound, RevisionNotFound)
+from ..refs import Refs
+from .base import RemoteFile, cache_folder_name, safe_relpath
 
 REPO_TYPE = "kernel"
 PARALLEL_DOWNLOADS = 8
 
 
-class HttpHub:
+class HttpHubReader:
+    """An HTTP hub, read through huggingface_hub's client (the builder publishes with its own)."""
+
     local = False
 
     def __init__(self, endpoint: str, token: str | None = None):
         self.endpoint = endpoint
         self.token = token
-        self.key = cache_key("http", endpoint)
+        self.key = cache_folder_name("http", endpoint)
         self._api = None
 
     def describe(self) -> str:
@@ -77,13 +82,13 @@ class HttpHub:
             if not isinstance(e, RepoFile):
                 continue
             if not e.path.startswith(prefix):
-                raise ValueError(f"{self.describe()} listed {e.path} under {prefix} of {repo_id}@{commit[:12]}")
+                raise BadHubContent(f"{self.describe()} listed {e.path} under {prefix} of {repo_id}@{commit[:12]}")
             rel = safe_relpath(e.path.removeprefix(prefix), f"{repo_id}@{commit[:12]}")
-            if not skip_bytecode(rel):
+            if not is_bytecode(rel):
                 lfs = getattr(e, "lfs", None)
                 files.append(RemoteFile(rel, e.blob_id, e.size, lfs_sha256=lfs.sha256 if lfs else None))
         if not files:
-            raise FileNotFoundError(f"{repo_id}@{commit[:12]} has no files under {prefix} on {self.describe()}")
+            raise KernelNotFound(f"{repo_id}@{commit[:12]} has no files under {prefix} on {self.describe()}")
         return files
 
     def _download(self, repo_id: str, commit: str, path: str, target, size: int | None = None) -> None:
@@ -105,10 +110,6 @@ class HttpHub:
             else:
                 http_get(url, _Capped(target, limit, f"{self.describe()}: {path} of {repo_id}@{commit[:12]}"),
                          headers=headers, expected_size=size)
-
-
-class OversizedDownload(OSError):
-    """The hub sent more bytes than it listed for the file."""
 
 
 class _Capped:
@@ -137,10 +138,11 @@ READ_LIMIT = 16 * 1024 * 1024
 
 
 class _errors:
-    """huggingface_hub's and httpx's failures as the runtime's: RepoNotFound, HubUnreachable,
-    ValueError (no such revision), PermissionError; `missing_ok` turns a missing path into `ok=False`."""
+    """huggingface_hub's and httpx's failures as the runtime's (kbuild.errors): RepoNotFound,
+    RevisionNotFound, KernelNotFound (no such file), HubAccessDenied, HubUnreachable,
+    HubRequestFailed; `missing_ok` turns a missing path into `ok=False`."""
 
-    def __init__(self, hub: HttpHub, repo_id: str, what: str, missing_ok: bool = False):
+    def __init__(self, hub: HttpHubReader, repo_id: str, what: str, missing_ok: bool = False):
         self.hub, self.repo_id, self.what, self.missing_ok, self.ok = hub, repo_id, what, missing_ok, True
 
     def __enter__(self):
@@ -155,28 +157,29 @@ class _errors:
         if isinstance(error, hf.RepositoryNotFoundError):
             raise RepoNotFound(f"no kernel repo {self.repo_id} on {self.hub.describe()}") from None
         if isinstance(error, hf.RevisionNotFoundError):
-            raise UnknownRevision(f"{where}: no such revision") from None
+            raise RevisionNotFound(f"{where}: no such revision") from None
         if isinstance(error, hf.EntryNotFoundError):
             if self.missing_ok:
                 self.ok = False
                 return True
-            raise FileNotFoundError(f"{where}: no such file") from None
+            raise KernelNotFound(f"{where}: no such file") from None
         if isinstance(error, hf.OfflineModeIsEnabled):
             raise HubUnreachable(f"{where}: huggingface_hub is in offline mode (HF_HUB_OFFLINE)") from None
         if isinstance(error, hf.HfHubHTTPError):
             status = getattr(error.response, "status_code", 0) or 0
             message = str(error).splitlines()[0]
             if status in (401, 403):
-                raise PermissionError(f"{where}: {message} (set HF_TOKEN or run `hf auth login`)") from None
+                raise HubAccessDenied(f"{where}: {message} (set HF_TOKEN or run `hf auth login`)") from None
             if status >= 500 or status == 429:
                 raise HubUnreachable(f"{where}: {message}") from None
-            raise OSError(f"{where}: {message}") from None
-        if _is_transport_error(error):
+            raise HubRequestFailed(f"{where}: {message}") from None
+        if is_transport_error(error):
             raise HubUnreachable(f"{where}: {error}") from None
         return False
 
 
-def _is_transport_error(error: BaseException) -> bool:
+def is_transport_error(error: BaseException) -> bool:
+    """A connection or timeout failure (the builder's publisher asks too)."""
     # httpx (httpx2 in huggingface_hub 2.x) connection and timeout errors, without importing httpx.
     names = {c.__name__ for c in type(error).__mro__}
     return bool(names & {"TransportError", "TimeoutException", "NetworkError"}) or isinstance(

@@ -1,0 +1,25 @@
+"""Where kernels come from: a local git hub (a folder of bare repos, `local_git.LocalGitHub`) or
+an HTTP hub (the Hugging Face Hub or `kbuild hub serve`, `http.HttpHubReader`). Both implement
+`base.HubReader`; `open(address)` picks one. Readers load on first use: the HTTP one imports
+huggingface_hub, and `import kbuild` stays light.
+"""
+
+from __future__ import annotations
+
+from .base import HubAddress, HubReader, RemoteFile, cache_folder_name, parse_hub_address, safe_relpath
+
+__all__ = ["HubAddress", "HubReader", "RemoteFile", "cache_folder_name", "open", "parse_hub_address",
+           "safe_relpath"]
+
+
+def open(hub: str | None, token: str | None = None) -> HubReader:  # noqa: A001 - hubs.open(address)
+    """The reader for hub address `hub` (parse_hub_address: a folder, file://, http(s)://, or None
+    for the default local hub)."""
+    address = parse_hub_address(hub)
+    if address.endpoint:
+        from .http import HttpHubReader
+
+        return HttpHubReader(address.endpoint, token)
+    from .local_git import LocalGitHub
+
+    return LocalGitHub(address.local)
