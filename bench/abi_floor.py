@@ -78,7 +78,7 @@ def cpu_tests(ws: Path, names) -> dict[str, str]:
 
 def _python_for(variant: str) -> list[str]:
     from builder.toolchains.provision import ToolchainStore, load_versions_table
-    from builder.commands.toolchain import store_root
+    from builder.config.settings import from_environment
     from kbuild.variants import COMPILED, parse_variant
 
     parsed = parse_variant(variant)
@@ -88,7 +88,7 @@ def _python_for(variant: str) -> list[str]:
     if parsed.kind != COMPILED or tuple(int(x) for x in torch.__version__.split(".")[:2]) == release:
         return []
     version = load_versions_table()["torch"][f"{release[0]}.{release[1]}"]["version"]
-    python = ToolchainStore(store_root()).torch_python(version, cuda=False)
+    python = ToolchainStore(from_environment().toolchains_dir).torch_python(version, cuda=False)
     subprocess.run([python, "-m", "pip", "install", "-q", "pytest", "numpy"], check=True)  # what the suites import
     return ["--python", python]
 

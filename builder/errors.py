@@ -69,6 +69,12 @@ class BuildError(KbuildError):
     exit_code = ExitCode.BUILD
 
 
+class LockError(KbuildError):
+    """kbuild lock or download could not resolve, fetch or verify a kernel."""
+
+    exit_code = ExitCode.LOCK
+
+
 class CommandError(KbuildError):
     """A subprocess failed; carries the command line and the tail of its output."""
 

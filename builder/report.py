@@ -304,3 +304,12 @@ def _relative(line: str) -> str:
 def _duration(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def human_size(n: int) -> str:
+    """A byte count as kbuild's listings show it: 12 kB, 3 MB, 1.2 GB (powers of 1000)."""
+    for unit in ("B", "kB", "MB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from builder.commands.main import _parser, main
+from builder.commands.main import main, parser
 from builder.errors import ManifestError
 
 
@@ -23,9 +23,9 @@ def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("kbuild",)):
 
 
 def test_every_command_and_argument_has_help():
-    missing = [f"{' '.join(path)} {what}" for path, what, ok in walk(_parser()) if not ok]
+    missing = [f"{' '.join(path)} {what}" for path, what, ok in walk(parser()) if not ok]
     assert missing == []
-    assert sum(1 for _ in walk(_parser())) > 60  # the walk really covers the subcommands
+    assert sum(1 for _ in walk(parser())) > 60  # the walk really covers the subcommands
 
 
 @pytest.mark.parametrize("before", [True, False])
@@ -68,7 +68,7 @@ def test_help_lists_the_commands_in_the_order_of_the_work(capsys):
         main(["--help"])
     assert done.value.code == 0
     out = capsys.readouterr().out
-    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (sub,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert [a.dest for a in sub._choices_actions] == [
         "init", "check", "variants", "build", "test", "publish", "matrix", "info", "lock", "download", "hub",
         "toolchain", "clean", "completion"]

@@ -31,7 +31,7 @@ from huggingface_hub.errors import (  # noqa: E402
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder  # noqa: E402
 
-from builder.commands.main import _parser  # noqa: E402
+from builder.commands.main import parser as kbuild_parser  # noqa: E402
 from builder.commands import hub as serve_cli  # noqa: E402
 from builder.hub.server import ServerConfig, Tokens, build_app, listen, load_tokens  # noqa: E402
 from builder.hub.server.auth import Forbidden, Unauthorized, check_access  # noqa: E402
@@ -204,7 +204,7 @@ def test_a_token_in_the_query_string_is_not_logged(hub):
 
 @pytest.mark.usefixtures("no_subprocess")
 def test_cli_arguments():
-    parser = _parser()
+    parser = kbuild_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     if "hub" not in sub.choices:
         serve_cli.add_parser(sub)

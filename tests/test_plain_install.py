@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.commands.main import _parser
+from builder.commands.main import parser
 
 ROOT = Path(__file__).resolve().parent.parent
 # the arguments each command needs to get past its parser; every command must be listed
@@ -23,7 +23,7 @@ ARGS = {
 
 
 def commands() -> list[str]:
-    (sub,) = [a for a in _parser()._actions if a.dest == "command"]
+    (sub,) = [a for a in parser()._actions if a.dest == "command"]
     return list(sub.choices)
 
 

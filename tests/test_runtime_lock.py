@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import KbuildError
-from builder.commands.lock import add_parsers
+from builder.commands.lock import add_parser
 from builder.report import Reporter
 from kbuild import IntegrityError, get_locked_kernel, load_kernel
 from kbuild.errors import OfflineMiss
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("runtime_env")
 def kbuild_cli(argv: list[str], capsys) -> tuple[int, str]:
     """`kbuild lock|download …` as the CLI runs it: one handler call, KbuildError as one line."""
     parser = argparse.ArgumentParser(prog="kbuild")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
+    add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     reporter = Reporter(plain=True)
     capsys.readouterr()

@@ -1,5 +1,6 @@
-"""`kbuild hub serve`: its arguments and its handler (parse → one library call). The CLI wires it
-in with `serve_cli.add_parser(sub)`."""
+"""`kbuild hub serve` and `kbuild hub gc`: their arguments and their handlers (parse → one library
+call): the local hub served over the Hugging Face Hub HTTP API (builder/hub/server/), and what
+failed publishes left in it collected (builder/hub/gitstore.py)."""
 
 from __future__ import annotations
 

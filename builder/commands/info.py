@@ -19,7 +19,6 @@ from kbuild.refs import KernelRef, check_repo_id, parse_request
 from kbuild.settings import from_environment
 
 from builder.errors import KbuildError, UsageError
-from builder.commands.toolchain import human_size
 
 
 def add_parser(subparsers) -> None:
@@ -42,6 +41,8 @@ def _info(args, reporter) -> int:
 
 def _show(args, reporter) -> int:
     from kbuild.variants import detect_system
+
+    from builder.report import human_size
 
     settings = from_environment()  # the runtime's reading (the one hub rule); its Session takes it
     session = Session(args.hub or settings.hub, settings)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from builder.project.gitid import source_id
 from builder.project.gitid import stale_reason
 from builder.layout import BUILD_DIR, WORK_DIR
+from builder.project.workspace import kernel_dirs
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,19 @@ class Removal:
     path: Path
     why: str
     size: int
+
+
+def clean(folder: Path, stale_only: bool, dry_run: bool) -> Iterator[Removal]:
+    """Clean each kernel of `folder` (one, or a workspace's members): each removal, made unless
+    `dry_run`, as it is made; a build/ left empty goes too."""
+    for kernel in kernel_dirs(folder):
+        for removal in plan_clean(kernel.resolve(), stale_only=stale_only):
+            if not dry_run:
+                remove(removal)
+            yield removal
+        build_dir = kernel / BUILD_DIR
+        if not stale_only and not dry_run and build_dir.is_dir() and not any(build_dir.iterdir()):
+            build_dir.rmdir()
 
 
 def plan_clean(kernel: Path, stale_only: bool) -> list[Removal]:

@@ -11,7 +11,7 @@ cached under one folder (`~/.cache/kbuild/toolchains/` unless the CLI says other
 A toolchain is complete when its marker `kbuild-toolchain.json` exists: it is written last, after
 the environment was built in `.<name>.tmp-<pid>`, renamed into place and checked. A complete
 toolchain is used as is (no pip call); an interrupted or failed install leaves nothing behind.
-The library never reads environment variables: the CLI resolves them (toolchain_cli.open_store).
+The library never reads environment variables: the CLI resolves them (builder/commands/arguments.py: open_store).
 """
 
 from __future__ import annotations

@@ -1,0 +1,109 @@
+"""What several commands share: their common arguments (a project folder, --python, --hub) and the
+reading of a command's arguments and environment into the library's options, once
+(BuildOptions for build, variants and test; the toolchain store). Only the standard library and
+the settings load here: the parser must build in a plain `pip install kbuild`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from builder.config.settings import from_environment as builder_settings
+from builder.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.config.options import BuildOptions
+    from builder.toolchains.provision import ToolchainStore
+
+DIR_HELP = "a kernel folder, or a workspace whose build.toml lists members (default: .)"
+HUB_HELP = ("a folder/file:// (local hub) or http(s):// URL "
+            "(default: $KBUILD_HUB, else $HF_ENDPOINT, else ~/.cache/kbuild/hub)")
+
+
+def add_dir(p: argparse.ArgumentParser, help: str = DIR_HELP) -> None:
+    p.add_argument("dir", nargs="?", default=".", type=Path, help=help)
+
+
+def add_python(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--python", default=None, metavar="PATH",
+                   help="interpreter whose torch to build/test against (default: the one running kbuild)")
+
+
+def add_hub(p: argparse.ArgumentParser, help: str = HUB_HELP) -> None:
+    p.add_argument("--hub", default=None, help=help)
+
+
+def folder(path: Path, hint: str = "pass a kernel project folder (with build.toml)") -> Path:
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a folder", hint=hint)
+    return path
+
+
+def python(args) -> str:
+    if args.python is None:
+        return sys.executable
+    path = Path(args.python)
+    if not path.is_file():
+        raise UsageError(f"--python: no interpreter at {args.python}")
+    return str(path.absolute())
+
+
+def build_options(args) -> BuildOptions:
+    """The arguments of `build` (and the subset `variants` has) with the environment, resolved."""
+    from builder.config.remote_cache import resolve_remote
+    from builder.config.dist import resolve_dist
+    from builder.config.options import BuildOptions
+
+    jobs = getattr(args, "jobs", None)
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"-j/--jobs: expected a positive number, got {jobs}")
+    env = builder_settings()
+    root = folder(args.dir).resolve()
+    return BuildOptions(
+        folder=root, variants=tuple(getattr(args, "variant", ())), jobs=jobs,
+        python=python(args), cuda_home=env.cuda_home, cache_dir=env.cache_dir, cxx=env.cxx,
+        compile_cache=getattr(args, "compile_cache", True), compile_cache_dir=env.ccache_dir,
+        remote_cache=resolve_remote(env.remote_cache, root),
+        dist=resolve_dist(args.dist, env.dist_scheduler, env.dist_token, root) if hasattr(args, "dist") else None,
+        source_date_epoch=env.source_date_epoch, all_variants=getattr(args, "all_variants", False),
+        toolchains_dir=env.toolchains_dir, torch_index=env.torch_index,
+        **_cuda_archs(args, env.cuda_arch_list), nvcc_threads=_nvcc_threads(env.nvcc_threads),
+        manylinux=_manylinux(args), sysroot=getattr(args, "sysroot", True),
+    )
+
+
+def open_store(log: Callable[[str], None] | None = None) -> ToolchainStore:
+    """The toolchain store the environment names: $KBUILD_TOOLCHAINS, $KBUILD_TORCH_INDEX."""
+    from builder.toolchains.provision import ToolchainStore
+
+    env = builder_settings()
+    return ToolchainStore(env.toolchains_dir, torch_index=env.torch_index, log=log, probe_dir=env.probe_dir)
+
+
+def _manylinux(args) -> str | None:
+    from builder.project.manylinux import policy_error
+
+    policy = getattr(args, "manylinux", None)
+    if policy is not None and (problem := policy_error(policy)):
+        raise UsageError(f"--manylinux: {problem}")
+    return policy
+
+
+def _cuda_archs(args, from_env: str | None) -> dict:
+    # the flag, else torch's own variable (what torch.utils.cpp_extension and kernel-builder read)
+    if getattr(args, "cuda_archs", None) is not None:
+        return {"cuda_archs": args.cuda_archs, "cuda_archs_from": "--cuda-archs"}
+    if from_env:
+        return {"cuda_archs": from_env, "cuda_archs_from": "TORCH_CUDA_ARCH_LIST"}
+    return {}
+
+
+def _nvcc_threads(text: str | None) -> int | None:
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"NVCC_THREADS: expected a positive number, got {text!r}")
+    return int(text)

@@ -1,0 +1,23 @@
+"""`kbuild completion SHELL`: a shell completion script, generated from kbuild's own parser so it
+never drifts from the commands."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.report import Reporter
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("completion", help="print a shell completion script: eval \"$(kbuild completion bash)\"")
+    p.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell to complete kbuild's commands in")
+    p.set_defaults(handler=run)
+
+
+def run(args, reporter: Reporter) -> int:
+    import shtab
+
+    from builder.commands.main import parser  # the whole CLI's, which wires this command in
+
+    reporter.result(shtab.complete(parser(), shell=args.shell))
+    return 0

@@ -1,0 +1,84 @@
+"""`kbuild publish [DIR]`: push built variants to a version branch of a hub repo; a workspace's
+members each to their own (builder/publish/workspace.py)."""
+
+from __future__ import annotations
+
+import json
+
+from builder.commands.arguments import add_dir, add_hub, folder
+from builder.config.settings import from_environment as builder_settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.publish.publish import PublishResult
+    from builder.report import Reporter
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("publish", help="push built variants to a version branch of a hub repo")
+    add_dir(p)
+    p.add_argument("--repo-id", help="ORG/NAME (default: [general.hub] repo-id)")
+    p.add_argument("--branch", help="target branch (default: [general.hub] branch, else v<version>)")
+    p.add_argument("--variant", action="append", default=[], metavar="V", help="only this variant (repeatable)")
+    add_hub(p)
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="publish builds of uncommitted sources, or of sources changed since the build")
+    p.add_argument("--force", action="store_true", help="allow removing public names from the branch")
+    p.add_argument("--allow-partial-archs", action="store_true",
+                   help="publish variants built for fewer CUDA archs than the kernel lists (--cuda-archs)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    p.set_defaults(handler=run)
+
+
+def run(args, reporter: Reporter) -> int:
+    from builder.hub.address import parse_hub
+    from builder.hub.open import open_hub
+    from builder.publish.publish import PublishOptions
+    from builder.publish.workspace import publish_members
+
+    options = PublishOptions(folder=folder(args.dir).resolve(), repo_id=args.repo_id, branch=args.branch,
+                             variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
+                             dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs)
+    settings = builder_settings()  # the hub rule get_kernel and kbuild lock follow too
+    hub = open_hub(parse_hub(args.hub or settings.hub), settings.token)
+    summaries, refused, kernels = [], {}, 0
+    for member in publish_members(options, hub, reporter):
+        kernels += 1
+        if member.unbuilt:
+            reporter.info(f"{member.name}: none of {', '.join(args.variant)} is built here; not published")
+        elif member.error is not None:
+            e = member.error
+            errors = getattr(e, "errors", (e,))  # a build.toml's every error
+            for n, error in enumerate(errors, start=1):
+                reporter.error(f"{member.name}: not published: {error}", e.hint if n == len(errors) else None)
+            refused[member.name] = e
+            summaries.append({"kernel": member.name, "error": str(e)})
+        else:
+            summaries.append(member.result.summary())
+            if not args.json:
+                _render(member.result, hub, args.dry_run, reporter)
+    if args.json:
+        reporter.result(json.dumps(summaries[0] if kernels == 1 else summaries, indent=2))
+    if refused:
+        reporter.info(f"not published: {', '.join(refused)} ({len(refused)} of {kernels} kernels)")
+        return next(iter(refused.values())).exit_code
+    return 0
+
+
+def _render(result: PublishResult, hub, dry_run: bool, reporter: Reporter) -> None:
+    plan = result.plan
+    target = f"{plan.repo_id}@{plan.branch}"
+    counts = f"{len(plan.added)} added, {len(plan.replaced)} replaced, {len(plan.deleted)} deleted, " \
+             f"{plan.unchanged} unchanged"
+    if dry_run:
+        reporter.result(f"dry run: {target} ({hub.describe()}), parent {plan.parent or '(new branch)'}: {counts}")
+        for kind, paths in (("add", plan.added), ("replace", plan.replaced), ("delete", plan.deleted)):
+            for path in paths:
+                reporter.result(f"  {kind:8} {path}")
+    elif plan.empty:
+        reporter.result(f"{target} already has these files ({counts}); nothing to publish")
+    else:
+        reporter.result(f"published {', '.join(plan.variants)} to {target}: {counts}")
+        reporter.result(f"commit {result.commit}")
+        reporter.result(result.url)

@@ -1,0 +1,45 @@
+"""`kbuild test [DIR]`: a kernel's tests/ run against each of its built variants; what follows
+`--` goes to pytest (main() splits it off into args.pytest_args)."""
+
+from __future__ import annotations
+
+import argparse
+
+from builder.commands.arguments import add_dir, add_python, folder, python
+from builder.config.settings import from_environment as builder_settings
+from builder.errors import ExitCode
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.report import Reporter
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
+    add_dir(p)
+    p.add_argument("--variant", action="append", default=[], metavar="V",
+                   help="only this built variant (repeatable; default: every variant in build/)")
+    p.add_argument("--timeout", type=_positive_seconds, default=None, metavar="S",
+                   help="stop a variant's suite after S seconds (default 3600); its log keeps what ran")
+    p.epilog = "Arguments after -- go to pytest, e.g. kbuild test kernels/relu -- -k fp16 -x"
+    add_python(p)
+    p.set_defaults(handler=run)
+
+
+def _positive_seconds(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return int(text)
+
+
+def run(args, reporter: Reporter) -> int:
+    from builder.verify.kernel_tests import test_kernels
+
+    results = test_kernels(folder(args.dir).resolve(), tuple(args.variant), python(args), tuple(args.pytest_args),
+                           reporter, cache_dir=builder_settings().probe_dir, timeout=args.timeout)
+    reporter.summary(results, "kbuild test")
+    if not any(r.status in ("passed", "failed") or r.log for r in results):
+        reporter.error("no variant was tested: none is built, or none can load in this torch",
+                       hint="kbuild build first, or pass --python")
+        return 1
+    return ExitCode.FAILED if any(r.status == "failed" for r in results) else ExitCode.OK
