@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from kbuild.digest import file_digest
+from kbuild.digest import METADATA, file_digest, variant_files
 
 from builder.errors import ExitCode, KbuildError
 
@@ -22,25 +22,15 @@ class IntegrityError(KbuildError):
     exit_code = ExitCode.REFUSED
 
 
-def regular_files(folder: Path, skip_bytecode: bool = True) -> dict[str, Path]:
-    """Relative posix path -> file for every regular file under `folder` (bytecode skipped: it
-    is never published). A symbolic link, or anything that is not a regular file or folder, is
-    an error naming it: its bytes are not the build's."""
+def regular_files(folder: Path) -> dict[str, Path]:
+    """Relative posix path -> file for every file of `folder` that counts (kbuild.digest's
+    variant_files: bytecode is never published). A symbolic link, or anything that is not a
+    regular file or folder, is an error naming it: its bytes are not the build's."""
     _refuse_special(folder, folder.lstat())
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(folder):  # never follows linked folders
-        here = Path(dirpath)
-        if skip_bytecode:
-            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-        for name in sorted(dirnames):
-            _refuse_special(here / name, (here / name).lstat())
-        for name in filenames:
-            path = here / name
-            _refuse_special(path, path.lstat())
-            if skip_bytecode and name.endswith(".pyc"):
-                continue
-            found[path.relative_to(folder).as_posix()] = path
-    return dict(sorted(found.items()))
+    entries = variant_files(folder, folders=True)
+    for path in entries.values():
+        _refuse_special(path, path.lstat())
+    return {rel: path for rel, path in entries.items() if not path.is_dir()}  # no links left: real folders
 
 
 def _refuse_special(path: Path, st: os.stat_result) -> None:
@@ -60,7 +50,7 @@ def verify_variant(folder: Path, metadata: dict) -> dict[str, Path]:
         raise IntegrityError(f"{folder / 'metadata.json'}: no digest; publish uploads only what a build recorded",
                              hint=f"rebuild {folder.name} with kbuild build")
     rebuild = f"rebuild it (kbuild build --variant {folder.name}); a build's files are never edited in place"
-    for rel in sorted(set(files) - {"metadata.json"} | set(digest)):
+    for rel in sorted(set(files) - {METADATA} | set(digest)):
         if rel not in files:
             raise IntegrityError(f"{folder / rel}: listed in metadata.json's digest but missing", hint=rebuild)
         if rel not in digest:

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbuild.digest import digest_tree
+from kbuild.digest import digest_tree, is_bytecode
 from kbuild.metadata import PARTIAL_ARCHS
 
 from builder import __version__
@@ -60,7 +60,7 @@ def _copy_python(plan: VariantPlan, dest: Path) -> None:
     suffixes = {f".{e}" for e in plan.pyext}
     for src in sorted(plan.python_src.rglob("*")):
         rel = src.relative_to(plan.python_src)
-        if src.is_file() and src.suffix in suffixes and "__pycache__" not in rel.parts:
+        if src.is_file() and src.suffix in suffixes and not is_bytecode(rel.as_posix()):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
 
