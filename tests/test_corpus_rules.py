@@ -24,7 +24,7 @@ from builder.plan.steps import plan_build
 from builder.publish.publish import LocalVariant, PublishError, check_publishable
 from builder.toolchains.toolchain import cmake_nvcc_flags
 from builder.toolchains.spec import parse_spec
-from builder.toolchains.provision import load_versions_table
+from builder.toolchains.versions import load_versions_table
 from tests.test_plan import CU130_214, by_name, cuda_info, gencodes, inputs, torch_info, unit, write_kernel
 
 pytestmark = pytest.mark.usefixtures("no_subprocess", "linux_x86_64")

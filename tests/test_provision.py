@@ -18,8 +18,9 @@ import pytest
 
 from builder.commands.main import main
 from builder.errors import ToolchainError, UsageError
-from builder.toolchains.provision import MARKER, ToolchainStore, load_versions_table
+from builder.toolchains.provision import MARKER, ToolchainStore
 from builder.toolchains.toolchain import find_cuda, probe_torch
+from builder.toolchains.versions import load_versions_table
 from builder.toolchains.spec import Spec, parse_spec
 
 CUDA_132 = load_versions_table()["cuda"]["13.2"]["toolkit"]

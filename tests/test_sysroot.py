@@ -17,7 +17,8 @@ from builder.project.manylinux import policy_versions
 from builder.stage.abi_floor import above, floor, needs
 from builder.commands.main import main
 from builder.toolchains.elf_stub import exports, write_stub
-from builder.toolchains.provision import ToolchainStore, load_versions_table
+from builder.toolchains.provision import ToolchainStore
+from builder.toolchains.versions import load_versions_table
 from builder.toolchains.sysroot import NEWER, Sysroot
 from cpu_kernel import write_cpu_kernel
 from kbuild import host_abi

@@ -23,6 +23,7 @@ from builder.plan.steps import BuildPlan, PlanInputs, Skip, plan_build
 from builder.report import Reporter, VariantResult
 from builder.toolchains.sysroot import Sysroot
 from builder.toolchains.toolchain import CudaInfo, TorchInfo, find_cuda, probe_torch
+from builder.toolchains.versions import load_versions_table
 from builder.project.workspace import kernel_dirs, workspace_matrix
 
 
@@ -154,10 +155,7 @@ def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, Source
     [general] manylinux) builds against, provisioned once per glibc release."""
     if not options.sysroot:
         return options
-    from builder.toolchains.provision import (  # only builds that need them pay
-        ToolchainStore,
-        load_versions_table,
-    )
+    from builder.toolchains.provision import ToolchainStore  # only builds that need it pay
 
     found: dict[str, Sysroot] = {}
     sysroots = {}
@@ -177,10 +175,7 @@ def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, Source
 
 def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple[str, ...]:
     """The include folders of the nvidia-cutlass release for `dep` (cutlass_X_Y), installed once."""
-    from builder.toolchains.provision import (  # only builds that need them pay
-        ToolchainStore,
-        load_versions_table,
-    )
+    from builder.toolchains.provision import ToolchainStore  # only builds that need it pay
 
     table = load_versions_table().get("cutlass", {})
     release = pick_cutlass(dep.version, table.get("releases", []))

@@ -17,10 +17,8 @@ from builder.project.cuda_arch import select as select_archs
 from builder.errors import ManifestError
 from builder.project.manifest import Manifest
 from builder.plan.steps import in_range, stable_abi
-from builder._toml import tomllib
-from builder import resources
+from builder.toolchains.versions import SOURCE, load_versions_table
 
-VERSIONS = "builder/versions.toml"  # kbuild's own table (packaged data; a path replaces it in tests)
 COMPILED_BACKENDS = ("cpu", "cuda")
 _MATRIX_KEYS = ("torch", "cuda")
 
@@ -93,8 +91,8 @@ def _version(text: str, where: str) -> Version:
 def load_table(path: Path | None = None) -> tuple[dict[Version, TorchRelease], dict[Version, CudaRelease], dict]:
     """The versions table (kbuild's own, or the one at `path`): torch releases and CUDA versions by
     series, and its [default]."""
-    data = tomllib.loads(path.read_text() if path else resources.read_text("versions.toml"))
-    path = path or VERSIONS
+    data = load_versions_table(path)
+    path = path or SOURCE
     cuda = {}
     for key, body in data.get("cuda", {}).items():
         v = _version(key, f"{path}: [cuda.\"{key}\"]")

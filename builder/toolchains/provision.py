@@ -32,6 +32,7 @@ from builder import proc
 from builder.errors import KbuildError, ToolchainError
 from builder.config.settings import PYPI
 from builder.toolchains.toolchain import TorchInfo, find_cuda, probe_torch
+from builder.toolchains.versions import load_versions_table  # noqa: F401 - builder/commands/toolchain.py imports it from here
 
 MARKER = "kbuild-toolchain.json"
 _TORCH_VERSION = re.compile(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
@@ -46,14 +47,6 @@ class ToolchainRecord:
     size_bytes: int
     created: str       # ISO 8601, UTC
     detail: str = ""   # "CPU build (2.13.0+cpu)", "nvcc 13.2.86"
-
-
-def load_versions_table() -> dict:
-    """builder/versions.toml, parsed: [torch."X.Y"] version/cuda, [cuda."X.Y"] toolkit/archs, [default]."""
-    from builder import resources
-    from builder._toml import tomllib
-
-    return tomllib.loads(resources.read_text("versions.toml"))
 
 
 class ToolchainStore:
