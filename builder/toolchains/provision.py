@@ -31,7 +31,7 @@ from typing import Callable, Iterator, Sequence
 from builder import proc
 from builder.errors import KbuildError, ToolchainError
 from builder.config.settings import PYPI
-from builder.toolchains.toolchain import TorchInfo, find_cuda, probe_torch
+from builder.toolchains.toolchain import TorchInfo, find_cuda, nvcc_version, probe_torch
 from builder.toolchains.versions import load_versions_table  # noqa: F401 - builder/commands/toolchain.py imports it from here
 
 MARKER = "kbuild-toolchain.json"
@@ -445,13 +445,12 @@ def _run_logged(cmd: list[str], what: str, log_file, log_path: Path) -> None:
 def _nvcc_version(home: Path, version: tuple[int, int]) -> str:
     """nvcc's full version (13.2.86), checked to be exactly `version`."""
     nvcc = home / "bin" / "nvcc"
-    out = proc.run([str(nvcc), "--version"], timeout=60, what="nvcc --version").stdout
-    m = re.search(r"release (\d+)\.(\d+), V([\d.]+)", out)
-    if not m:
+    found = nvcc_version(nvcc)
+    if found.build is None:
         raise ToolchainError(f"cannot read the CUDA version from {nvcc} --version")
-    if (int(m[1]), int(m[2])) != version:
-        raise ToolchainError(f"{nvcc} is CUDA {m[1]}.{m[2]}, expected {version[0]}.{version[1]}")
-    return m[3]
+    if found.cuda != version:
+        raise ToolchainError(f"{nvcc} is CUDA {found.cuda[0]}.{found.cuda[1]}, expected {version[0]}.{version[1]}")
+    return found.build
 
 
 def _read_marker(folder: Path) -> dict | None:

@@ -185,14 +185,30 @@ def _cached_nvcc_probe(home: Path, nvcc: Path, cache_dir: Path | None) -> CudaIn
     return info
 
 
-def _probe_nvcc(home: Path, nvcc: Path) -> CudaInfo:
-    version = proc.run([str(nvcc), "--version"], timeout=60, what="nvcc --version").stdout
-    m = re.search(r"release (\d+)\.(\d+)", version)
+@dataclass(frozen=True)
+class NvccVersion:
+    cuda: tuple[int, int]  # the CUDA release: (13, 0)
+    build: str | None  # nvcc's own version, "13.0.88"; None when the output lacks it
+
+
+# "Cuda compilation tools, release 13.0, V13.0.88"
+_NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+)(?:, V(\d+(?:\.\d+)*))?")
+
+
+def nvcc_version(nvcc: Path) -> NvccVersion:
+    """What `nvcc --version` says, the one reading of it (the probe and the toolchain store)."""
+    out = proc.run([str(nvcc), "--version"], timeout=60, what="nvcc --version").stdout
+    m = _NVCC_RELEASE.search(out)
     if not m:
         raise ToolchainError(f"cannot read the CUDA version from {nvcc} --version")
+    return NvccVersion((int(m[1]), int(m[2])), m[3])
+
+
+def _probe_nvcc(home: Path, nvcc: Path) -> CudaInfo:
+    version = nvcc_version(nvcc).cuda
     archs = proc.run([str(nvcc), "--list-gpu-arch"], timeout=60, what="nvcc --list-gpu-arch").stdout
     lib = next((home / d for d in ("lib64", "lib") if (home / d).is_dir()), home / "lib64")
-    return CudaInfo(str(home), str(nvcc), (int(m[1]), int(m[2])), parse_supported_archs(archs), str(lib))
+    return CudaInfo(str(home), str(nvcc), version, parse_supported_archs(archs), str(lib))
 
 
 def describe(info: TorchInfo | CudaInfo) -> dict:

@@ -1,0 +1,41 @@
+"""`nvcc --version` has one reader (builder/toolchains/toolchain.py: nvcc_version): the probe that
+finds a CUDA for a build and the toolchain store that checks the nvcc it installed agree on it.
+Runs the real nvcc."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from builder.errors import ToolchainError
+from builder.toolchains.provision import _nvcc_version
+from builder.toolchains.toolchain import find_cuda, nvcc_version
+
+
+@pytest.fixture
+def system():
+    found = find_cuda(None)
+    if found is None:
+        pytest.skip("no system CUDA (/usr/local/cuda, nvcc on PATH)")
+    return found
+
+
+def test_the_probe_and_the_store_read_nvcc_alike(system):
+    said = nvcc_version(Path(system.nvcc))
+    out = subprocess.run([system.nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    assert f"release {said.cuda[0]}.{said.cuda[1]}, V{said.build}" in out
+    assert said.cuda == system.version  # what find_cuda's probe recorded
+    assert _nvcc_version(Path(system.home), system.version) == said.build  # what the store records
+
+
+def test_the_store_refuses_an_nvcc_of_another_release(system):
+    major, minor = system.version
+    with pytest.raises(ToolchainError, match=rf"bin/nvcc is CUDA {major}\.{minor}, expected {major}\.{minor + 1}$"):
+        _nvcc_version(Path(system.home), (major, minor + 1))
+
+
+def test_a_program_that_is_no_nvcc_is_one_clear_error(tmp_path):
+    with pytest.raises(ToolchainError, match=r"cannot read the CUDA version from .*/true --version"):
+        nvcc_version(Path("/bin/true"))
