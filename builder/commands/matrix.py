@@ -1,5 +1,5 @@
-"""`kbuild matrix`: the workspace's matrix as CI slices, and the check that a version branch holds
-all of it.
+"""`kbuild matrix`: the workspace's matrix as CI slices (builder/plan/slices.py), and the check that
+a version branch holds all of it (builder/verify/published.py).
 
     kbuild matrix . --slices 4              # a table: each slice's variants and estimated cost
     kbuild matrix . --slices 4 --github     # {"include": [{"slice": 1, "variants": "…"}, …]} for a job matrix
@@ -13,22 +13,20 @@ Each CI job of a fan-out runs `kbuild build . --variant <each of its slice>` and
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from builder.errors import KbuildError, UsageError
-from builder.project.manifest import load_manifest
-from builder.plan.matrix import select
-from builder.plan.slices import costs, plan_slices
-from builder.project.workspace import kernel_dirs, workspace_matrix
+from builder.commands.arguments import DIR_HELP, HUB_HELP, add_dir, add_hub, folder
+from builder.errors import UsageError
 
-DIR_HELP = "a kernel folder, or a workspace whose build.toml lists members (default: .)"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.report import Reporter
 
 
 def add_parser(subparsers) -> None:
-    from pathlib import Path
-
     p = subparsers.add_parser("matrix", help="cut the matrix into CI slices (--slices N [--github]), or check that a "
                                              "version branch holds all of it (--check)")
-    p.add_argument("dir", nargs="?", type=Path, default=Path("."), help=DIR_HELP)
+    add_dir(p, DIR_HELP)
     p.add_argument("--slices", type=int, default=1, metavar="N", help="how many CI jobs to split the matrix into "
                    "(balanced by estimated compile time; default 1)")
     out = p.add_mutually_exclusive_group()
@@ -37,23 +35,18 @@ def add_parser(subparsers) -> None:
     out.add_argument("--json", action="store_true", help="print the slices as JSON")
     out.add_argument("--check", action="store_true", help="check each kernel's version branch on the hub: the "
                      "whole matrix is there, every variant verifies, and the one this machine fits loads")
-    p.add_argument("--hub", default=None, help="with --check: a folder/file:// (local hub) or http(s):// URL "
-                   "(default: $KBUILD_HUB, else $HF_ENDPOINT, else ~/.cache/kbuild/hub)")
+    add_hub(p, "with --check: " + HUB_HELP)
     p.add_argument("--branch", default=None, help="with --check: the branch (default: [general.hub] branch, else "
                    "v<version>)")
-    p.set_defaults(handler=_matrix)
+    p.set_defaults(handler=run)
 
 
-def _matrix(args, reporter) -> int:
+def run(args, reporter: Reporter) -> int:
+    from builder.plan.slices import plan_slices, workspace_costs
+
     if args.slices < 1:
         raise UsageError(f"--slices: expected a positive number, got {args.slices}")
-    if not args.dir.is_dir():
-        raise UsageError(f"{args.dir}: not a folder", hint="pass a kernel project folder (with build.toml)")
-    folder = args.dir.resolve()
-    choice, where = workspace_matrix(folder)
-    matrix = select(choice, where)
-    kernels = [load_manifest(d) for d in kernel_dirs(folder)]
-    per_variant = costs(kernels, matrix)
+    kernels, per_variant = workspace_costs(folder(args.dir).resolve())
     if args.check:
         return _check(kernels, per_variant, args, reporter)
     slices = plan_slices(per_variant, args.slices) if per_variant else []
@@ -75,51 +68,25 @@ def _matrix(args, reporter) -> int:
     return 0
 
 
-def _check(kernels, per_variant, args, reporter) -> int:
-    """Each kernel's branch: every matrix variant present and verified (digests), then loaded."""
-    from kbuild.errors import KernelError
+def _check(kernels, per_variant, args, reporter: Reporter) -> int:
+    """`--check`: each finding as one line, then whether the branches hold the whole matrix."""
     from kbuild.hub_loader import Session
-    from kbuild.refs import KernelRef
     from kbuild.settings import from_environment
-    from kbuild.variants import detect_system
+
+    from builder.verify.published import check_published
 
     settings = from_environment()  # the one hub rule, shared with publish and get_kernel
-    session = Session(args.hub or settings.hub, settings)
     problems = 0
-    for m in kernels:
-        if not m.hub_repo_id:
-            raise UsageError(f"{m.path}: [general.hub] repo-id is not set: --check needs the repo of each kernel")
-        branch = args.branch or m.hub_branch or (f"v{m.version}" if m.version is not None else None)
-        if branch is None:
-            raise UsageError(f"{m.path}: no [general] version and no [general.hub] branch: pass --branch")
-        expected = sorted(name for name, by_kernel in per_variant.items() if m.name in by_kernel)
-        try:
-            ref = KernelRef(m.hub_repo_id, branch)
-            commit = session.commit(ref)
-            held = set(session.reader.variants(m.hub_repo_id, commit))
-        except KernelError as e:
-            raise KbuildError(f"{m.hub_repo_id}@{branch}: {e}") from None
-        missing = [name for name in expected if name not in held]
-        where = f"{m.hub_repo_id}@{branch} ({commit[:12]})"
-        for name in missing:
-            reporter.result(f"missing   {where} {name}")
-        problems += len(missing)
-        for name in (n for n in expected if n in held):
-            try:
-                session.install(m.hub_repo_id, commit, name)  # fetched and checked against its digests
-                reporter.result(f"verified  {where} {name}")
-            except (KernelError, OSError) as e:  # OSError: the cache's disk (full, read-only)
-                reporter.result(f"corrupt   {where} {name}: {e}")
-                problems += 1
-        if missing:
-            continue
-        try:
-            found = session.resolve(KernelRef(m.hub_repo_id, commit), detect_system())
-            module = session.load_best(found)
-            reporter.result(f"loaded    {where} {found.chosen} as {module.__name__}")
-        except (KernelError, OSError, ImportError) as e:  # ImportError: the kernel's own import failed
-            reporter.result(f"unloadable {where}: {e}")
-            problems += 1
+    for f in check_published(kernels, per_variant, Session(args.hub or settings.hub, settings), args.branch):
+        if f.status == "loaded":
+            reporter.result(f"loaded    {f.where} {f.variant} as {f.detail}")
+        elif f.status == "unloadable":
+            reporter.result(f"unloadable {f.where}: {f.detail}")
+        elif f.status == "corrupt":
+            reporter.result(f"corrupt   {f.where} {f.variant}: {f.detail}")
+        else:  # missing, verified
+            reporter.result(f"{f.status:<9} {f.where} {f.variant}")
+        problems += f.problem
     if problems:
         reporter.error(f"{problems} problem(s): the branch does not hold the whole matrix in a usable state")
         return 1

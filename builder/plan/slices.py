@@ -14,9 +14,11 @@ Python-only variant 0.1. Slices are filled longest first (LPT), which keeps the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from builder.project.manifest import Manifest
-from builder.plan.matrix import Matrix, MatrixVariant, matrix_variants, variant_archs
+from builder.project.manifest import Manifest, load_manifest
+from builder.plan.matrix import Matrix, MatrixVariant, matrix_variants, select, variant_archs
+from builder.project.workspace import kernel_dirs, workspace_matrix
 
 CU_PER_ARCH = 2.0
 CXX = 1.0
@@ -50,6 +52,15 @@ def costs(kernels: list[Manifest], matrix: Matrix) -> dict[str, dict[str, float]
         for mv in matrix_variants(m, matrix)[0]:
             out.setdefault(mv.variant.name, {})[m.name] = estimate(m, mv)
     return out
+
+
+def workspace_costs(folder: Path) -> tuple[list[Manifest], dict[str, dict[str, float]]]:
+    """The kernels of `folder` (one, or a workspace's members) and their `costs` over the
+    workspace's matrix ([workspace.matrix], else versions.toml's)."""
+    choice, where = workspace_matrix(folder)
+    matrix = select(choice, where)
+    kernels = [load_manifest(d) for d in kernel_dirs(folder)]
+    return kernels, costs(kernels, matrix)
 
 
 def plan_slices(per_variant: dict[str, dict[str, float]], n: int) -> list[Slice]:
