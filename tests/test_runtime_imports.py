@@ -115,8 +115,8 @@ def test_every_runtime_module_imports_alone_and_light():
     """Each module in a fresh interpreter of its own: none needs another to have been imported
     first, and none pulls in torch, huggingface_hub or the builder by being imported (the HTTP
     reader imports huggingface_hub when it makes its first request)."""
-    probe = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
-             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'huggingface_hub', 'builder'})))")
+    probe = ("import importlib, sys; importlib.import_module(sys.argv[1]); heavy = {'torch', 'huggingface_hub', "
+             "'builder'}; print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & heavy)))")
     for name in sorted(graph()):
         done = subprocess.run([sys.executable, "-c", probe, name], capture_output=True, text=True)
         assert done.returncode == 0, f"{name}: {done.stderr.strip().splitlines()[-1:]}"

@@ -18,7 +18,10 @@ from kbuild.digest import METADATA, file_digest, variant_files
 from builder.errors import ExitCode, KbuildError
 
 
-class IntegrityError(KbuildError):
+class UnpublishableBuild(KbuildError):
+    """A build folder publish refuses: a link or special file, no digest, or a file that no longer
+    matches it (the loader's own mismatch, on a downloaded copy, is kbuild.errors.IntegrityError)."""
+
     exit_code = ExitCode.REFUSED
 
 
@@ -35,28 +38,29 @@ def regular_files(folder: Path) -> dict[str, Path]:
 
 def _refuse_special(path: Path, st: os.stat_result) -> None:
     if stat.S_ISLNK(st.st_mode):
-        raise IntegrityError(f"{path}: a symbolic link (to {os.readlink(path)}); publish uploads regular files only",
+        raise UnpublishableBuild(f"{path}: a symbolic link (to {os.readlink(path)}); publish uploads regular files only",
                              hint="replace it with the file it points to, or rebuild: kbuild build never makes links")
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-        raise IntegrityError(f"{path}: not a regular file (a fifo, socket or device); publish uploads regular files only")
+        raise UnpublishableBuild(f"{path}: not a regular file (a fifo, socket or device); "
+                                 "publish uploads regular files only")
 
 
 def verify_variant(folder: Path, metadata: dict) -> dict[str, Path]:
     """The variant's files (metadata.json included) after checking every other one against the
-    digest its metadata.json records; an IntegrityError names the first that does not match."""
+    digest its metadata.json records; UnpublishableBuild names the first that does not match."""
     files = regular_files(folder)
     digest = (metadata.get("digest") or {}).get("files")
     if not isinstance(digest, dict):
-        raise IntegrityError(f"{folder / 'metadata.json'}: no digest; publish uploads only what a build recorded",
+        raise UnpublishableBuild(f"{folder / 'metadata.json'}: no digest; publish uploads only what a build recorded",
                              hint=f"rebuild {folder.name} with kbuild build")
     rebuild = f"rebuild it (kbuild build --variant {folder.name}); a build's files are never edited in place"
     for rel in sorted(set(files) - {METADATA} | set(digest)):
         if rel not in files:
-            raise IntegrityError(f"{folder / rel}: listed in metadata.json's digest but missing", hint=rebuild)
+            raise UnpublishableBuild(f"{folder / rel}: listed in metadata.json's digest but missing", hint=rebuild)
         if rel not in digest:
-            raise IntegrityError(f"{folder / rel}: not covered by metadata.json's digest (added after the build)",
+            raise UnpublishableBuild(f"{folder / rel}: not covered by metadata.json's digest (added after the build)",
                                  hint=rebuild)
         if file_digest(files[rel]) != digest[rel]:
-            raise IntegrityError(f"{folder / rel}: changed since the build (does not match metadata.json's digest)",
+            raise UnpublishableBuild(f"{folder / rel}: changed since the build (does not match metadata.json's digest)",
                                  hint=rebuild)
     return files
