@@ -1,0 +1,49 @@
+"""`kbuild info`: what a hub holds for a kernel, read through the runtime's own hub readers (a
+local git hub or an HTTP hub): its version branches, and at the requested revision (default: the
+newest vN) each variant with its size, ABI floor and whether this machine can load it, judged as
+`get_kernel` judges (by name, then by each variant's metadata.json: its ABI floor, GPU archs and
+python-depends). Nothing is downloaded but the variants' metadata.json."""
+
+from __future__ import annotations
+
+import re
+
+from builder.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kbuild.hub_loader import Session
+
+
+def kernel_info(session: Session, request: str, backend: str | None = None) -> dict:
+    """The record of ORG/NAME[@REV] `request`: repo, hub, revision, commit, versions (branch ->
+    commit), system, and variants (one row each; `loads` marks the one get_kernel loads)."""
+    from kbuild.errors import InvalidRequest
+    from kbuild.refs import KernelRef, check_repo_id, parse_request
+    from kbuild.variants import detect_system
+
+    repo_id = request.partition("@")[0]
+    try:
+        check_repo_id(repo_id)
+    except InvalidRequest as e:
+        raise UsageError(str(e)) from None
+    refs = session.refs(repo_id)  # RepoNotFound: "no kernel repo ... on ..." (a one-line error)
+    versions = sorted((b for b in refs.branches if re.fullmatch(r"v\d+", b)), key=lambda b: int(b[1:]))
+    if "@" in request:
+        ref = parse_request(request)
+    elif versions:
+        ref = KernelRef(repo_id, versions[-1])
+    else:
+        raise UsageError(f"{repo_id} on {session.reader.describe()} has no version branch (v1, v2, ...); "
+                         f"name a branch or commit: {repo_id}@<branch>")
+    system = detect_system(backend)
+    found = session.judge_metadata(session.resolve(ref, system), every=True)
+    rows = []
+    for c in found.trace:
+        files = session.reader.files(repo_id, found.commit, c.name)
+        abi = session.floor(repo_id, found.commit, c.name)
+        rows.append({"variant": c.name, "size": sum(f.size for f in files), "files": len(files),
+                     "fits": c.accepted, "why": c.reason or c.note, "floor": (abi.manylinux or "") if abi else "",
+                     "loads": c.name == found.chosen})
+    return {"repo": repo_id, "hub": session.reader.describe(), "revision": ref.revision, "commit": found.commit,
+            "versions": {v: refs.branches[v] for v in versions}, "system": system.describe(), "variants": rows}
