@@ -87,6 +87,13 @@ class Reporter:
         if hint:
             self.err.print(literal(f"  hint: {hint}"))
 
+    def failure(self, e: Exception, prefix: str = "") -> None:
+        """A KbuildError as the CLI shows it: each error it holds (a build.toml's every error) on
+        its own line, the hint after the last."""
+        errors = getattr(e, "errors", (e,))
+        for n, error in enumerate(errors, start=1):
+            self.error(f"{prefix}{error}", getattr(e, "hint", None) if n == len(errors) else None)
+
     def result(self, text: str) -> None:
         """Machine-readable or primary output: stdout."""
         # stdout on the same terminal as a live view: above the view, where the terminal shows it anyway

@@ -59,9 +59,7 @@ def _run(args) -> int:
             _show_warnings(caught, reporter)
             if args.debug:
                 raise
-            errors = getattr(e, "errors", (e,))  # a build.toml's every error, one line each
-            for n, error in enumerate(errors, start=1):
-                reporter.error(str(error), e.hint if n == len(errors) else None)
+            reporter.failure(e)
             return e.exit_code
         except KeyboardInterrupt:
             reporter.error(f"interrupted; {_KEPT.get(args.command, 'nothing half-done was kept')}")

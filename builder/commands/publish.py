@@ -48,12 +48,9 @@ def run(args, reporter: Reporter) -> int:
         if member.unbuilt:
             reporter.info(f"{member.name}: none of {', '.join(args.variant)} is built here; not published")
         elif member.error is not None:
-            e = member.error
-            errors = getattr(e, "errors", (e,))  # a build.toml's every error
-            for n, error in enumerate(errors, start=1):
-                reporter.error(f"{member.name}: not published: {error}", e.hint if n == len(errors) else None)
-            refused[member.name] = e
-            summaries.append({"kernel": member.name, "error": str(e)})
+            reporter.failure(member.error, prefix=f"{member.name}: not published: ")
+            refused[member.name] = member.error
+            summaries.append({"kernel": member.name, "error": str(member.error)})
         else:
             summaries.append(member.result.summary())
             if not args.json:
