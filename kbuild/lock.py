@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
+from .digest import METADATA
 from .errors import IntegrityError, InvalidLockFile, KernelNotFound, LockFileNotFound, NoVariantFits
 from .hub_loader import Resolution, Session, _system, no_fit_message
-from .metadata import FILENAME
 from .refs import KernelRef, check_repo_id, parse_request, resolve
 from .settings import Settings, from_environment
 from .variants import SystemInfo
@@ -55,7 +55,7 @@ def lock_kernel(request: str, *, revision: str | None = None, version: int | Non
     variants = {}
     for name in session.variants(ref.repo_id, commit):
         try:
-            data = session.reader.read_file(ref.repo_id, commit, f"build/{name}/{FILENAME}")
+            data = session.reader.read_file(ref.repo_id, commit, f"build/{name}/{METADATA}")
         except KernelNotFound:  # an old kernel-builder build without metadata
             variants[name] = None
             continue
@@ -152,7 +152,7 @@ def _choose(locked: LockedKernel, system: SystemInfo, session: Session) -> str:
 def _check_metadata(locked: LockedKernel, variant: str):
     def check(folder: Path) -> None:
         expected = locked.variants.get(variant)
-        meta = folder / FILENAME
+        meta = folder / METADATA
         if expected is None:
             return
         actual = hashlib.sha256(meta.read_bytes()).hexdigest() if meta.is_file() else None

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .digest import ALGORITHM
+from .digest import ALGORITHM, METADATA
 from .errors import InvalidMetadata
 from .kernel_deps import KernelPin
 from .variants import BACKENDS
 
-FILENAME = "metadata.json"
 _OURS = " (provenance says kbuild built this variant, and kbuild always records it)"
 
 
@@ -72,7 +71,7 @@ class VariantMetadata:
     @classmethod
     def for_variant(cls, variant_dir: Path) -> VariantMetadata:
         """The variant's metadata; an empty record for old kernel-builder builds without one."""
-        path = Path(variant_dir) / FILENAME
+        path = Path(variant_dir) / METADATA
         return cls.from_file(path) if path.is_file() else cls(path=None)
 
     @classmethod
