@@ -1,4 +1,4 @@
-"""kbuild's runtime: load ABI-tagged kernel builds (DESIGN.md §4–§6).
+"""kbuild's runtime: load ABI-tagged kernel builds (their formats: docs/formats.md).
 
 Every loading failure is a `KernelError` (kbuild.errors), each subclass keeping the built-in base
 it always had (NoVariantFits is a FileNotFoundError, HubUnreachable an OSError, ...).

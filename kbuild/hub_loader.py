@@ -1,5 +1,5 @@
 """`get_kernel("org/repo@v1")`: resolve the ref to a commit, choose the variant that fits, fetch
-only it into the cache, verify it, import it (DESIGN.md §4–§6).
+only it into the cache, verify it, import it (docs/formats.md, "Hub repository layout").
 
 Requests: a commit-pinned load that is cached makes none; a branch load makes one (the refs) per
 process, and falls back to the last refs it saw, with a warning, when the hub cannot be reached;

@@ -1,4 +1,5 @@
-"""Layer mapping: swap the `forward` of a model's modules for a kernel's layer (DESIGN.md §5).
+"""Layer mapping: swap the `forward` of a model's modules for a kernel's layer (docs/formats.md,
+"Layers").
 
     kernelize(model, {"RMSNorm": "org/rmsnorm@v1:RMSNorm"}, mode="inference")
 

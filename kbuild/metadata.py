@@ -1,4 +1,5 @@
-"""A built variant's metadata.json (DESIGN.md §5), read and checked into a frozen record.
+"""A built variant's metadata.json (docs/formats.md, "metadata.json"), read and checked into a
+frozen record.
 
 kbuild builds always carry `id` and `digest`; builds by kernel-builder may lack them (and older
 ones lack the file), so those fields are optional unless `provenance` says kbuild made the build.

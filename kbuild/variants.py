@@ -1,4 +1,4 @@
-"""Variant names (DESIGN.md §4): format, parse, and judge which fit a system.
+"""Variant names (docs/formats.md, "Variant names"): format, parse, and judge which fit a system.
 
 The one owner of variant names: the builder names its outputs with it, the publisher checks
 them with it and the loaders choose with it, so all three always agree.
@@ -90,7 +90,8 @@ def parse_compute(tag: str) -> tuple[str, tuple[int, int] | None]:
 
 
 def parse_variant(name: str) -> Variant:
-    """Parse any variant name of DESIGN.md §4; ValueError names what was not understood."""
+    """Parse any variant name (docs/formats.md, "Variant names"); ValueError names what was not
+    understood."""
     if name == "torch-universal":
         return Variant(UNIVERSAL, backend="")
     if m := _NOARCH_RE.match(name):

@@ -15,7 +15,7 @@ class SubprocessInPureTest(AssertionError):
 @pytest.fixture
 def no_subprocess(monkeypatch):
     """Fail the test if it starts a process. Opt in with
-    `pytestmark = pytest.mark.usefixtures("no_subprocess")` (STYLE.md §14: unit tests are pure)."""
+    `pytestmark = pytest.mark.usefixtures("no_subprocess")` (unit tests are pure)."""
 
     def refuse(*args, **kwargs):
         raise SubprocessInPureTest(f"a pure unit test tried to start a process: {args[:1]!r}")

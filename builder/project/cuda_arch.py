@@ -91,7 +91,7 @@ def restrict(requested: list[Capability], allowed: tuple[Capability, ...] | None
 
 
 def default_capabilities(cuda: tuple[int, int]) -> list[Capability]:
-    """kernel-builder's default list for a CUDA version (DESIGN.md §5)."""
+    """kernel-builder's default list for a CUDA version (docs/formats.md, "Default CUDA capabilities")."""
     for since, caps in _DEFAULTS:
         if cuda >= since:
             return [parse_capability(c) for c in caps.split()]

@@ -1,4 +1,5 @@
-"""Assemble a built variant folder (DESIGN.md §5) and swap it into build/ atomically.
+"""Assemble a built variant folder (docs/formats.md, "A built variant") and swap it into build/
+atomically.
 
 The new folder is written beside the old one and renamed into place only when complete, so an
 interrupted build leaves the previous good variant.

@@ -1,5 +1,6 @@
 """`kbuild hub serve`: the local git-backed hub over the Hugging Face Hub HTTP API subset that
-huggingface_hub and Hugging Face's `kernels` loader use (DESIGN.md §6a), on starlette + uvicorn.
+huggingface_hub and Hugging Face's `kernels` loader use (docs/formats.md, "The Hub HTTP API"), on
+starlette + uvicorn.
 
 It serves what the git repositories hold (GitStore), not a copy: a branch moved with `git push`
 into the hub folder is what the next request sees.

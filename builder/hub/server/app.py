@@ -32,7 +32,7 @@ def _repo(*rest: str) -> tuple[str, ...]:
     return ("api", "{types}", "{ns}", "{name}", *rest)
 
 
-# (method, path pattern, handler, who may call it, how the body is read): DESIGN.md §6a.
+# (method, path pattern, handler, who may call it, how the body is read): docs/formats.md, "The Hub HTTP API".
 ROUTES = [
     Route("GET", ("api", "whoami-v2"), repos.whoami, "user", body="none"),
     Route("POST", ("api", "repos", "create"), repos.create_repo, "write"),

@@ -1,4 +1,4 @@
-"""Repositories, refs and trees: the JSON half of the Hub API (DESIGN.md §6a)."""
+"""Repositories, refs and trees: the JSON half of the Hub API (docs/formats.md, "The Hub HTTP API")."""
 
 from __future__ import annotations
 
