@@ -1,5 +1,9 @@
 """The `kbuild` command line: parse → one library call → render. Errors are one line.
 
+Each command is a module of this package with its arguments (`add_parser`) and its handler;
+this one assembles them in the order of the work (COMMANDS), adds the global options, dispatches
+and turns each KbuildError into its lines and exit code.
+
 The parser needs only the standard library: `kbuild --help` works in a plain `pip install
 kbuild`, and a command whose libraries (the `build` extra) are missing says what to install
 (builder/extras.py). So each handler imports what it runs.

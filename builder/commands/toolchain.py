@@ -71,7 +71,7 @@ def run_list(args, reporter: Reporter) -> int:
 
 
 def run_install(args, reporter: Reporter) -> int:
-    from builder.toolchains.provision import load_versions_table
+    from builder.toolchains.versions import load_versions_table
     from builder.toolchains.spec import install, parse_spec
 
     table = load_versions_table()
