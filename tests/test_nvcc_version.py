@@ -39,3 +39,14 @@ def test_the_store_refuses_an_nvcc_of_another_release(system):
 def test_a_program_that_is_no_nvcc_is_one_clear_error(tmp_path):
     with pytest.raises(ToolchainError, match=r"cannot read the CUDA version from .*/true --version"):
         nvcc_version(Path("/bin/true"))
+
+
+def test_the_build_reads_the_probes_the_toolchain_commands_wrote(system, tmp_path):
+    """`kbuild toolchain install` probes through BuilderSettings.probe_dir, a build through
+    BuildOptions.probe_dir: one folder, so a build right after an install does not probe again."""
+    from builder.config.options import BuildOptions
+    from builder.config.settings import BuilderSettings
+
+    settings, options = BuilderSettings(cache_dir=tmp_path / "cache"), BuildOptions(tmp_path, cache_dir=tmp_path / "cache")
+    assert find_cuda(system.home, settings.probe_dir) == find_cuda(system.home, options.probe_dir)
+    assert [p.name.startswith("nvcc-") for p in options.probe_dir.iterdir()] == [True]

@@ -10,7 +10,7 @@ from kbuild.settings import DEFAULT_CACHE
 from builder.project.cuda_arch import Capability
 from builder.config.dist import DistSettings
 from builder.config.remote_cache import RemoteCache
-from builder.config.settings import DEFAULT_TOOLCHAINS, PYPI
+from builder.config.settings import DEFAULT_TOOLCHAINS, PROBES, PYPI
 
 
 @dataclass(frozen=True)
@@ -42,3 +42,8 @@ class BuildOptions:
     resolved_archs: tuple[Capability, ...] | None = None
     dependency_includes: dict | None = field(default=None, compare=False)
     sysroots: dict | None = field(default=None, compare=False)  # kernel folder -> its Sysroot
+
+    @property
+    def probe_dir(self) -> Path:
+        """Where the torch and nvcc probes are cached (BuilderSettings.probe_dir's folder)."""
+        return self.cache_dir / PROBES

@@ -30,6 +30,7 @@ from kbuild import settings as runtime
 
 PYPI = "https://pypi.org/simple"
 DEFAULT_TOOLCHAINS = runtime.DEFAULT_CACHE / "toolchains"
+PROBES = "probes"  # under the cache folder: what probe_torch and find_cuda learned, by binary
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class BuilderSettings:
 
     @property
     def probe_dir(self) -> Path:
-        return self.cache_dir / "probes"
+        return self.cache_dir / PROBES
 
 
 def from_environment(environ=None) -> BuilderSettings:

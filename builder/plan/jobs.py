@@ -42,8 +42,8 @@ class Toolchain:
 
 
 def find_toolchain(options: BuildOptions) -> Toolchain:
-    torch = probe_torch(options.python, options.cache_dir / "probes")
-    cuda = find_cuda(options.cuda_home, options.cache_dir / "probes") if torch.cuda else None
+    torch = probe_torch(options.python, options.probe_dir)
+    cuda = find_cuda(options.cuda_home, options.probe_dir) if torch.cuda else None
     return Toolchain(torch, cuda)
 
 
@@ -165,7 +165,7 @@ def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, Source
             continue
         glibc = policy_glibc(policy)
         if glibc not in found:
-            store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.cache_dir / "probes")
+            store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.probe_dir)
             found[glibc] = Sysroot(store.sysroot(glibc, load_versions_table()["sysroot"]["requirement"], options.cxx),
                                    glibc)
             reporter.info(f"building for manylinux glibc {glibc} against {found[glibc].root}")
@@ -184,7 +184,7 @@ def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple
                              f"(known: {', '.join(table.get('releases', []))})")
     if warning := release.warning(dep.name):
         warnings.warn(warning, stacklevel=2)
-    store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.cache_dir / "probes")
+    store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.probe_dir)
     return store.cutlass_includes(release.release, table["requirement"].format(release=release.release))
 
 
@@ -301,15 +301,15 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
     )
 
     store = ToolchainStore(options.toolchains_dir, torch_index=options.torch_index, log=reporter.info,
-                           probe_dir=options.cache_dir / "probes")
+                           probe_dir=options.probe_dir)
     try:
         with reporter.phase(f"provisioning {target}"):  # shown under "planning" while pip installs
             python = store.torch_python(target.torch.version, cuda=target.cuda is not None, reuse=(options.python,))
-            torch = probe_torch(python, options.cache_dir / "probes")
+            torch = probe_torch(python, options.probe_dir)
             cuda = None
             if target.cuda:
                 home, _ = store.cuda_home(target.cuda.version, target.cuda.toolkit)
-                cuda = find_cuda(home, options.cache_dir / "probes")
+                cuda = find_cuda(home, options.probe_dir)
     except KbuildError as e:
         return Toolchain(None, None), str(e)
     return Toolchain(torch, cuda), None
