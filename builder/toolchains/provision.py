@@ -32,7 +32,6 @@ from builder import proc
 from builder.errors import KbuildError, ToolchainError
 from builder.config.settings import PYPI
 from builder.toolchains.toolchain import TorchInfo, find_cuda, nvcc_version, probe_torch
-from builder.toolchains.versions import load_versions_table  # noqa: F401 - builder/commands/toolchain.py imports it from here
 
 MARKER = "kbuild-toolchain.json"
 _TORCH_VERSION = re.compile(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
