@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
+from .digest import BYTECODE_DIR
 from .errors import KernelImportError
 
 # Re-entrant: a kernel's __init__ may itself load a kernel it depends on.
@@ -65,7 +66,7 @@ def _source_only_finders(package_dir: Path) -> None:
     loaders = [(importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
                (SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES)]
     for dirpath, dirnames, _ in os.walk(package_dir):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        dirnames[:] = [d for d in dirnames if d != BYTECODE_DIR]
         sys.path_importer_cache[dirpath] = importlib.machinery.FileFinder(dirpath, *loaders)
 
 

@@ -14,7 +14,7 @@ from types import ModuleType
 
 from . import fit
 from ._import import import_package, loaded_from
-from .digest import verify_tree
+from .digest import BYTECODE_DIR, verify_tree
 from .errors import KernelImportError, KernelNotFound, NoVariantFits
 from .kernel_deps import LoadOne, load_dependencies, serving
 from .metadata import VariantMetadata
@@ -105,7 +105,7 @@ def _package_dir(variant_dir: Path, meta: VariantMetadata) -> Path:
     if meta.python_name:
         candidates = [variant_dir / meta.python_name]
     else:  # no name recorded (old kernel-builder builds): the one package folder there is
-        candidates = [d for d in variant_dir.iterdir() if d.is_dir() and d.name != "__pycache__"]
+        candidates = [d for d in variant_dir.iterdir() if d.is_dir() and d.name != BYTECODE_DIR]
     found = [d for d in candidates if (d / "__init__.py").is_file()]
     if len(found) != 1:
         compat = f"{meta.python_name}/__init__.py" if meta.python_name else "<python_name>/__init__.py"
