@@ -52,7 +52,7 @@ from builder.plan.steps import _DROPPED_NVCC_FLAGS  # noqa: E402
 from builder.toolchains.provision import ToolchainStore  # noqa: E402
 from builder.report import Reporter  # noqa: E402
 from builder.config.settings import PYPI  # noqa: E402
-from builder.stage.variant_folder import TEMPLATES  # noqa: E402
+from builder import resources  # noqa: E402
 from builder.toolchains.toolchain import probe_torch  # noqa: E402
 from builder.project.workspace import kernel_dirs, workspace_matrix  # noqa: E402
 
@@ -198,7 +198,7 @@ def load_spec(job, v, folder: Path) -> tuple[dict, dict]:
     merged, as load() gives every .cpp the same), registration.h in a folder of its own; and the
     CUDA_HOME to run it with."""
     (folder / "include").mkdir(parents=True)
-    shutil.copyfile(TEMPLATES / "registration.h", folder / "include" / "registration.h")
+    (folder / "include" / "registration.h").write_bytes(resources.read_bytes("templates/registration.h"))
     generated = f"-I{job.plan.manifest.root / '.kbuild' / 'include'}"
     common = set(job.toolchain.torch.common_nvcc_flags)  # load() adds these itself
     cflags, cuda_cflags, ldflags = [], [], []

@@ -1,4 +1,4 @@
-"""The command line is thin (STYLE.md §2): builder/commands/ holds one module per command, each
+"""The command line is thin (docs/ARCHITECTURE.md, commands/): builder/commands/ holds one module per command, each
 with its arguments (`add_parser`) and its handler; no command imports another, none prints, and
 main.py holds no handler. The work the handlers used to do is library code, tested here on real
 folders and a real local git hub: a workspace published member by member, cleaned member by

@@ -35,7 +35,7 @@ def stable_kernel(tmp_path: Path, stable: str, backends: str = '["cpu", "cuda"]'
 
 @pytest.mark.parametrize(("abi", "define"), [
     ((2, 10), "-DTORCH_TARGET_VERSION=0x020a000000000000"),
-    ((2, 13), "-DTORCH_TARGET_VERSION=0x020d000000000000"),  # what ENVIRONMENT.md measured
+    ((2, 13), "-DTORCH_TARGET_VERSION=0x020d000000000000"),  # torch 2.13's own value
     ((3, 0), "-DTORCH_TARGET_VERSION=0x0300000000000000"),
 ])
 def test_target_version_encoding(abi, define):
