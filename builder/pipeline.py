@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from builder.stage.finish import finish_variant, kbuild_source
 from builder.compile.graph import run_graph
+from builder.config.cascade import value
 from builder.plan.jobs import plan_jobs
 from builder.layout import WORK_DIR
 from builder.config.options import BuildOptions
@@ -28,6 +29,6 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
         provenance = Provenance(sources[j.plan.manifest.root], kbuild)
         for v in j.plan.variants:
             results.append(finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,
-                                          options.folder / WORK_DIR, options.manylinux or j.plan.manifest.manylinux,
+                                          options.folder / WORK_DIR, value(options.manylinux_for(j.plan.manifest)),
                                           j.sysroot))
     return results

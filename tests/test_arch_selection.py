@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from builder.config.cascade import Setting
 from builder.project.cuda_arch import parse_arch_list
 from builder.errors import ManifestError
 from builder.project.manifest import load_manifest
 from builder.plan.steps import Failure, plan_build
 from tests.test_plan import CPU_214, CU130_214, by_name, gencodes, inputs, write_kernel
+
+FLAG = "--cuda-archs"
 
 SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 
@@ -78,7 +81,7 @@ def two_archs(tmp_path, blackwell='"10.0a"', extra="", backends='["cuda"]', toml
 
 
 def restricted(m, archs: str, source: str = "--cuda-archs", **kw):
-    return plan_build(replace(inputs(m), cuda_archs=parse_arch_list(archs, source), cuda_archs_from=source), **kw)
+    return plan_build(replace(inputs(m), cuda_archs=Setting(parse_arch_list(archs, source), source)), **kw)
 
 
 def section_archs(variant) -> dict[str, list[str]]:
@@ -146,7 +149,7 @@ def test_punica_sgmv_for_turing_leaves_its_two_listed_sections_out(pure):
     """bgmv and sgmv_flashinfer list 8.0 … 12.0; sgmv is on the defaults; punica_kernels is host code."""
     m = corpus("punica-sgmv")
     cuda = by_name(plan_build(replace(inputs(m), dependency_includes=None,
-                                      cuda_archs=parse_arch_list("7.5", "--cuda-archs"))))[CU130_214]
+                                      cuda_archs=Setting(parse_arch_list("7.5", FLAG), FLAG))))[CU130_214]
     listed = ("8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.1", "12.0")
     assert cuda.skipped_sections == (("bgmv", listed), ("sgmv_flashinfer", listed))
     assert section_archs(cuda) == {"sgmv": ["-gencode=arch=compute_75,code=sm_75"]}
@@ -154,7 +157,7 @@ def test_punica_sgmv_for_turing_leaves_its_two_listed_sections_out(pure):
     assert cuda.archs == ("7.5",) and cuda.partial_archs
     # a Hopper build keeps all four: the listed ones take 9.0 from their lists
     hopper = by_name(plan_build(replace(inputs(m), dependency_includes=None,
-                                        cuda_archs=parse_arch_list("9.0", "--cuda-archs"))))[CU130_214]
+                                        cuda_archs=Setting(parse_arch_list("9.0", FLAG), FLAG))))[CU130_214]
     assert hopper.skipped_sections == () and set(section_archs(hopper)) == {"bgmv", "sgmv_flashinfer", "sgmv"}
 
 
@@ -162,7 +165,7 @@ def test_nvfp4_gemm_for_hopper_has_nothing_to_compile(pure):
     """Its one section lists 10.0a and 12.0a (Blackwell only)."""
     m = corpus("nvfp4-gemm")
     plan = plan_build(replace(inputs(m), dependency_includes=None,
-                              cuda_archs=parse_arch_list("9.0a", "--cuda-archs")), isolate=True)
+                              cuda_archs=Setting(parse_arch_list("9.0a", FLAG), FLAG)), isolate=True)
     assert plan.variants == ()
     (failure,) = plan.failed
     assert failure.variant == "torch-stable-abi29-cu130-x86_64-linux"
@@ -170,7 +173,7 @@ def test_nvfp4_gemm_for_hopper_has_nothing_to_compile(pure):
                      r"12\.0a is in --cuda-archs 9\.0a, and no other section has CUDA code: nothing to compile",
                      failure.reason), failure.reason
     blackwell = plan_build(replace(inputs(m), dependency_includes=None,
-                                   cuda_archs=parse_arch_list("10.0", "--cuda-archs")))
+                                   cuda_archs=Setting(parse_arch_list("10.0", FLAG), FLAG)))
     assert blackwell.variants[0].archs == ("10.0a",) and blackwell.variants[0].skipped_sections == ()
 
 

@@ -38,6 +38,7 @@ pytest.importorskip("torch")
 
 from builder.commands.main import main  # noqa: E402
 from builder.compile.graph import write_graph  # noqa: E402
+from builder.config.cascade import Setting  # noqa: E402
 from builder.plan.jobs import load_kernels, plan_jobs, resolve_dependencies  # noqa: E402
 from builder.config.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
@@ -280,7 +281,7 @@ def plan_options(kernel: Path, arch: str) -> BuildOptions:
     # The stores the CLI would use (KBUILD_CACHE, KBUILD_TOOLCHAINS), so CUTLASS is fetched once.
     kbuild_cache = Path(os.environ.get("KBUILD_CACHE") or Path.home() / ".cache" / "kbuild")
     toolchains = Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains")
-    return BuildOptions(folder=kernel, python=sys.executable, cuda_home=CUDA_HOME, cuda_archs=arch,
+    return BuildOptions(folder=kernel, python=sys.executable, cuda_home=CUDA_HOME, cuda_archs=Setting(arch, "--cuda-archs"),
                         compile_cache=False, cache_dir=kbuild_cache, toolchains_dir=toolchains)
 
 
@@ -341,7 +342,7 @@ def test_cutlass_include_goes_to_the_sections_that_depend_on_it(cuda_corpus):
     (manifest, _), = kernels
     with_cutlass = {s.name for s in manifest.kernels if "cutlass_3_8" in s.depends}
     assert with_cutlass == {"sgmv"}
-    provisioned = resolve_dependencies(options, kernels, True, Reporter(plain=True)).dependency_includes
+    provisioned = resolve_dependencies(options, kernels, True, Reporter(plain=True))
     folders = provisioned[manifest.root]["cutlass_3_8"]
     assert folders and (Path(folders[0]) / "cutlass" / "cutlass.h").is_file()
     store = Path(folders[0]).parents[2]  # <toolchains>/cutlass-3.8, above cutlass_library/source/include

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from builder.compile.graph import nvcc_threads
+from builder.config.cascade import Setting
 from builder.project.cuda_arch import parse_arch_list, parse_capability
 from builder.project.dependencies import check_dependency, cutlass_for, parse_dependency, pick_cutlass, provider_of
 from builder.compile.diagnose import failure_reason
@@ -26,6 +27,8 @@ from builder.toolchains.toolchain import cmake_nvcc_flags
 from builder.toolchains.spec import parse_spec
 from builder.toolchains.versions import load_versions_table
 from tests.test_plan import CU130_214, by_name, cuda_info, gencodes, inputs, torch_info, unit, write_kernel
+
+FLAG = "--cuda-archs"
 
 pytestmark = pytest.mark.usefixtures("no_subprocess", "linux_x86_64")
 
@@ -221,14 +224,14 @@ def test_cuda_archs_restrict_a_build_and_mark_it_partial(tmp_path):
     base = replace(inputs(m), dependency_includes={"cutlass_4_0": CUTLASS})
     full = by_name(plan_build(base))[CU130_214]
     assert not full.partial_archs and "9.0a" in full.archs
-    only = by_name(plan_build(replace(base, cuda_archs=parse_arch_list("9.0;12.0", "--cuda-archs"))))[CU130_214]
+    only = by_name(plan_build(replace(base, cuda_archs=Setting(parse_arch_list("9.0;12.0", FLAG), FLAG))))[CU130_214]
     # the section keeps its own spelling (9.0a); the default-list section takes the request as written
     assert gencodes(unit(only, "gemm/gemm.cu").flags) == ["-gencode=arch=compute_90a,code=sm_90a"]
     assert gencodes(unit(only, "plain/plain.cu").flags) == ["-gencode=arch=compute_90,code=sm_90",
                                                             "-gencode=arch=compute_120,code=sm_120"]
     assert only.partial_archs and set(only.archs) == {"9.0", "9.0a", "12.0"} and only.skipped_sections == ()
     # gemm lists none of 7.5: it is left out, and plain (on the defaults) still builds for 7.5
-    other = by_name(plan_build(replace(base, cuda_archs=parse_arch_list("7.5", "--cuda-archs"))))[CU130_214]
+    other = by_name(plan_build(replace(base, cuda_archs=Setting(parse_arch_list("7.5", FLAG), FLAG))))[CU130_214]
     assert other.skipped_sections == (("gemm", ("8.0", "9.0a", "10.0")),)
     assert other.archs == ("7.5",) and other.partial_archs
     assert {u.section for u in other.units} == {"", "plain"}

@@ -1,7 +1,7 @@
 """What several commands share: their common arguments (a project folder, --python, --hub) and the
 reading of a command's arguments and environment into the library's options, once
 (BuildOptions for build, variants and test; the toolchain store). Only the standard library and
-the settings load here: the parser must build in a plain `pip install kbuild`."""
+the settings and their cascade load here: the parser must build in a plain `pip install kbuild`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from builder.config.cascade import Setting, resolve, value
 from builder.config.settings import from_environment as builder_settings
 from builder.errors import UsageError
 
@@ -55,7 +56,7 @@ def build_options(args) -> BuildOptions:
     """The arguments of `build` (and the subset `variants` has) with the environment, resolved."""
     from builder.config.remote_cache import resolve_remote
     from builder.config.dist import resolve_dist
-    from builder.config.options import BuildOptions
+    from builder.config.options import BuildOptions, manylinux_policy
 
     jobs = getattr(args, "jobs", None)
     if jobs is not None and jobs < 1:
@@ -70,8 +71,8 @@ def build_options(args) -> BuildOptions:
         dist=resolve_dist(args.dist, env.dist_scheduler, env.dist_token, root) if hasattr(args, "dist") else None,
         source_date_epoch=env.source_date_epoch, all_variants=getattr(args, "all_variants", False),
         toolchains_dir=env.toolchains_dir, torch_index=env.torch_index,
-        **_cuda_archs(args, env.cuda_arch_list), nvcc_threads=_nvcc_threads(env.nvcc_threads),
-        manylinux=_manylinux(args), sysroot=getattr(args, "sysroot", True),
+        cuda_archs=_cuda_archs(args, env.cuda_arch_list), nvcc_threads=_nvcc_threads(env.nvcc_threads),
+        manylinux=value(manylinux_policy(getattr(args, "manylinux", None))), sysroot=getattr(args, "sysroot", True),
     )
 
 
@@ -83,27 +84,17 @@ def open_store(log: Callable[[str], None] | None = None) -> ToolchainStore:
     return ToolchainStore(env.toolchains_dir, torch_index=env.torch_index, log=log, probe_dir=env.probe_dir)
 
 
-def _manylinux(args) -> str | None:
-    from builder.project.manylinux import policy_error
-
-    policy = getattr(args, "manylinux", None)
-    if policy is not None and (problem := policy_error(policy)):
-        raise UsageError(f"--manylinux: {problem}")
-    return policy
-
-
-def _cuda_archs(args, from_env: str | None) -> dict:
-    # the flag, else torch's own variable (what torch.utils.cpp_extension and kernel-builder read)
-    if getattr(args, "cuda_archs", None) is not None:
-        return {"cuda_archs": args.cuda_archs, "cuda_archs_from": "--cuda-archs"}
-    if from_env:
-        return {"cuda_archs": from_env, "cuda_archs_from": "TORCH_CUDA_ARCH_LIST"}
-    return {}
+def _cuda_archs(args, from_env: str | None) -> Setting[str] | None:
+    # the flag, else torch's own variable (what torch.utils.cpp_extension and kernel-builder read);
+    # the planner parses them (`native` asks the torch building the kernels)
+    return resolve(flag=("--cuda-archs", getattr(args, "cuda_archs", None)), env=("TORCH_CUDA_ARCH_LIST", from_env))
 
 
 def _nvcc_threads(text: str | None) -> int | None:
-    if not text:
-        return None
+    return value(resolve(env=("NVCC_THREADS", text), parse=_positive))
+
+
+def _positive(text: str, origin: str, error: type) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise UsageError(f"NVCC_THREADS: expected a positive number, got {text!r}")
+        raise error(f"{origin}: expected a positive number, got {text!r}")
     return int(text)

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from builder.errors import ManifestError, UsageError
+from builder.config.cascade import resolve
+from builder.errors import UsageError
 from builder.project.workspace import workspace_url
 
 ENV_SCHEDULER = "KBUILD_DIST_SCHEDULER"
@@ -31,24 +32,14 @@ def parse_scheduler(text: str, origin: str, error=UsageError) -> str:
 
 def resolve_dist(flag: str | None, env_scheduler: str | None, env_token: str | None,
                  folder: Path) -> DistSettings | None:
-    """--dist URL, else KBUILD_DIST_SCHEDULER, else [workspace.dist] scheduler; None: compile here."""
-    if flag:
-        url, origin = parse_scheduler(flag, "--dist"), "--dist"
-    elif env_scheduler:
-        if env_scheduler.strip() == "off":
-            return None
-        url, origin = parse_scheduler(env_scheduler, ENV_SCHEDULER), ENV_SCHEDULER
-    else:
-        found = _workspace_scheduler(folder)
-        if found is None:
-            return None
-        url, origin = found
+    """--dist URL, else KBUILD_DIST_SCHEDULER (`off`: none), else [workspace.dist] scheduler; None:
+    compile here."""
+    found = resolve(flag=("--dist", flag), env=(ENV_SCHEDULER, env_scheduler), parse=parse_scheduler,
+                    toml=lambda: workspace_url(folder, "dist", "scheduler", hint=f"; the token comes from {ENV_TOKEN}"),
+                    can_turn_off=True)
+    if found is None or found.value is None:
+        return None
     if not env_token:
-        raise UsageError(f"{ENV_TOKEN} is not set: distributed compiles ({origin}) need the scheduler's client token",
-                         hint=f"export {ENV_TOKEN}=<the token of the scheduler's [client_auth]>")
-    return DistSettings(url, origin, env_token)
-
-
-def _workspace_scheduler(folder: Path) -> tuple[str, str] | None:
-    found = workspace_url(folder, "dist", "scheduler", hint=f"; the token comes from {ENV_TOKEN}")
-    return None if found is None else (parse_scheduler(found[0], found[1], error=ManifestError), found[1])
+        raise UsageError(f"{ENV_TOKEN} is not set: distributed compiles ({found.origin}) need the scheduler's client "
+                         "token", hint=f"export {ENV_TOKEN}=<the token of the scheduler's [client_auth]>")
+    return DistSettings(found.value, found.origin, env_token)

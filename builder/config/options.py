@@ -1,21 +1,29 @@
-"""What one `kbuild build` (or `kbuild variants`) was asked for, resolved once by the CLI."""
+"""What one `kbuild build` (or `kbuild variants`) was asked for, resolved once by the CLI through
+config/cascade.py. What the planner derives from it (parsed archs, include folders, sysroots) is
+the planner's own record (plan/jobs.py's Resolved), never written back here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kbuild.settings import DEFAULT_CACHE
 
-from builder.project.cuda_arch import Capability
+from builder.config.cascade import Setting, resolve
 from builder.config.dist import DistSettings
 from builder.config.remote_cache import RemoteCache
 from builder.config.settings import DEFAULT_TOOLCHAINS, PROBES, PYPI
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.project.manifest import Manifest
+
+MANYLINUX_FLAG = "--manylinux"
+
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """Resolved once by the CLI; nothing below reads the environment."""
+    """What the user asked for, resolved once by the CLI; nothing below reads the environment."""
 
     folder: Path
     variants: tuple[str, ...] = ()
@@ -32,18 +40,36 @@ class BuildOptions:
     all_variants: bool = False  # `--all`: every variant of the matrix, toolchains provisioned
     toolchains_dir: Path = DEFAULT_TOOLCHAINS  # KBUILD_TOOLCHAINS
     torch_index: str = PYPI  # where CUDA builds of torch come from
-    cuda_archs: str | None = None  # "8.0;9.0a" or "native": only these archs (partial build)
-    cuda_archs_from: str = "--cuda-archs"  # where cuda_archs came from, for errors
+    # "8.0;9.0a" or "native": only these archs (partial build), from --cuda-archs or TORCH_CUDA_ARCH_LIST
+    cuda_archs: Setting[str] | None = None
     nvcc_threads: int | None = None  # threads per nvcc (NVCC_THREADS); None sizes them from the cores
     manylinux: str | None = None  # `--manylinux`: the ABI floor no library may exceed (else [general] manylinux)
     sysroot: bool = True  # build under a policy against its glibc sysroot (`--no-sysroot`: only check)
-    # filled in by the build: the parsed archs, and each kernel's dependency include folders (None
-    # until resolved: `kbuild variants` plans without provisioning them)
-    resolved_archs: tuple[Capability, ...] | None = None
-    dependency_includes: dict | None = field(default=None, compare=False)
-    sysroots: dict | None = field(default=None, compare=False)  # kernel folder -> its Sysroot
 
     @property
     def probe_dir(self) -> Path:
         """Where the torch and nvcc probes are cached (BuilderSettings.probe_dir's folder)."""
         return self.cache_dir / PROBES
+
+    def manylinux_for(self, manifest: Manifest) -> Setting[str] | None:
+        """The manylinux policy `manifest`'s kernel builds for: --manylinux, else its [general] manylinux."""
+        return manylinux_policy(self.manylinux, manifest)
+
+
+def manylinux_policy(flag: str | None, manifest: Manifest | None = None) -> Setting[str] | None:
+    """--manylinux, else the kernel's [general] manylinux (None: no policy); each checked against
+    auditwheel's policies, the error naming where it was written."""
+    def written():
+        if manifest is None or manifest.manylinux is None:
+            return None
+        return manifest.manylinux, manifest.where("general", "manylinux")
+
+    return resolve(flag=(MANYLINUX_FLAG, flag), toml=written, parse=_checked_policy)
+
+
+def _checked_policy(text: str, origin: str, error: type) -> str:
+    from builder.project.manylinux import policy_error  # auditwheel's policies: only builds naming one pay
+
+    if problem := policy_error(text):
+        raise error(f"{origin}: {problem}")
+    return text

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from builder.errors import ManifestError, UsageError
+from builder.config.cascade import resolve, value
+from builder.errors import UsageError
 from builder.project.workspace import workspace_url
 
 ENV = "KBUILD_REMOTE_CACHE"
@@ -47,8 +48,6 @@ def parse_remote(text: str, origin: str, error=UsageError) -> RemoteCache:
 
 
 def resolve_remote(env_value: str | None, folder: Path) -> RemoteCache | None:
-    """KBUILD_REMOTE_CACHE, else the workspace's [workspace.cache] remote, else None."""
-    if env_value:
-        return None if env_value.strip() == "off" else parse_remote(env_value, ENV)
-    found = workspace_url(folder, "cache", "remote")
-    return None if found is None else parse_remote(found[0], found[1], error=ManifestError)
+    """KBUILD_REMOTE_CACHE (`off`: none), else the workspace's [workspace.cache] remote, else None."""
+    return value(resolve(env=(ENV, env_value), toml=lambda: workspace_url(folder, "cache", "remote"),
+                         parse=parse_remote, can_turn_off=True))

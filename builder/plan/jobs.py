@@ -6,7 +6,7 @@ provisioned first. `kbuild variants` lists the same plan without building it.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kbuild.variants import parse_variant
 
@@ -18,6 +18,7 @@ from builder.project.gitid import SourceId, source_id
 from builder.layout import WORK_DIR
 from builder.project.manifest import Manifest, check_python_package, load_manifest
 from builder.plan.matrix import Target, full_matrix, matrix_variants, select, variant_archs
+from builder.config.cascade import Setting, value
 from builder.config.options import BuildOptions
 from builder.plan.steps import BuildPlan, PlanInputs, Skip, plan_build
 from builder.report import Reporter, VariantResult
@@ -56,6 +57,18 @@ class Job:
     sysroot: Sysroot | None = None  # the glibc sysroot its compiled variants were planned against
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """What the planner derives from a build's options, kept beside them (BuildOptions stays what
+    the user asked for)."""
+
+    cuda_archs: Setting[tuple[Capability, ...]] | None = None  # the options' cuda_archs, parsed (same origin)
+    # kernel folder -> its `depends` name -> include folders (or the error that kept them from being
+    # provisioned); None when not provisioned: `kbuild variants` plans without them
+    dependency_includes: dict | None = None
+    sysroots: dict = field(default_factory=dict)  # kernel folder -> its Sysroot
+
+
 def load_kernels(options: BuildOptions, sources: dict | None = None,
                  failed: list[VariantResult] | None = None) -> list[tuple[Manifest, SourceId]]:
     """Each kernel's manifest and source id. With `failed`, a workspace member whose manifest is
@@ -84,29 +97,29 @@ def _one_line(e: KbuildError) -> str:
     return "; ".join(map(str, getattr(e, "errors", (e,)))) + (f" ({e.hint})" if e.hint else "")
 
 
-def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, options: BuildOptions) -> PlanInputs:
+def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, resolved: Resolved) -> PlanInputs:
     work = m.root / WORK_DIR
-    includes = options.dependency_includes
+    includes = resolved.dependency_includes
     return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include",
-                      cuda_archs=options.resolved_archs, cuda_archs_from=options.cuda_archs_from,
+                      cuda_archs=resolved.cuda_archs,
                       dependency_includes=None if includes is None else includes.get(m.root, {}),
-                      sysroot=(options.sysroots or {}).get(m.root))
+                      sysroot=resolved.sysroots.get(m.root))
 
 
-def resolve_archs(options: BuildOptions) -> BuildOptions:
-    """Parse --cuda-archs / TORCH_CUDA_ARCH_LIST once; `native` asks the torch building the kernels
-    for the capabilities of the GPUs it sees."""
-    text = options.cuda_archs
-    if text is None:
-        return options
-    if text.strip() == "native":
+def resolve_archs(options: BuildOptions) -> Setting[tuple[Capability, ...]] | None:
+    """Parse --cuda-archs / TORCH_CUDA_ARCH_LIST once, keeping its origin; `native` asks the torch
+    building the kernels for the capabilities of the GPUs it sees."""
+    archs = options.cuda_archs
+    if archs is None:
+        return None
+    if archs.value.strip() == "native":
         caps = _native_capabilities(options.python)
         if not caps:
-            raise UsageError(f"{options.cuda_archs_from} native: torch in {options.python} sees no GPU",
+            raise UsageError(f"{archs.origin} native: torch in {options.python} sees no GPU",
                              hint='name the archs instead, e.g. --cuda-archs "8.0;9.0a"')
-        return replace(options, resolved_archs=caps)
+        return Setting(caps, archs.origin)
     try:
-        return replace(options, resolved_archs=parse_arch_list(text, options.cuda_archs_from))
+        return Setting(parse_arch_list(archs.value, archs.origin), archs.origin)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -123,11 +136,11 @@ def _native_capabilities(python: str) -> tuple[Capability, ...]:
 
 
 def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], cuda: bool,
-                         reporter) -> BuildOptions:
+                         reporter) -> dict:
     """Provision the headers (CUTLASS) that the sections this build compiles depend on, once per
     name, and record each kernel's include folders. `cuda`: whether CUDA sections are built. A
     name that cannot be provisioned is recorded as its error: planning fails the variants whose
-    sections need it, and only those."""
+    sections need it, and only those. Returns Resolved.dependency_includes."""
     found: dict = {}  # dependency name -> include folders, shared by the kernels naming it
     includes: dict = {}
     for m, _ in kernels:
@@ -147,20 +160,20 @@ def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, So
                     except KbuildError as e:
                         mine[name] = e  # not kept in `found`: it names this kernel's build.toml
         includes[m.root] = mine
-    return replace(options, dependency_includes=includes)
+    return includes
 
 
-def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], reporter) -> BuildOptions:
+def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], reporter) -> dict:
     """The glibc sysroot each compiled kernel with a manylinux policy (--manylinux, else its
-    [general] manylinux) builds against, provisioned once per glibc release."""
+    [general] manylinux) builds against, provisioned once per glibc release: Resolved.sysroots."""
     if not options.sysroot:
-        return options
+        return {}
     from builder.toolchains.provision import ToolchainStore  # only builds that need it pay
 
     found: dict[str, Sysroot] = {}
     sysroots = {}
     for m, _ in kernels:
-        policy = options.manylinux or m.manylinux
+        policy = value(options.manylinux_for(m))
         if not policy or m.noarch is not None:
             continue
         glibc = policy_glibc(policy)
@@ -170,7 +183,7 @@ def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, Source
                                    glibc)
             reporter.info(f"building for manylinux glibc {glibc} against {found[glibc].root}")
         sysroots[m.root] = found[glibc]
-    return replace(options, sysroots=sysroots)
+    return sysroots
 
 
 def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple[str, ...]:
@@ -195,23 +208,24 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
     fails its variants only."""
     failed: list[VariantResult] = []
     kernels = load_kernels(options, sources, failed)
-    options = resolve_sysroots(resolve_archs(options), kernels, reporter)
+    resolved = Resolved(resolve_archs(options), sysroots=resolve_sysroots(options, kernels, reporter))
     if not options.all_variants and not options.variants:
         toolchain = find_toolchain(options)
-        options = resolve_dependencies(options, kernels, toolchain.cuda is not None, reporter)
-        jobs = [Job(plan_build(_inputs(m, toolchain, s, options), isolate=True), toolchain) for m, s in kernels]
-        return _planned(jobs, failed, options, reporter)
+        resolved = replace(resolved, dependency_includes=resolve_dependencies(
+            options, kernels, toolchain.cuda is not None, reporter))
+        jobs = [Job(plan_build(_inputs(m, toolchain, s, resolved), isolate=True), toolchain) for m, s in kernels]
+        return _planned(jobs, failed, resolved, reporter)
     choice, where = workspace_matrix(options.folder)
     matrix = select(choice, where) if options.all_variants else full_matrix()
     wanted = set(options.variants)
     jobs = []
     current = _current_toolchain(options) if options.variants else None
     # CUDA sections' headers only when a CUDA variant may be built (not for `--variant <cpu>`)
-    options = resolve_dependencies(options, kernels, options.all_variants or any(
-        _backend_of(name) in ("cuda", None) for name in options.variants), reporter)
+    resolved = replace(resolved, dependency_includes=resolve_dependencies(options, kernels, options.all_variants or any(
+        _backend_of(name) in ("cuda", None) for name in options.variants), reporter))
     by_target: dict = {}
     for m, source in kernels:
-        here = plan_build(_inputs(m, current, source, options), options.variants, isolate=True) if current else None
+        here = plan_build(_inputs(m, current, source, resolved), options.variants, isolate=True) if current else None
         done = {v.name for v in here.variants} | {f.variant for f in here.failed} if here else set()
         if here and (here.variants or here.failed):
             jobs.append(Job(replace(here, skipped=()), current))
@@ -238,13 +252,13 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
             if error:
                 failed.append(VariantResult(m.name, name, "failed", reason=f"{target}: {error}"))
                 continue
-            plan = plan_build(_inputs(m, toolchain, source, options), (name,), isolate=True)
+            plan = plan_build(_inputs(m, toolchain, source, resolved), (name,), isolate=True)
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
             jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
-    return _planned(_prune_skips(jobs, wanted), failed, options, reporter)
+    return _planned(_prune_skips(jobs, wanted), failed, resolved, reporter)
 
 
-def _planned(jobs: list[Job], failed: list[VariantResult], options: BuildOptions,
+def _planned(jobs: list[Job], failed: list[VariantResult], resolved: Resolved,
              reporter: Reporter) -> tuple[list[Job], list[VariantResult]]:
     """The jobs with their sysroots, and every failed row so far: bad manifests, then the variants
     that could not be planned. Sections --cuda-archs left out get one warning each."""
@@ -255,16 +269,16 @@ def _planned(jobs: list[Job], failed: list[VariantResult], options: BuildOptions
         for v in j.plan.variants:
             for section, archs in v.skipped_sections:
                 left_out.setdefault((j.plan.manifest.name, section, archs), []).append(v.name)
-    asked = f"{options.cuda_archs_from} {';'.join(map(str, options.resolved_archs or ()))}"
+    archs = resolved.cuda_archs
+    asked = f"{archs.origin} {';'.join(map(str, archs.value))}" if archs else ""
     for (kernel, section, archs), names in left_out.items():
         reporter.warn(f"{kernel}: skipping [kernel.{section}] (cuda-capabilities {', '.join(archs)}): none of them "
                       f"is in {asked}; its ops are absent from {', '.join(names)}")
-    return _with_sysroots(jobs, options), failed
+    return _with_sysroots(jobs, resolved), failed
 
 
-def _with_sysroots(jobs: list[Job], options: BuildOptions) -> list[Job]:
-    sysroots = options.sysroots or {}
-    return [replace(j, sysroot=sysroots.get(j.plan.manifest.root)) for j in jobs]
+def _with_sysroots(jobs: list[Job], resolved: Resolved) -> list[Job]:
+    return [replace(j, sysroot=resolved.sysroots.get(j.plan.manifest.root)) for j in jobs]
 
 
 def _backend_of(variant_name: str) -> str | None:
@@ -323,7 +337,7 @@ def variant_rows(options: BuildOptions) -> list[dict]:
     current = _current_toolchain(options)
     rows = []
     for m, source in load_kernels(options):
-        here = {v.name: v for v in plan_build(_inputs(m, current, source, options)).variants} if current else {}
+        here = {v.name: v for v in plan_build(_inputs(m, current, source, Resolved())).variants} if current else {}
         found, skips = matrix_variants(m, matrix)
         for mv in found:
             name, cuda = mv.variant.name, mv.target.cuda if mv.target else None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
 
+from builder.config.cascade import Setting
 from builder.project.cuda_arch import Capability, default_capabilities, restrict, select
 from builder.project.dependencies import BUILT_BACKENDS, parse_dependency
 from builder.errors import KbuildError, ManifestError, ToolchainError
@@ -97,8 +98,8 @@ class PlanInputs:
     source_id: str  # SourceId.short
     work_dir: Path  # where objects and the generated include folder go
     generated_include: Path  # holds registration.h
-    cuda_archs: tuple[Capability, ...] | None = None  # --cuda-archs: build only these
-    cuda_archs_from: str = "--cuda-archs"  # where they came from (TORCH_CUDA_ARCH_LIST), for messages
+    # --cuda-archs (or TORCH_CUDA_ARCH_LIST, its origin says which), parsed: build only these
+    cuda_archs: Setting[tuple[Capability, ...]] | None = None
     # `depends` name -> its include folders, or the error that kept it from being provisioned; None
     # when not provisioned (`kbuild variants` lists plans)
     dependency_includes: dict | None = field(default_factory=dict)
@@ -272,8 +273,9 @@ def _nothing_to_compile(inputs: PlanInputs, left_out: list[KernelSection]) -> Ma
 
     first, *rest = left_out
     others = "".join(f", nor any of [kernel.{s.name}]'s {listed(s)}" for s in rest)
+    asked = inputs.cuda_archs
     return ManifestError(f"{inputs.manifest.where('kernel', first.name, 'cuda-capabilities')}: none of "
-                         f"{listed(first)} is in {inputs.cuda_archs_from} {';'.join(map(str, inputs.cuda_archs))}"
+                         f"{listed(first)} is in {asked.origin} {';'.join(map(str, asked.value))}"
                          f"{others}, and no other section has CUDA code: nothing to compile (build with archs "
                          "this kernel lists)")
 
@@ -302,7 +304,7 @@ def _capabilities(inputs: PlanInputs, section: KernelSection | None) -> list[Cap
     and --cuda-archs names none of them (the section is then left out)."""
     explicit = bool(section and section.cuda_capabilities)
     listed = section.cuda_capabilities if explicit else default_capabilities(inputs.cuda.version)
-    requested = restrict(list(listed), inputs.cuda_archs, explicit)
+    requested = restrict(list(listed), inputs.cuda_archs.value if inputs.cuda_archs else None, explicit)
     where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
     if not requested:
         return []
