@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
+from builder.config.settings import from_environment
 from builder.verify.kernel_tests import _hub_env, _own_pytest_config
 
 CORPUS_RELU = Path("/work/shared/corpus/relu")
@@ -93,14 +94,14 @@ def test_own_pytest_config_ignores_parent_folders(tmp_path):
 @pure
 def test_hub_env_sets_nothing_without_a_repo_id(tmp_path, monkeypatch):
     monkeypatch.delenv("LOCAL_KERNELS", raising=False)
-    assert _hub_env(None, tmp_path) == {}
+    assert _hub_env(None, tmp_path, from_environment()) == {}
 
 
 @pure
 def test_hub_env_keeps_the_callers_other_local_kernels(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCAL_KERNELS", f"org/a=/a::{REPO_ID}=/stale:org/b=/b")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    env = _hub_env(REPO_ID, tmp_path)
+    env = _hub_env(REPO_ID, tmp_path, from_environment())
     assert env == {"LOCAL_KERNELS": f"org/a=/a:org/b=/b:{REPO_ID}={tmp_path.resolve()}", "HF_HUB_OFFLINE": "1"}
 
 
@@ -108,7 +109,7 @@ def test_hub_env_keeps_the_callers_other_local_kernels(tmp_path, monkeypatch):
 def test_hub_env_leaves_an_explicit_hf_hub_offline_alone(tmp_path, monkeypatch):
     monkeypatch.delenv("LOCAL_KERNELS", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    assert _hub_env(REPO_ID, tmp_path) == {"LOCAL_KERNELS": f"{REPO_ID}={tmp_path.resolve()}"}
+    assert _hub_env(REPO_ID, tmp_path, from_environment()) == {"LOCAL_KERNELS": f"{REPO_ID}={tmp_path.resolve()}"}
 
 
 # --- kbuild test, for real -------------------------------------------------------------------

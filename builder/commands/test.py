@@ -36,7 +36,7 @@ def run(args, reporter: Reporter) -> int:
     from builder.verify.kernel_tests import test_kernels
 
     results = test_kernels(folder(args.dir).resolve(), tuple(args.variant), python(args), tuple(args.pytest_args),
-                           reporter, cache_dir=builder_settings().probe_dir, timeout=args.timeout)
+                           reporter, builder_settings(), timeout=args.timeout)
     reporter.summary(results, "kbuild test")
     if not any(r.status in ("passed", "failed") or r.log for r in results):
         reporter.error("no variant was tested: none is built, or none can load in this torch",

@@ -17,6 +17,7 @@ builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
 | `KBUILD_DIST_SCHEDULER`, `KBUILD_DIST_TOKEN` | distributed compiles: the sccache-dist scheduler (`off`), else the workspace's `[workspace.dist] scheduler`; its client token |
 | `KBUILD_REMOTE_CACHE` | the shared compile cache (`redis://host:port`, …; `off`), else the workspace's `[workspace.cache] remote` |
 | `CI` | plain log lines instead of a live progress display |
+| `PYTHONPATH`, `LOCAL_KERNELS`, `HF_HUB_OFFLINE` | kept for a kernel's tests: `kbuild test` adds its own entries to the caller's |
 | `KBUILD_HUB`, `HF_ENDPOINT`, `HF_TOKEN` | the hub and its token (kbuild/settings.py) |
 """
 
@@ -50,6 +51,10 @@ class BuilderSettings:
     ci: bool = False
     hub: str | None = None  # None: the default local hub
     token: str | None = field(default=None, repr=False)
+    # the caller's, which `kbuild test` extends for a kernel's suite rather than replaces
+    pythonpath: str | None = None
+    local_kernels: str | None = None
+    hf_hub_offline: str | None = None  # as written: an explicit value from the caller stands
 
     @property
     def probe_dir(self) -> Path:
@@ -76,4 +81,7 @@ def from_environment(environ=None) -> BuilderSettings:
         ci=bool(env.get("CI")),
         hub=shared.hub,
         token=shared.token,
+        pythonpath=env.get("PYTHONPATH") or None,
+        local_kernels=env.get("LOCAL_KERNELS") or None,
+        hf_hub_offline=env.get("HF_HUB_OFFLINE"),
     )

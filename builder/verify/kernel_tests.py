@@ -24,7 +24,7 @@ from builder.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.report import VariantResult
-from builder.config.settings import from_environment
+from builder.config.settings import BuilderSettings
 from builder.toolchains.toolchain import TorchInfo, probe_torch
 from builder.project.workspace import kernel_dirs
 
@@ -35,13 +35,14 @@ _GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
 
 def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_args: tuple[str, ...], reporter,
-                 cache_dir: Path | None = None, timeout: int | None = None) -> list[VariantResult]:
-    """Each kernel's tests/ against each built variant this torch can load; `timeout`: seconds per
-    variant's suite (default TIMEOUT_S)."""
+                 settings: BuilderSettings, timeout: int | None = None) -> list[VariantResult]:
+    """Each kernel's tests/ against each built variant this torch can load; `settings`: the
+    command's (the probe folder, the caller's PYTHONPATH and hub variables the suites keep);
+    `timeout`: seconds per variant's suite (default TIMEOUT_S)."""
     results = []
     has_gpu = None
     with reporter.phase(f"probing the torch of {python}"):
-        torch = probe_torch(python, cache_dir or from_environment().probe_dir)
+        torch = probe_torch(python, settings.probe_dir)
     kernels = kernel_dirs(folder)
     for kernel in kernels:
         manifest = load_manifest(kernel)
@@ -68,7 +69,7 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
                 with reporter.phase(f"asking the torch of {python} for a GPU"):
                     has_gpu = proc.run([python, "-c", _GPU_PROBE], timeout=300,
                                        what="GPU probe").stdout.strip().endswith("1")
-            results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter, timeout))
+            results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter, settings, timeout))
     return results
 
 
@@ -93,7 +94,7 @@ def _built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
 
 
 def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_args, reporter,
-             timeout: int | None = None) -> VariantResult:
+             settings: BuilderSettings, timeout: int | None = None) -> VariantResult:
     timeout = timeout or TIMEOUT_S
     variant = parse_variant(variant_dir.name)
     device = "cuda" if variant.backend in ("cuda", "rocm") else "cpu"
@@ -106,12 +107,12 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
     reporter.info(f"testing {manifest.name}/{variant_dir.name} on {env['KBUILD_TEST_DEVICE']}"
                   + (" (Triton interpreter)" if "TRITON_INTERPRET" in env else ""))
     start = time.monotonic()
-    env.update(_hub_env(manifest.hub_repo_id, variant_dir))
+    env.update(_hub_env(manifest.hub_repo_id, variant_dir, settings))
     root = manifest.root.resolve()
     with tempfile.TemporaryDirectory(prefix="kbuild-test-") as tmp:
         (Path(tmp) / manifest.python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
         # ahead of the caller's path, which stays: packages the suites import may live there
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, settings.pythonpath) if p)
         config = _own_pytest_config(root)
         if config is None:  # an empty one, so pytest stops looking for one in parent folders
             config = Path(tmp) / "pytest.ini"
@@ -143,18 +144,18 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
     return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log, reason=last, details=skips)
 
 
-def _hub_env(repo_id: str | None, variant_dir: Path) -> dict[str, str]:
+def _hub_env(repo_id: str | None, variant_dir: Path, settings: BuilderSettings) -> dict[str, str]:
     """Environment that makes Hugging Face's loader load `repo_id` from the variant under test
     (LOCAL_KERNELS may name a variant folder); nothing without a [general.hub] repo-id."""
     if not repo_id:
         return {}
     # The caller's overrides for other repos stay; ours wins for this one.
-    others = [e for e in os.environ.get("LOCAL_KERNELS", "").split(":") if e and e.split("=", 1)[0] != repo_id]
+    others = [e for e in (settings.local_kernels or "").split(":") if e and e.split("=", 1)[0] != repo_id]
     env = {"LOCAL_KERNELS": ":".join([*others, f"{repo_id}={variant_dir.resolve()}"])}
     # A local override needs no network (kernels 0.17.2 makes no request), and offline, whatever
     # else the tests fetch fails at once instead of waiting on an unreachable Hub. An explicit
     # HF_HUB_OFFLINE from the caller stands.
-    if "HF_HUB_OFFLINE" not in os.environ:
+    if settings.hf_hub_offline is None:
         env["HF_HUB_OFFLINE"] = "1"
     return env
 
