@@ -17,7 +17,6 @@ def add_parser(sub) -> None:
 def run(args, reporter: Reporter) -> int:
     import shtab
 
-    from builder.commands.main import parser  # the whole CLI's, which wires this command in
-
-    reporter.result(shtab.complete(parser(), shell=args.shell))
+    # the whole CLI's parser, which main hands every command: importing main here would be a circle
+    reporter.result(shtab.complete(args.cli_parser, shell=args.shell))
     return 0

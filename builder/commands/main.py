@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if passthrough and args.command != "test":
         parser_.error(f"arguments after -- are for kbuild test only, got {' '.join(passthrough)}")
     args.pytest_args = passthrough
+    args.cli_parser = parser_  # for `kbuild completion`, which generates its script from it
     try:
         return _run(args)
     except ModuleNotFoundError as e:
