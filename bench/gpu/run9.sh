@@ -16,6 +16,7 @@
 # Publishing runs with huggingface_hub >= 2.3 from .device/wheels/pub (2.4.0, httpx2, httpcore2,
 # truststore): the image's 1.33.0 (pinned below 2.0 by transformers 5.17) cannot commit to kernel
 # repos (run 9: the first try failed there); transformers keeps the image's own.
+# Run 10 (2026-12-02) measured everything; its outputs are bench/gpu/run10/, summed up in bench/RESULTS.md.
 # Carry: .device/clean (`git archive HEAD`), .device/wheels (pyelftools, auditwheel, abi3info,
 # starlette, uvicorn, shtab, kernels 0.16.2, kernels-data 0.16.2, tomlkit, nvidia-cutlass 3.6,
 # pub/) and .device/corpus/flash-attn2.
