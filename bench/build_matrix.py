@@ -43,7 +43,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from builder.plan.jobs import plan_jobs  # noqa: E402
+from builder.plan.planner import plan_kernels  # noqa: E402
 from builder.project.manifest import load_manifest  # noqa: E402
 from builder.plan.matrix import Target, load_table, matrix_variants, select  # noqa: E402
 from builder.compile.ninja_run import ninja_binary  # noqa: E402
@@ -161,10 +161,10 @@ def clean(ws: Path) -> None:
 
 def baseline(ws: Path, work: Path, jobs: int) -> dict:
     """Each compiled variant of kbuild's plan built by cpp_extension.load, one after another."""
-    options = BuildOptions(folder=ws, jobs=jobs, python=sys.executable, cache_dir=CACHE, all_variants=True,
+    options = BuildOptions(folder=ws, compile_jobs=jobs, python=sys.executable, cache_dir=CACHE, all_variants=True,
                            cuda_home=os.environ.get("CUDA_HOME"), toolchains_dir=TOOLCHAINS,
                            torch_index=os.environ.get("KBUILD_TORCH_INDEX") or PYPI)
-    planned, failed = plan_jobs(options, Reporter(plain=True), {})
+    planned, failed = plan_kernels(options, Reporter(plain=True), {})
     if failed:
         raise SystemExit(f"baseline: kbuild's plan failed: {failed}")
     # load() runs `ninja` from PATH, and puts a ccache it finds there in front of the compilers

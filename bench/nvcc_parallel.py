@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from builder.compile.graph import nvcc_threads, usable_cores, write_graph  # noqa: E402
-from builder.plan.jobs import plan_jobs  # noqa: E402
+from builder.plan.planner import plan_kernels  # noqa: E402
 from builder.compile.ninja_run import ninja_binary  # noqa: E402
 from builder.config.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
@@ -61,7 +61,7 @@ def _plan_unit(kernel: Path, source: str):
     the unit compiling `source`."""
     options = BuildOptions(folder=kernel, python=sys.executable, compile_cache=False,
                            cuda_home=os.environ.get("CUDA_HOME"))
-    jobs, _ = plan_jobs(options, Reporter(plain=True), {})
+    jobs, _ = plan_kernels(options, Reporter(plain=True), {})
     jobs = [replace(j, plan=replace(j.plan, variants=tuple(v for v in j.plan.variants if v.variant.backend == "cuda")))
             for j in jobs]
     variant = next(v for j in jobs for v in j.plan.variants)

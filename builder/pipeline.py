@@ -1,6 +1,6 @@
-"""`kbuild build`: manifests → jobs → one ninja graph → staged variant folders.
+"""`kbuild build`: manifests → plans → one ninja graph → staged variant folders.
 
-Planning is `jobs`, compiling `graph`, checking and staging `finish`; this module runs them in turn.
+Planning is `plan/planner`, compiling `compile/graph`, checking and staging `stage/finish`; this module runs them in turn.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from builder.stage.finish import finish_variant, kbuild_source
 from builder.compile.graph import run_graph
 from builder.config.cascade import value
-from builder.plan.jobs import plan_jobs
+from builder.plan.planner import plan_kernels
 from builder.layout import WORK_DIR
 from builder.config.options import BuildOptions
 from builder.report import Reporter, VariantResult
@@ -18,14 +18,14 @@ from builder.stage.variant_folder import Provenance
 def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     sources: dict = {}
     with reporter.phase(f"planning {options.folder}"):  # probing torch and nvcc, provisioning: seconds to minutes
-        jobs, results = plan_jobs(options, reporter, sources)
-    for j in jobs:
+        plans, results = plan_kernels(options, reporter, sources)
+    for j in plans:
         for s in j.plan.skipped:
             results.append(VariantResult(j.plan.manifest.name, s.backend, "skipped", reason=s.reason))
             reporter.info(f"{j.plan.manifest.name}: skipping {s.backend}: {s.reason}")
-    outcome = run_graph(options, jobs, reporter)
+    outcome = run_graph(options, plans, reporter)
     kbuild = kbuild_source()
-    for j in jobs:
+    for j in plans:
         provenance = Provenance(sources[j.plan.manifest.root], kbuild)
         for v in j.plan.variants:
             results.append(finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,

@@ -58,7 +58,7 @@ def test_stages_import_only_what_lies_below_them():
 def test_the_check_reports_upward_sideways_and_relative_imports(tmp_path):
     files = {"project/manifest.py": "def f():\n    from builder.commands.main import main\n",  # deferred, upward
              "publish/x.py": "from builder.verify.kernel_tests import run\n",  # same level
-             "errors.py": "from builder.plan.jobs import Job\n",  # the ground floor importing a stage
+             "errors.py": "from builder.plan.planner import ToolchainPlan\n",  # the ground floor importing a stage
              "plan/y.py": "from .steps import plan_build\n",
              "stage/ok.py": "from builder.compile.graph import run_graph\nfrom builder import proc\n"}
     for rel, text in files.items():

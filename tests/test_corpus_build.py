@@ -39,7 +39,7 @@ pytest.importorskip("torch")
 from builder.commands.main import main  # noqa: E402
 from builder.compile.graph import write_graph  # noqa: E402
 from builder.config.cascade import Setting  # noqa: E402
-from builder.plan.jobs import load_kernels, plan_jobs, resolve_dependencies  # noqa: E402
+from builder.plan.planner import load_kernels, plan_kernels, resolve_dependencies  # noqa: E402
 from builder.config.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
 
@@ -290,7 +290,7 @@ def plan_units(kernel: Path, arch: str):
     include folder (registration.h) and the ninja file written as a build would write them.
     Provisions the CUTLASS headers the kernel depends on."""
     options = plan_options(kernel, arch)
-    jobs, failed = plan_jobs(options, Reporter(plain=True), {})
+    jobs, failed = plan_kernels(options, Reporter(plain=True), {})
     assert failed == []
     write_graph(options, jobs, None)
     return [(v.name, u) for j in jobs for v in j.plan.variants for u in v.units]

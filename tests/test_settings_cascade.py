@@ -16,7 +16,7 @@ from builder.commands.main import parser
 from builder.config.cascade import DEFAULT, Setting, resolve
 from builder.config.options import BuildOptions
 from builder.errors import ManifestError, UsageError
-from builder.plan.jobs import resolve_archs
+from builder.plan.planner import resolve_archs
 from tests.test_plan import COMPILED, write_kernel
 
 FLAG = ("--level", "flag")
@@ -96,7 +96,7 @@ def test_the_arch_setting_keeps_its_origin_from_flag_to_plan(tmp_path, monkeypat
 
 
 def test_planning_writes_nothing_into_the_options():
-    # what the planner derives (parsed archs, include folders, sysroots) is plan/jobs.py's Resolved
+    # what the planner derives (parsed archs, include folders, sysroots) is plan/planner.py's Resolved
     assert {"resolved_archs", "dependency_includes", "sysroots", "cuda_archs_from"}.isdisjoint(
         f.name for f in fields(BuildOptions))
 

@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 
 from builder.compile.graph import write_graph  # noqa: E402
 from builder.config.cascade import Setting  # noqa: E402
-from builder.plan.jobs import plan_jobs  # noqa: E402
+from builder.plan.planner import plan_kernels  # noqa: E402
 from builder.project.manifest import load_manifest  # noqa: E402
 from builder.config.options import BuildOptions  # noqa: E402
 from builder.report import Reporter  # noqa: E402
@@ -79,7 +79,7 @@ def test_stable_variants_compile_against_their_oldest_torch(name, tmp_path):
     shutil.copytree(REPO / "kernels" / name, kernel, ignore=shutil.ignore_patterns("build", ".kbuild", "__pycache__"))
     options = BuildOptions(folder=kernel, python=sys.executable, cuda_home=CUDA_HOME, cuda_archs=Setting("8.0", "--cuda-archs"),
                            compile_cache=False)
-    jobs, failed = plan_jobs(options, Reporter(plain=True), {})
+    jobs, failed = plan_kernels(options, Reporter(plain=True), {})
     assert failed == []
     variants = [v for j in jobs for v in j.plan.variants if v.name.startswith("torch-stable-abi")]
     assert variants, f"{name}: no stable-ABI variant planned here"

@@ -64,7 +64,7 @@ def build_options(args) -> BuildOptions:
     env = builder_settings()
     root = folder(args.dir).resolve()
     return BuildOptions(
-        folder=root, variants=tuple(getattr(args, "variant", ())), jobs=jobs,
+        folder=root, variants=tuple(getattr(args, "variant", ())), compile_jobs=jobs,
         python=python(args), cuda_home=env.cuda_home, cache_dir=env.cache_dir, cxx=env.cxx,
         compile_cache=getattr(args, "compile_cache", True), compile_cache_dir=env.ccache_dir,
         remote_cache=resolve_remote(env.remote_cache, root),

@@ -14,41 +14,41 @@ from builder.compile import sccache_dist as dist
 from builder.compile import ninja_file
 from builder import resources
 from builder.compile.compile_cache import CompileCache
-from builder.plan.jobs import Job
+from builder.plan.planner import ToolchainPlan
 from builder.layout import WORK_DIR
 from builder.compile.ninja_run import NinjaOutcome, run_ninja
 from builder.config.options import BuildOptions
 from builder.report import Reporter
 
 
-def run_graph(options: BuildOptions, jobs: list[Job], reporter: Reporter) -> NinjaOutcome | None:
-    """Compile and link every compiled variant of `jobs` in one ninja run (None: nothing to compile)."""
-    compiled = [v for j in jobs for v in j.plan.variants if v.compiled]
+def run_graph(options: BuildOptions, plans: list[ToolchainPlan], reporter: Reporter) -> NinjaOutcome | None:
+    """Compile and link every compiled variant of `plans` in one ninja run (None: nothing to compile)."""
+    compiled = [v for j in plans for v in j.plan.variants if v.compiled]
     if not compiled:
         return None
     client = _dist_client(options, reporter)
     try:
-        return _run(options, jobs, compiled, reporter, client)
+        return _run(options, plans, compiled, reporter, client)
     finally:
         if client:
             client.stop()
 
 
-def _run(options: BuildOptions, jobs: list[Job], compiled, reporter: Reporter,
+def _run(options: BuildOptions, plans: list[ToolchainPlan], compiled, reporter: Reporter,
          client: dist.DistClient | None) -> NinjaOutcome:
     cache = None if client else _compile_cache(options, reporter)
-    ninja_path, graph = write_graph(options, jobs, cache, client.sccache if client else None)
+    ninja_path, graph = write_graph(options, plans, cache, client.sccache if client else None)
     reporter.start_variants(graph.steps)
     env = {"SOURCE_DATE_EPOCH": options.source_date_epoch, **(client.env if client else {})}
     if cache and options.remote_cache:
         env["CCACHE_REMOTE_STORAGE"] = options.remote_cache.url  # in ninja's environment: no command changes
         reporter.info(f"compile cache shared through {options.remote_cache.shown()} ({options.remote_cache.origin})")
     # distributed, sccache runs each arch's cicc and ptxas as a job of its own
-    threads = 1 if client else nvcc_threads(compiled, options.jobs, usable_cores(), options.nvcc_threads)
+    threads = 1 if client else nvcc_threads(compiled, options.compile_jobs, usable_cores(), options.nvcc_threads)
     if threads > 1:
         env["KBUILD_NVCC_THREADS"] = str(threads)
         reporter.info(f"nvcc compiles each unit's archs in {threads} threads")
-    outcome = run_ninja(ninja_path, [str(v.library) for v in compiled], options.jobs, reporter, env=env,
+    outcome = run_ninja(ninja_path, [str(v.library) for v in compiled], options.compile_jobs, reporter, env=env,
                         owners=graph.owners, outputs=graph.outputs)
     if outcome.compiles_run == 0 and outcome.returncode == 0:
         reporter.info("nothing to compile: every object is up to date")
@@ -96,18 +96,18 @@ def _compile_cache(options: BuildOptions, reporter: Reporter) -> CompileCache | 
     return CompileCache(ccache, options.compile_cache_dir or options.cache_dir / "compile", options.folder, log)
 
 
-def write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | None,
+def write_graph(options: BuildOptions, plans: list[ToolchainPlan], cache: CompileCache | None,
                 sccache: str | None = None) -> tuple[Path, ninja_file.Graph]:
-    """build.ninja for `jobs`; compiles run through ccache (`cache`), or through `sccache` when they
+    """build.ninja for `plans`; compiles run through ccache (`cache`), or through `sccache` when they
     are distributed (then nvcc runs as itself: sccache takes it apart into its steps)."""
     work = options.folder / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
-    for j in jobs:
+    for j in plans:
         include = j.plan.manifest.root / WORK_DIR / "include"
         include.mkdir(parents=True, exist_ok=True)
         _write_if_changed(resources.read_bytes("templates/registration.h"), include / "registration.h")
     wrappers = {}
-    for cuda in {j.toolchain.cuda for j in jobs if j.toolchain.cuda}:
+    for cuda in {j.toolchain.cuda for j in plans if j.toolchain.cuda}:
         if sccache:
             wrappers[cuda.nvcc] = cuda.nvcc
             continue
@@ -118,7 +118,7 @@ def write_graph(options: BuildOptions, jobs: list[Job], cache: CompileCache | No
     launcher = work / "bin" / "compile"
     compile_cache.install_script(launcher, dist.launcher_script(sccache) if sccache
                                  else compile_cache.launcher_script(cache))
-    graph = ninja_file.render([v for j in jobs for v in j.plan.variants], options.cxx, wrappers, options.folder,
+    graph = ninja_file.render([v for j in plans for v in j.plan.variants], options.cxx, wrappers, options.folder,
                               str(launcher))
     path = work / "build.ninja"
     if not path.is_file() or path.read_text() != graph.text:

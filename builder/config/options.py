@@ -1,6 +1,6 @@
 """What one `kbuild build` (or `kbuild variants`) was asked for, resolved once by the CLI through
 config/cascade.py. What the planner derives from it (parsed archs, include folders, sysroots) is
-the planner's own record (plan/jobs.py's Resolved), never written back here."""
+the planner's own record (plan/planner.py's Resolved), never written back here."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class BuildOptions:
 
     folder: Path
     variants: tuple[str, ...] = ()
-    jobs: int | None = None
+    compile_jobs: int | None = None  # -j: parallel compiles (ninja's -j)
     python: str = ""
     cuda_home: str | None = None
     cache_dir: Path = DEFAULT_CACHE

@@ -1,11 +1,11 @@
-"""`kbuild variants`: the plan's rows (jobs.variant_rows), and why none of them is this
+"""`kbuild variants`: the plan's rows (planner.variant_rows), and why none of them is this
 environment's when its torch or nvcc is unusable."""
 
 from __future__ import annotations
 
 from builder.config.options import BuildOptions
 from builder.errors import ToolchainError
-from builder.plan.jobs import find_toolchain, variant_rows
+from builder.plan.planner import find_toolchain, variant_rows
 
 
 def variant_listing(options: BuildOptions) -> tuple[list[dict], str | None]:

@@ -1,5 +1,5 @@
 """What a build compiles, and with which toolchain: every selected kernel's manifest planned into
-jobs (one per kernel and toolchain), the toolchains, CUTLASS headers and glibc sysroots they need
+ToolchainPlans (one per kernel and toolchain), the toolchains, CUTLASS headers and glibc sysroots they need
 provisioned first. `kbuild variants` lists the same plan without building it.
 """
 
@@ -49,7 +49,7 @@ def find_toolchain(options: BuildOptions) -> Toolchain:
 
 
 @dataclass(frozen=True)
-class Job:
+class ToolchainPlan:
     """One kernel planned with one toolchain (a build has one per kernel and toolchain)."""
 
     plan: BuildPlan
@@ -201,7 +201,7 @@ def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple
     return store.cutlass_includes(release.release, table["requirement"].format(release=release.release))
 
 
-def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple[list[Job], list[VariantResult]]:
+def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple[list[ToolchainPlan], list[VariantResult]]:
     """Plan every selected variant with the toolchain it needs. Without `--all` or `--variant`
     that is this environment's toolchain; otherwise each variant of the matrix that this
     environment cannot build gets a provisioned one. A toolchain that cannot be provisioned
@@ -213,12 +213,12 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
         toolchain = find_toolchain(options)
         resolved = replace(resolved, dependency_includes=resolve_dependencies(
             options, kernels, toolchain.cuda is not None, reporter))
-        jobs = [Job(plan_build(_inputs(m, toolchain, s, resolved), isolate=True), toolchain) for m, s in kernels]
-        return _planned(jobs, failed, resolved, reporter)
+        plans = [ToolchainPlan(plan_build(_inputs(m, toolchain, s, resolved), isolate=True), toolchain) for m, s in kernels]
+        return _planned(plans, failed, resolved, reporter)
     choice, where = workspace_matrix(options.folder)
     matrix = select(choice, where) if options.all_variants else full_matrix()
     wanted = set(options.variants)
-    jobs = []
+    plans = []
     current = _current_toolchain(options) if options.variants else None
     # CUDA sections' headers only when a CUDA variant may be built (not for `--variant <cpu>`)
     resolved = replace(resolved, dependency_includes=resolve_dependencies(options, kernels, options.all_variants or any(
@@ -228,7 +228,7 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
         here = plan_build(_inputs(m, current, source, resolved), options.variants, isolate=True) if current else None
         done = {v.name for v in here.variants} | {f.variant for f in here.failed} if here else set()
         if here and (here.variants or here.failed):
-            jobs.append(Job(replace(here, skipped=()), current))
+            plans.append(ToolchainPlan(replace(here, skipped=()), current))
         found, skips = matrix_variants(m, matrix)
         for mv in found:
             name = mv.variant.name
@@ -245,7 +245,7 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
         if not wanted:
             skipped += [Skip(s.backend, s.reason) for s in skips]
         if skipped:
-            jobs.append(Job(BuildPlan(m, (), tuple(skipped)), Toolchain(None, None)))
+            plans.append(ToolchainPlan(BuildPlan(m, (), tuple(skipped)), Toolchain(None, None)))
     for target, items in by_target.items():
         toolchain, error = (Toolchain(None, None), None) if target is None else _provision(options, target, reporter)
         for m, source, name in items:
@@ -254,18 +254,18 @@ def plan_jobs(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple
                 continue
             plan = plan_build(_inputs(m, toolchain, source, resolved), (name,), isolate=True)
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
-            jobs.append(Job(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
-    return _planned(_prune_skips(jobs, wanted), failed, resolved, reporter)
+            plans.append(ToolchainPlan(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
+    return _planned(_prune_skips(plans, wanted), failed, resolved, reporter)
 
 
-def _planned(jobs: list[Job], failed: list[VariantResult], resolved: Resolved,
-             reporter: Reporter) -> tuple[list[Job], list[VariantResult]]:
-    """The jobs with their sysroots, and every failed row so far: bad manifests, then the variants
+def _planned(plans: list[ToolchainPlan], failed: list[VariantResult], resolved: Resolved,
+             reporter: Reporter) -> tuple[list[ToolchainPlan], list[VariantResult]]:
+    """The plans with their sysroots, and every failed row so far: bad manifests, then the variants
     that could not be planned. Sections --cuda-archs left out get one warning each."""
     failed += [VariantResult(j.plan.manifest.name, f.variant, "failed", reason=f.reason)
-               for j in jobs for f in j.plan.failed]
+               for j in plans for f in j.plan.failed]
     left_out: dict = {}  # (kernel, section, its archs) -> the variants it is absent from
-    for j in jobs:
+    for j in plans:
         for v in j.plan.variants:
             for section, archs in v.skipped_sections:
                 left_out.setdefault((j.plan.manifest.name, section, archs), []).append(v.name)
@@ -274,11 +274,11 @@ def _planned(jobs: list[Job], failed: list[VariantResult], resolved: Resolved,
     for (kernel, section, archs), names in left_out.items():
         reporter.warn(f"{kernel}: skipping [kernel.{section}] (cuda-capabilities {', '.join(archs)}): none of them "
                       f"is in {asked}; its ops are absent from {', '.join(names)}")
-    return _with_sysroots(jobs, resolved), failed
+    return _with_sysroots(plans, resolved), failed
 
 
-def _with_sysroots(jobs: list[Job], resolved: Resolved) -> list[Job]:
-    return [replace(j, sysroot=resolved.sysroots.get(j.plan.manifest.root)) for j in jobs]
+def _with_sysroots(plans: list[ToolchainPlan], resolved: Resolved) -> list[ToolchainPlan]:
+    return [replace(j, sysroot=resolved.sysroots.get(j.plan.manifest.root)) for j in plans]
 
 
 def _backend_of(variant_name: str) -> str | None:
@@ -288,17 +288,17 @@ def _backend_of(variant_name: str) -> str | None:
         return None  # not a variant name: the plan says so later
 
 
-def _prune_skips(jobs: list[Job], wanted: set[str]) -> list[Job]:
+def _prune_skips(plans: list[ToolchainPlan], wanted: set[str]) -> list[ToolchainPlan]:
     """Drop skip lines about a variant that is built after all: by another job of the same
     kernel, or, for a `--variant` name, by another kernel of the workspace (`--variant
     torch-cuda` is about the kernels that build it). A name nothing builds keeps its line."""
-    built = {(j.plan.manifest.root, v.name) for j in jobs for v in j.plan.variants}
+    built = {(j.plan.manifest.root, v.name) for j in plans for v in j.plan.variants}
     anywhere = {name for _, name in built}
 
-    def keep(j: Job, s: Skip) -> bool:
+    def keep(j: ToolchainPlan, s: Skip) -> bool:
         return (j.plan.manifest.root, s.backend) not in built and not (s.backend in wanted and s.backend in anywhere)
 
-    return [replace(j, plan=replace(j.plan, skipped=tuple(s for s in j.plan.skipped if keep(j, s)))) for j in jobs]
+    return [replace(j, plan=replace(j.plan, skipped=tuple(s for s in j.plan.skipped if keep(j, s)))) for j in plans]
 
 
 def _current_toolchain(options: BuildOptions) -> Toolchain | None:
