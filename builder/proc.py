@@ -1,10 +1,9 @@
-"""The one place that runs subprocesses: logs the exact command, applies a timeout, and turns
+"""The one place that runs subprocesses: traces the exact command (shown with -v), applies a timeout, and turns
 failures into CommandError with the tail of the output."""
 
 from __future__ import annotations
 
 import io
-import logging
 import os
 import shlex
 import subprocess
@@ -13,8 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from builder.errors import CommandError
-
-log = logging.getLogger("kbuild.proc")
+from builder.notices import trace
 
 
 def run(
@@ -27,7 +25,7 @@ def run(
     what: str | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `cmd`, capturing stdout+stderr as text. `env` entries are added to os.environ."""
-    log.debug("$ %s%s", _env_prefix(env), shlex.join(cmd))
+    trace(f"$ {_env_prefix(env)}{shlex.join(cmd)}")
     full_env = {**os.environ, **env} if env else None
     try:
         done = subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout, text=True,
@@ -47,7 +45,7 @@ def run_logged(cmd: list[str], log_file: Path, *, cwd: Path | None = None, env: 
                timeout: float | None = 3600) -> int | None:
     """Run `cmd` with stdout and stderr going straight into `log_file` while it runs, so a run that
     is killed or times out keeps what it printed; its exit code, None when it timed out (killed)."""
-    log.debug("$ %s%s > %s", _env_prefix(env), shlex.join(cmd), log_file)
+    trace(f"$ {_env_prefix(env)}{shlex.join(cmd)} > {log_file}")
     full_env = {**os.environ, **env} if env else None
     with open(log_file, "wb") as out:
         try:
@@ -65,7 +63,7 @@ def run_logged(cmd: list[str], log_file: Path, *, cwd: Path | None = None, env: 
 
 def stream(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start `cmd` with line-buffered text stdout (stderr merged) for live progress."""
-    log.debug("$ %s%s", _env_prefix(env), shlex.join(cmd))
+    trace(f"$ {_env_prefix(env)}{shlex.join(cmd)}")
     full_env = {**os.environ, **env} if env else None
     try:
         return subprocess.Popen(cmd, cwd=cwd, env=full_env, text=True, bufsize=1, stdin=subprocess.DEVNULL,
@@ -84,7 +82,7 @@ def run_bytes(
     what: str | None = None,
 ) -> bytes:
     """Run `cmd` with binary stdin/stdout and return stdout; stderr goes to the error's tail."""
-    log.debug("$ %s%s", _env_prefix(env), shlex.join(cmd))
+    trace(f"$ {_env_prefix(env)}{shlex.join(cmd)}")
     full_env = {**os.environ, **env} if env else None
     feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
     try:
@@ -105,7 +103,7 @@ def open_bytes(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] |
                what: str | None = None) -> BinaryIO:
     """Start `cmd` and return its stdout as a binary stream. Reading to the end raises CommandError
     if the command failed (so a truncated stream never passes as complete); closing early kills it."""
-    log.debug("$ %s%s", _env_prefix(env), shlex.join(cmd))
+    trace(f"$ {_env_prefix(env)}{shlex.join(cmd)}")
     full_env = {**os.environ, **env} if env else None
     errors = tempfile.TemporaryFile()  # a file, not a pipe: a chatty stderr cannot block stdout
     try:

@@ -12,7 +12,7 @@ BUILDER = Path(__file__).resolve().parent.parent / "builder"
 LEVELS = [("commands",), ("pipeline",), ("publish", "verify"), ("stage",), ("compile",), ("plan",), ("toolchains",),
           ("config",), ("project",), ("hub",), ("ground",)]
 RANK = {name: depth for depth, names in enumerate(LEVELS) for name in names}
-GROUND = {"errors", "report", "proc", "layout", "_toml", "resources", "extras", "__init__", "__main__"}
+GROUND = {"errors", "report", "notices", "proc", "layout", "_toml", "resources", "extras", "__init__", "__main__"}
 
 
 def _place(module: str) -> str:

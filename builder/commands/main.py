@@ -53,10 +53,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    from builder.notices import reporting
     from builder.report import Reporter
 
     reporter = Reporter(verbose=getattr(args, "verbose", False), plain=_plain())
-    with warnings.catch_warnings(record=True) as caught:
+    # The one output channel: notices and traces of code without a Reporter reach this one live
+    # (builder/notices.py); Python warnings (a library's, or a notice from a thread that does not
+    # see the command's context) are collected and shown through it too.
+    with reporting(reporter), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             code = args.handler(args, reporter)

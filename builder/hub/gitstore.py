@@ -10,7 +10,6 @@ the second gets RefConflict, re-reads the head and re-applies its change (see `w
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import random
 import shutil
@@ -28,13 +27,13 @@ from kbuild.hubs.local_git import BareRepo
 
 from builder import proc
 from builder.errors import CommandError
+from builder.notices import notice
 from builder.hub import paths
 from builder.hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, NoSpace, HubRevisionNotFound, TooLarge
 from builder.hub.paths import REPO_TYPES, InvalidRevision
 
 __all__ = ["REPO_TYPES", "FileAdd", "GitStore", "InvalidRevision", "TreeEntry", "with_retry"]
 
-log = logging.getLogger("kbuild.hub")
 T = TypeVar("T")
 
 ZERO = "0" * 40  # as update-ref's old value: "the ref must not exist yet"
@@ -527,7 +526,7 @@ def _clear_stale_lock(lock: Path) -> bool:
         return True
     if age <= STALE_LOCK_S:
         return False
-    log.warning("removing %s, left %.0fs ago by a killed process", lock, age)
+    notice(f"removing {lock}, left {age:.0f}s ago by a killed process")
     lock.unlink(missing_ok=True)
     return True
 

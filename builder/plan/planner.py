@@ -5,7 +5,6 @@ provisioned first. `kbuild variants` lists the same plan without building it.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, replace
 
 from kbuild.variants import parse_variant
@@ -14,6 +13,7 @@ from builder.project.manylinux import policy_glibc
 from builder.project.cuda_arch import Capability, parse_arch_list, parse_capability
 from builder.project.dependencies import BUILT_BACKENDS, parse_dependency, pick_cutlass
 from builder.errors import KbuildError, ToolchainError, UsageError
+from builder.notices import notice
 from builder.project.gitid import SourceId, source_id
 from builder.layout import WORK_DIR
 from builder.project.manifest import Manifest, check_python_package, load_manifest
@@ -196,7 +196,7 @@ def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple
         raise ToolchainError(f"{where}: {dep.name}: PyPI's nvidia-cutlass has no {dep.version[0]}.x release "
                              f"(known: {', '.join(table.get('releases', []))})")
     if warning := release.warning(dep.name):
-        warnings.warn(warning, stacklevel=2)
+        notice(warning)
     store = ToolchainStore(options.toolchains_dir, log=reporter.info, probe_dir=options.probe_dir)
     return store.cutlass_includes(release.release, table["requirement"].format(release=release.release))
 

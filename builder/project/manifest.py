@@ -7,7 +7,6 @@ are errors; every error is one line: `file:line: [table] key: what was expected`
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from kbuild.variants import BACKENDS
 from builder.project.cuda_arch import Capability, parse_capability, well_formed_capability
 from builder.project.dependencies import BUILT_BACKENDS, check_dependency, check_python_dependency
 from builder.errors import ManifestError
+from builder.notices import notice
 from builder.project.toml_lines import key_lines
 from builder._toml import tomllib
 
@@ -306,8 +306,8 @@ class _Parser:
         if "edition" not in general:
             if isinstance(self.data.get("general"), dict) and "edition" in self.data["general"]:
                 return 5  # written, but not as an integer: reported by _table
-            warnings.warn(f"{_display(self.path)}: edition 4 manifest (no [general] edition), upgraded to "
-                          "edition 5 in memory; update it to edition 5 and add `edition = 5` to silence this", stacklevel=2)
+            notice(f"{_display(self.path)}: edition 4 manifest (no [general] edition), upgraded to "
+                   "edition 5 in memory; update it to edition 5 and add `edition = 5` to silence this")
             return 4
         if general["edition"] not in EDITIONS:
             raise self.w.error(("general", "edition"), f"unsupported edition {general['edition']} (supported: 4, 5)")
@@ -506,8 +506,8 @@ class _Parser:
                 if not (self.kernel_builder and well_formed_capability(v)):
                     raise self.w.error(keys, str(e)) from None
                 # kernel-builder drops capabilities no nvcc knows; its projects must still build
-                warnings.warn(f'{self.w.at(keys)}: unknown capability "{v}" dropped, as kernel-builder '
-                              "does (a kbuild project gets an error)", stacklevel=2)
+                notice(f'{self.w.at(keys)}: unknown capability "{v}" dropped, as kernel-builder '
+                       "does (a kbuild project gets an error)")
         if not caps:
             raise self.w.error(keys, "no known capability left: name at least one (or leave the key out for the defaults)")
         return tuple(dict.fromkeys(caps))
