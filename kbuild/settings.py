@@ -33,6 +33,7 @@ _TRUE = ("1", "true", "yes", "on")
 @dataclass(frozen=True)
 class Settings:
     hub: str | None = None  # None: the default local hub
+    hub_from: str | None = None  # the variable that named `hub` (KBUILD_HUB or HF_ENDPOINT), for errors
     cache_dir: Path = DEFAULT_CACHE
     offline: bool = False
     trusted_orgs: tuple[str, ...] = BUILTIN_TRUSTED_ORGS
@@ -46,8 +47,10 @@ class Settings:
 
 def from_environment(environ=None) -> Settings:
     env = os.environ if environ is None else environ
+    hub_from = next((k for k in ("KBUILD_HUB", "HF_ENDPOINT") if env.get(k)), None)  # the hub rule
     return Settings(
-        hub=env.get("KBUILD_HUB") or env.get("HF_ENDPOINT") or None,
+        hub=env.get(hub_from) if hub_from else None,
+        hub_from=hub_from,
         cache_dir=Path(env["KBUILD_CACHE"]).expanduser() if env.get("KBUILD_CACHE") else DEFAULT_CACHE,
         offline=any(env.get(k, "").strip().lower() in _TRUE for k in ("KBUILD_OFFLINE", "HF_HUB_OFFLINE")),
         trusted_orgs=BUILTIN_TRUSTED_ORGS + _split_orgs(env.get("KBUILD_TRUSTED_ORGS", "")) + _config_orgs(env),

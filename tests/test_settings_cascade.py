@@ -6,6 +6,7 @@ errors naming where the bad value was written."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import fields
 from pathlib import Path
 
@@ -14,10 +15,11 @@ import pytest
 from builder.commands.arguments import build_options
 from builder.commands.main import parser
 from builder.config.cascade import DEFAULT, Setting, resolve
+from builder.config.settings import from_environment
 from builder.config.options import BuildOptions
 from builder.errors import ManifestError, UsageError
 from builder.plan.planner import resolve_archs
-from tests.test_plan import COMPILED, write_kernel
+from plan_inputs import COMPILED, write_kernel
 
 FLAG = ("--level", "flag")
 ENV = ("LEVEL", "env")
@@ -136,3 +138,34 @@ def test_only_the_settings_read_the_environment():
     readers = {str(p.relative_to(builder)): lines for p in sorted(builder.rglob("*.py"))
                if (lines := environment_reads(p.read_text()))}
     assert readers == {"config/settings.py": readers.get("config/settings.py")}, readers
+
+
+# -- the hub address ------------------------------------------------------------------------------
+
+def test_the_hub_follows_the_cascade_and_keeps_its_origin(tmp_path):
+    local = str(tmp_path / "hub")
+    both = from_environment({"KBUILD_HUB": local, "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert both.hub_setting("http://127.0.0.1:8") == Setting("http://127.0.0.1:8", "--hub")
+    assert both.hub_setting(None) == Setting(local, "KBUILD_HUB")  # the runtime's rule: KBUILD_HUB first
+    assert from_environment({"HF_ENDPOINT": "http://127.0.0.1:9"}).hub_setting(None) == \
+        Setting("http://127.0.0.1:9", "HF_ENDPOINT")
+    default = from_environment({}).hub_setting(None)
+    assert default.value is None and default.origin.startswith("default (") and "kbuild" in default.origin
+
+
+@pytest.mark.parametrize("env, flag, named", [({"KBUILD_HUB": "ftp://x"}, None, "KBUILD_HUB"),
+                                              ({"HF_ENDPOINT": "ftp://x"}, None, "HF_ENDPOINT"),
+                                              ({"HF_ENDPOINT": "ftp://x"}, "ftp://y", "--hub")])
+def test_a_bad_hub_address_names_where_it_came_from(env, flag, named):
+    with pytest.raises(UsageError, match=rf"^{re.escape(named)}: "):
+        from_environment(env).hub_setting(flag)
+
+
+def test_every_command_with_a_hub_reads_it_through_the_settings_cascade():
+    # `args.hub or settings.hub` was written in five commands; now one method decides
+    commands = Path(__file__).resolve().parent.parent / "builder" / "commands"
+    for path in commands.glob("*.py"):
+        text = path.read_text()
+        assert "settings.hub " not in text and "settings.hub)" not in text and "or settings.hub" not in text, path
+        if "args.hub" in text:
+            assert "hub_setting(args.hub)" in text, path

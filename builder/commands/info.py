@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from builder.commands.arguments import add_hub
+from builder.config.settings import from_environment as builder_settings
 from builder.errors import KbuildError
 
 TYPE_CHECKING = False
@@ -34,9 +35,10 @@ def run(args, reporter: Reporter) -> int:
 
     from builder.hub.kernel_info import kernel_info
 
-    settings = from_environment()  # the runtime's reading (the one hub rule); its Session takes it
+    settings = from_environment()  # the runtime's reading; its Session takes it
+    hub = builder_settings().hub_setting(args.hub).value  # --hub through the one cascade
     try:
-        record = kernel_info(Session(args.hub or settings.hub, settings), args.repo, args.backend)
+        record = kernel_info(Session(hub, settings), args.repo, args.backend)
     except KernelError as e:  # the runtime's errors (no such repo, revision, hub) as one line
         raise KbuildError(str(e)) from None
     if args.json:

@@ -38,7 +38,7 @@ def run_lock(args, reporter) -> int:
     from builder.config.kernel_requests import PYPROJECT, requested_kernels
 
     project = folder(args.dir, hint=PROJECT_HINT).resolve()
-    hub = args.hub or builder_settings().hub  # None: the default local hub (the one hub rule)
+    hub = builder_settings().hub_setting(args.hub).value  # None: the default local hub
     locked = []
     for repo_id, revision, version in requested_kernels(project / PYPROJECT):
         with _runtime_errors():
@@ -57,7 +57,8 @@ def run_download(args, reporter) -> int:
     if not lockfile.is_file():
         raise UsageError(f"{lockfile}: no lock file", hint=f"run kbuild lock {args.dir}")
     with _runtime_errors():
-        folders = download_locked(lockfile, hub=args.hub, backend=args.backend, all_variants=args.all_variants)
+        folders = download_locked(lockfile, hub=builder_settings().hub_setting(args.hub).value, backend=args.backend,
+                                  all_variants=args.all_variants)
     for cached in folders:
         reporter.info(f"cached {cached}")
     reporter.result(f"{len(folders)} variant(s) in the cache, verified")

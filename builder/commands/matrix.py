@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from builder.commands.arguments import DIR_HELP, HUB_HELP, add_dir, add_hub, folder
+from builder.config.settings import from_environment as builder_settings
 from builder.errors import UsageError
 
 TYPE_CHECKING = False
@@ -75,9 +76,10 @@ def _check(kernels, per_variant, args, reporter: Reporter) -> int:
 
     from builder.verify.published import check_published
 
-    settings = from_environment()  # the one hub rule, shared with publish and get_kernel
+    settings = from_environment()  # the runtime's reading; its Session takes it
+    hub = builder_settings().hub_setting(args.hub).value  # --hub through the one cascade
     problems = 0
-    for f in check_published(kernels, per_variant, Session(args.hub or settings.hub, settings), args.branch):
+    for f in check_published(kernels, per_variant, Session(hub, settings), args.branch):
         if f.status == "loaded":
             reporter.result(f"loaded    {f.where} {f.variant} as {f.detail}")
         elif f.status == "unloadable":

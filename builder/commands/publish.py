@@ -41,7 +41,7 @@ def run(args, reporter: Reporter) -> int:
                              variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
                              dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs)
     settings = builder_settings()  # the hub rule get_kernel and kbuild lock follow too
-    hub = open_hub(parse_hub(args.hub or settings.hub), settings.token)
+    hub = open_hub(parse_hub(settings.hub_setting(args.hub).value), settings.token)
     summaries, refused, kernels = [], {}, 0
     for member in publish_members(options, hub, reporter):
         kernels += 1

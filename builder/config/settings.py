@@ -29,6 +29,8 @@ from pathlib import Path
 
 from kbuild import settings as runtime
 
+from builder.config.cascade import DEFAULT, Setting, resolve
+
 PYPI = "https://pypi.org/simple"
 DEFAULT_TOOLCHAINS = runtime.DEFAULT_CACHE / "toolchains"
 PROBES = "probes"  # under the cache folder: what probe_torch and find_cuda learned, by binary
@@ -50,11 +52,23 @@ class BuilderSettings:
     dist_token: str | None = field(default=None, repr=False)
     ci: bool = False
     hub: str | None = None  # None: the default local hub
+    hub_from: str | None = None  # the variable that named it (KBUILD_HUB or HF_ENDPOINT)
     token: str | None = field(default=None, repr=False)
     # the caller's, which `kbuild test` extends for a kernel's suite rather than replaces
     pythonpath: str | None = None
     local_kernels: str | None = None
     hf_hub_offline: str | None = None  # as written: an explicit value from the caller stands
+
+    def hub_setting(self, flag: str | None) -> Setting[str | None]:
+        """The hub a command talks to through the one cascade: --hub, else KBUILD_HUB, else
+        HF_ENDPOINT (the runtime's rule), else the default local hub (value None); checked, so a
+        bad address is a one-line error naming the flag or variable it came from."""
+        from builder.hub.address import parse_hub  # the hub package loads only for hub commands
+
+        env = (self.hub_from, self.hub) if self.hub_from else None
+        setting = resolve(flag=("--hub", flag), env=env) or Setting(None, f"{DEFAULT} ({runtime.DEFAULT_LOCAL_HUB})")
+        parse_hub(setting.value, setting.origin)
+        return setting
 
     @property
     def probe_dir(self) -> Path:
@@ -80,6 +94,7 @@ def from_environment(environ=None) -> BuilderSettings:
         dist_token=env.get("KBUILD_DIST_TOKEN") or None,
         ci=bool(env.get("CI")),
         hub=shared.hub,
+        hub_from=shared.hub_from,
         token=shared.token,
         pythonpath=env.get("PYTHONPATH") or None,
         local_kernels=env.get("LOCAL_KERNELS") or None,

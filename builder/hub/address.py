@@ -1,5 +1,6 @@
-"""`--hub` / `KBUILD_HUB`: the runtime's hub-address parser (kbuild.hubs.parse_hub_address), with
-its errors as one-line usage errors naming the flag."""
+"""`--hub` / `KBUILD_HUB` / `HF_ENDPOINT`: the runtime's hub-address parser
+(kbuild.hubs.parse_hub_address), with its errors as one-line usage errors naming where the address
+came from (which of them wins is config/settings.py's `hub_setting`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from builder.errors import UsageError
 __all__ = ["DEFAULT_LOCAL_HUB", "HubAddress", "parse_hub"]
 
 
-def parse_hub(value: str | None) -> HubAddress:
+def parse_hub(value: str | None, origin: str = "--hub") -> HubAddress:
     """None means the embedded default, a local hub under ~/.cache/kbuild/hub."""
     try:
         return parse_hub_address(value)
     except InvalidRequest as e:
-        raise UsageError(f"--hub: {e}") from None
+        raise UsageError(f"{origin}: {e}") from None
