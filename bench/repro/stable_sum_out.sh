@@ -3,13 +3,15 @@
 # torch::stable::sum_out(out, x, {3}) -- the call flash_api.cpp:995 makes to sum dK/dV over head
 # groups -- fails in the dispatcher with "Dimension out of range (... got <an address>)", with and
 # without -DTORCH_TARGET_VERSION, in torch 2.14 and 2.11; the same call with
-# std::vector<int64_t>{3} as the dims is right. So it is the kernel's source (a braced list for
-# the optional dims), not kbuild's flags.
+# std::vector<int64_t>{3} or {int64_t{3}} as the dims is right. So it is the kernel's source, not
+# kbuild's flags: `{3}` is an int, the parameter a std::optional<HeaderOnlyArrayRef<int64_t>>, whose
+# one-element constructor binds a temporary int64_t made inside std::optional's constructor and gone
+# when the call reads it (the dims point at a dead stack slot; at -O0 a garbage dimension).
 #   bash bench/repro/stable_sum_out.sh [PYTHON...]     (default: .venv/bin/python)
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for dims in "{3}" "std::vector<int64_t>{3}"; do
+for dims in "{3}" "{int64_t{3}}" "std::vector<int64_t>{3}"; do
   cat > "$work/gs.cpp" <<CPP
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
