@@ -203,6 +203,24 @@ class Reporter:
             self.info(message)
         self._notes.clear()
 
+    def table(self, title: str, headers: list[str], rows: list[list[str]], right: tuple[int, ...] = ()) -> None:
+        """Rows of text under headers, on stdout: a rich table on a terminal, aligned plain columns
+        otherwise (a log keeps every cell whole). `right`: the columns to right-align (figures)."""
+        if not self.plain:
+            table = Table(title=literal(title, "italic"))
+            for n, h in enumerate(headers):
+                table.add_column(literal(h), justify="right" if n in right else "left", overflow="fold")
+            for row in rows:
+                table.add_row(*(literal(cell) for cell in row))
+            self.out.print(table, soft_wrap=False)
+            return
+        widths = [max(len(h), *(len(r[n]) for r in rows)) if rows else len(h) for n, h in enumerate(headers)]
+        def line(cells):
+            return "  ".join(c.rjust(w) if n in right else c.ljust(w) for n, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        self.out.print(literal(title))
+        for cells in (headers, *rows):
+            self.out.print(literal(line(cells)))
+
     def _plain_summary(self, results: list[VariantResult]) -> None:
         for r in results:
             if r.status == "failed" and r.log and not r.path:

@@ -31,7 +31,7 @@ from builder.project.workspace import kernel_dirs
 _NO_TESTS_COLLECTED = 5
 _SKIP_PLUGIN = "kbuild_skip_reasons"  # builder/templates/kbuild_skip_reasons.py
 TIMEOUT_S = 3600  # one variant's suite, unless `kbuild test --timeout` says otherwise
-_GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
+GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
 
 def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_args: tuple[str, ...], reporter,
@@ -46,7 +46,7 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
     kernels = kernel_dirs(folder)
     for kernel in kernels:
         manifest = load_manifest(kernel)
-        built = _built_variants(kernel / BUILD_DIR, variants)
+        built = built_variants(kernel / BUILD_DIR, variants)
         missing = f"no built variant{' named ' + ', '.join(variants) if variants else ''} in {kernel / BUILD_DIR}"
         if not built and len(kernels) == 1:
             raise UsageError(f"{kernel}: {missing}", hint=f"run kbuild build {kernel} first")
@@ -60,20 +60,20 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
             results.append(VariantResult(manifest.name, "-", "skipped", reason=f"no tests/ folder in {kernel}"))
             continue
         for variant in built:
-            if reason := _cannot_load(parse_variant(variant.name), torch):
+            if reason := cannot_load(parse_variant(variant.name), torch):
                 # e.g. a torch 2.13 build or a cu132 build in build/ beside this torch's own
                 results.append(VariantResult(manifest.name, variant.name, "skipped",
                                              reason=f"cannot load in torch {torch.torch_version}: {reason}"))
                 continue
             if has_gpu is None:
                 with reporter.phase(f"asking the torch of {python} for a GPU"):
-                    has_gpu = proc.run([python, "-c", _GPU_PROBE], timeout=300,
+                    has_gpu = proc.run([python, "-c", GPU_PROBE], timeout=300,
                                        what="GPU probe").stdout.strip().endswith("1")
             results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter, settings, timeout))
     return results
 
 
-def _cannot_load(variant: Variant, torch: TorchInfo) -> str | None:
+def cannot_load(variant: Variant, torch: TorchInfo) -> str | None:
     """Why the target torch cannot load `variant` (kbuild's loader rules), or None. Python-only
     variants always run: Triton kernels fall back to Triton's interpreter on CPU tensors."""
     if variant.kind == NOARCH:
@@ -85,7 +85,7 @@ def _cannot_load(variant: Variant, torch: TorchInfo) -> str | None:
     return why_not(variant, system)
 
 
-def _built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
+def built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
     if not build_dir.is_dir():
         return []
     found = sorted(p for p in build_dir.iterdir() if p.is_dir() and not p.name.startswith(".")

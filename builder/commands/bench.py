@@ -1,0 +1,76 @@
+"""`kbuild bench [DIR]`: a kernel's benchmarks/ (Hugging Face's `kernels.Benchmark` convention)
+against each of its built variants that this torch loads, each workload beside its reference; a
+table, and on request JSON and an SVG plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from builder.commands.arguments import add_dir, add_python, folder, python
+from builder.config.settings import from_environment as builder_settings
+from builder.errors import ExitCode
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.report import Reporter
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="time a kernel's benchmarks/ against its built variants")
+    add_dir(p)
+    p.add_argument("--variant", action="append", default=[], metavar="V",
+                   help="only this built variant (repeatable; default: every variant in build/ this torch loads)")
+    p.add_argument("--warmup", type=_count(0), default=5, metavar="N", help="untimed calls first (default 5)")
+    p.add_argument("--repeats", type=_count(1), default=20, metavar="N", help="timed calls per workload (default 20)")
+    p.add_argument("--json", type=Path, default=None, metavar="F", help="write every workload's figures to F")
+    p.add_argument("--plot", type=Path, default=None, metavar="F.svg", help="draw the speed-ups into F.svg")
+    add_python(p)
+    p.set_defaults(handler=run)
+
+
+def _count(least: int):
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
+        return int(text)
+    return parse
+
+
+def run(args, reporter: Reporter) -> int:
+    from builder.verify.benchmarks import bench_kernels
+
+    result = bench_kernels(folder(args.dir).resolve(), tuple(args.variant), python(args), reporter, builder_settings(),
+                           warmup=args.warmup, repeats=args.repeats)
+    rows = [[f"{w.kernel}/{w.variant}", f"{w.script} {w.cls}.{w.name}", w.device, *_figures(w)] for w in result.workloads]
+    reporter.table("kbuild bench: median (min-max) of each workload, kernel and reference in one process",
+                   ["variant", "workload", "on", "kernel", "reference", "speed-up", "check"], rows, right=(3, 4, 5))
+    for kernel, variant, why in result.skipped:
+        reporter.info(f"skipped   {kernel}/{variant}: {why}")
+    for w in result.workloads:
+        if w.error:
+            reporter.error(f"{w.kernel}/{w.variant} {w.script} {w.cls}.{w.name}: {w.error}")
+    if args.json:
+        args.json.write_text(json.dumps(result.to_json(), indent=1))
+        reporter.info(f"wrote {args.json}")
+    if args.plot:
+        from builder.verify.bench_plot import plot_speedups
+
+        bars = plot_speedups(result, args.plot)
+        reporter.info(f"wrote {args.plot} ({bars} workload(s) with a reference)")
+    if not result.workloads:
+        reporter.error("no workload ran" + (": every variant was skipped" if result.skipped else ""))
+        return ExitCode.FAILED
+    return ExitCode.OK if all(w.ok for w in result.workloads) else ExitCode.FAILED
+
+
+def _figures(w) -> list[str]:
+    def ms(t):
+        return "-" if t is None else f"{_ms(t.median_ms)} ({_ms(t.min_ms)}-{_ms(t.max_ms)})"
+    check = "error" if w.error else {True: "matches", False: "DIFFERS", None: "no verify"}[w.verified]
+    return [ms(w.timing), ms(w.reference), "-" if w.speedup is None else f"{w.speedup:.2f}x", check]
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1e3:.1f} us" if value < 1 else f"{value:.2f} ms"

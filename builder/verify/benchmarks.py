@@ -1,0 +1,172 @@
+"""`kbuild bench`: a kernel's benchmarks/ run against each of its built variants that this torch
+loads, each workload timed beside its reference in the same process (the runner:
+builder/templates/kbuild_bench_runner.py, in the Python that loads the variant).
+
+The variant is put on the path under the kernel's Python name, as for `kbuild test`, so files
+written for Hugging Face's `kernels benchmark` (`from kernels.benchmark import Benchmark`, the
+kernel as `self.kernel`) run unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kbuild.variants import parse_variant
+
+from builder import proc, resources
+from builder.config.settings import BuilderSettings
+from builder.errors import UsageError
+from builder.layout import BUILD_DIR
+from builder.project.manifest import load_manifest
+from builder.project.workspace import kernel_dirs
+from builder.toolchains.toolchain import probe_torch
+from builder.verify.kernel_tests import GPU_PROBE, built_variants, cannot_load
+
+_RUNNER = "kbuild_bench_runner"  # builder/templates/kbuild_bench_runner.py
+TIMEOUT_S = 3600  # one variant's benchmarks
+
+
+@dataclass(frozen=True)
+class Timing:
+    min_ms: float
+    median_ms: float
+    max_ms: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    kernel: str
+    variant: str
+    script: str
+    cls: str
+    name: str
+    device: str
+    timing: Timing | None = None  # the kernel's
+    reference: Timing | None = None  # verify_<w>'s, timed the same way in the same process
+    verified: bool | None = None  # None: the workload has no verify_<w>
+    error: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        """The reference's median over the kernel's (above 1: the kernel is faster)."""
+        if self.timing is None or self.reference is None or self.timing.median_ms <= 0:
+            return None
+        return self.reference.median_ms / self.timing.median_ms
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.verified is not False
+
+
+@dataclass
+class BenchRun:
+    """Every workload of every variant run, with what was skipped and why."""
+
+    workloads: list[Workload] = field(default_factory=list)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)  # kernel, variant, why
+    machines: dict[str, dict] = field(default_factory=dict)  # variant -> what the runner saw
+
+    def to_json(self) -> dict:
+        rows = []
+        for w in self.workloads:
+            row = asdict(w)
+            row["class"] = row.pop("cls")
+            row["speedup"] = w.speedup
+            rows.append(row)
+        return {"workloads": rows, "machines": self.machines,
+                "skipped": [{"kernel": k, "variant": v, "reason": r} for k, v, r in self.skipped]}
+
+
+def bench_kernels(folder: Path, variants: tuple[str, ...], python: str, reporter, settings: BuilderSettings,
+                  warmup: int = 5, repeats: int = 20, timeout: int | None = None) -> BenchRun:
+    """Run each kernel's benchmarks/benchmark*.py against each built variant this torch loads."""
+    run = BenchRun()
+    with reporter.phase(f"probing the torch of {python}"):
+        torch = probe_torch(python, settings.probe_dir)
+    kernels = kernel_dirs(folder)
+    has_gpu = None
+    for kernel in kernels:
+        manifest = load_manifest(kernel)
+        built = built_variants(kernel / BUILD_DIR, variants)
+        scripts = sorted((kernel / "benchmarks").glob("benchmark*.py"))
+        lone = len(kernels) == 1
+        if not built:
+            missing = f"no built variant{' named ' + ', '.join(variants) if variants else ''} in {kernel / BUILD_DIR}"
+            if lone:
+                raise UsageError(f"{kernel}: {missing}", hint=f"run kbuild build {kernel} first")
+            run.skipped.append((manifest.name, "-", missing))
+            continue
+        if not scripts:
+            why = f"no benchmarks/benchmark*.py in {kernel}"
+            if lone:
+                raise UsageError(f"{kernel}: {why}", hint="kbuild init writes one; see kbuild/benchmark.py")
+            run.skipped.append((manifest.name, "-", why))
+            continue
+        for variant_dir in built:
+            if reason := cannot_load(parse_variant(variant_dir.name), torch):
+                run.skipped.append((manifest.name, variant_dir.name, f"cannot load in torch {torch.torch_version}: {reason}"))
+                continue
+            if has_gpu is None:
+                has_gpu = proc.run([python, "-c", GPU_PROBE], timeout=300, what="GPU probe").stdout.strip().endswith("1")
+            device = _device(variant_dir.name, has_gpu)
+            if device is None:
+                run.skipped.append((manifest.name, variant_dir.name, "a CUDA variant and no CUDA device here"))
+                continue
+            with reporter.phase(f"benchmarking {manifest.name}/{variant_dir.name} on {device}"):
+                doc = _run_variant(manifest, variant_dir, scripts, python, device, settings, warmup, repeats,
+                                   timeout or TIMEOUT_S)
+            run.machines[f"{manifest.name}/{variant_dir.name}"] = {k: v for k, v in doc.items() if k != "scripts"}
+            run.workloads.extend(_workloads(manifest.name, variant_dir.name, device, doc))
+    return run
+
+
+def _device(variant: str, has_gpu: bool) -> str | None:
+    """Where a variant's workloads run: CUDA variants on the GPU (none without one), Triton
+    kernels there too when there is one, everything else on the CPU."""
+    v = parse_variant(variant)
+    if v.backend in ("cuda", "rocm") and v.kind != "noarch":
+        return "cuda" if has_gpu else None
+    return "cuda" if v.kind == "noarch" and v.backend == "cuda" and has_gpu else "cpu"
+
+
+def _run_variant(manifest, variant_dir: Path, scripts: list[Path], python: str, device: str,
+                 settings: BuilderSettings, warmup: int, repeats: int, timeout: int) -> dict:
+    log = manifest.root / ".kbuild" / variant_dir.name / "bench.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kbuild-bench-") as tmp:
+        (Path(tmp) / manifest.python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
+        runner = Path(tmp) / f"{_RUNNER}.py"
+        runner.write_bytes(resources.read_bytes(f"templates/{_RUNNER}.py"))
+        out = Path(tmp) / "bench.json"
+        env = {"PYTHONPATH": os.pathsep.join(p for p in (tmp, settings.pythonpath) if p)}
+        if device == "cpu" and parse_variant(variant_dir.name).kind == "noarch":
+            env["TRITON_INTERPRET"] = "1"  # Triton kernels on CPU tensors
+        cmd = [python, str(runner), "--kernel", manifest.python_name, "--device", device, "--warmup", str(warmup),
+               "--repeats", str(repeats), "--out", str(out), *map(str, scripts)]
+        code = proc.run_logged(cmd, log, cwd=manifest.root, env=env, timeout=timeout)
+        if code is None:
+            raise UsageError(f"{manifest.name}/{variant_dir.name}: benchmarks stopped after {timeout} s (log {log})")
+        if code != 0 or not out.is_file():
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            return {"error": f"the benchmark runner exited {code}: {tail[0]} (log {log})", "scripts": []}
+        return json.loads(out.read_text())
+
+
+def _workloads(kernel: str, variant: str, device: str, doc: dict) -> list[Workload]:
+    if "error" in doc:
+        return [Workload(kernel, variant, "-", "-", "-", device, error=doc["error"])]
+    rows = []
+    for script in doc["scripts"]:
+        if "error" in script:
+            rows.append(Workload(kernel, variant, script["script"], "-", "-", device, error=script["error"]))
+        for cls in script["classes"]:
+            for w in cls["workloads"]:
+                rows.append(Workload(kernel, variant, script["script"], cls["class"], w["workload"], device,
+                                     timing=Timing(**w["kernel"]) if "kernel" in w else None,
+                                     reference=Timing(**w["reference"]) if "reference" in w else None,
+                                     verified=w.get("verified"), error=w.get("error", "")))
+    return rows

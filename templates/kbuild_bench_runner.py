@@ -1,0 +1,137 @@
+"""Runs a kernel's benchmarks/ against one variant, inside the Python that loads it (`kbuild bench`
+starts it with the variant on the path under the kernel's Python name; it imports nothing of kbuild,
+which that Python may not have). Writes one JSON document to --out.
+
+A benchmark class is one defined in a `benchmarks/benchmark*.py` file that derives from Hugging
+Face's `kernels.benchmark.Benchmark` or kbuild's `kbuild.benchmark.Benchmark` (the same
+convention: setup_<w>/setup, benchmark_<w>, verify_<w>; see kbuild/benchmark.py). Each workload
+is checked once against its reference (verify_<w>, compared as Hugging Face's runner does:
+allclose with atol 1e-2), then the kernel and the reference are timed the same way, one after the
+other, in this process: warm-up calls, then repeats, each call synchronised on CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+BASES = {("kernels.benchmark", "Benchmark"), ("kbuild.benchmark", "Benchmark")}
+ATOL = 1e-2  # Hugging Face's `kernels benchmark` check, kept so results agree
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kernel", required=True, help="the variant's Python name (on the path)")
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--warmup", type=int, required=True)
+    parser.add_argument("--repeats", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("scripts", nargs="+", type=Path)
+    args = parser.parse_args()
+
+    import torch
+
+    kernel = importlib.import_module(args.kernel)
+    gpu = torch.cuda.get_device_name() if args.device == "cuda" and torch.cuda.is_available() else None
+    doc = {"torch": torch.__version__, "python": platform.python_version(), "device": args.device, "gpu": gpu,
+           "cpu": platform.processor() or platform.machine(), "warmup": args.warmup, "repeats": args.repeats,
+           "scripts": [run_script(path, kernel, args) for path in args.scripts]}
+    args.out.write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+def run_script(path: Path, kernel, args) -> dict:
+    entry = {"script": path.name, "classes": []}
+    module_name = f"kbuild_bench_{path.stem}"
+    try:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    except BaseException as e:  # the script's own import error is its result, not the run's end
+        entry["error"] = _one_line(e)
+        return entry
+    classes = [obj for obj in vars(module).values() if _is_benchmark(obj, module_name)]
+    if not classes:
+        entry["error"] = "no Benchmark subclass (kernels.benchmark or kbuild.benchmark) defined in it"
+    for cls in classes:
+        names = sorted(n[len("benchmark_"):] for n in dir(cls) if n.startswith("benchmark_") and callable(getattr(cls, n)))
+        entry["classes"].append({"class": cls.__name__,
+                                 "workloads": [run_workload(cls, name, kernel, args) for name in names]})
+    return entry
+
+
+def _is_benchmark(obj, module_name: str) -> bool:
+    return (isinstance(obj, type) and obj.__module__ == module_name
+            and any((base.__module__, base.__name__) in BASES for base in obj.__mro__[1:]))
+
+
+def run_workload(cls, name: str, kernel, args) -> dict:
+    import torch
+
+    row = {"workload": name}
+    try:
+        bench = cls()
+        bench.kernel, bench.device = kernel, args.device
+        if getattr(bench, "seed", None) is not None:
+            torch.manual_seed(bench.seed)
+            random.seed(bench.seed)
+        (getattr(bench, f"setup_{name}", None) or bench.setup)()
+        run = getattr(bench, f"benchmark_{name}")
+        reference = getattr(bench, f"verify_{name}", None)
+        if reference is not None:
+            run()
+            _sync(args.device)
+            row["verified"] = _close(bench.out, reference())
+        row["kernel"] = _timed(run, args)
+        if reference is not None:
+            row["reference"] = _timed(reference, args)
+    except BaseException as e:  # one workload's failure is its row's result
+        row["error"] = _one_line(e)
+    return row
+
+
+def _timed(fn, args) -> dict:
+    for _ in range(args.warmup):
+        fn()
+        _sync(args.device)
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        fn()
+        _sync(args.device)
+        times.append((time.perf_counter() - start) * 1e3)
+    return {"min_ms": min(times), "median_ms": statistics.median(times), "max_ms": max(times)}
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _close(out, expected) -> bool:
+    import torch
+
+    if isinstance(expected, (tuple, list)):
+        return isinstance(out, (tuple, list)) and len(out) == len(expected) and all(map(_close, out, expected))
+    return isinstance(out, torch.Tensor) and out.shape == expected.shape and bool(
+        torch.allclose(out.float(), expected.float(), atol=ATOL))
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:500]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""`kbuild bench`: a kernel's benchmarks/ against its built variants, each workload beside its
+reference in one process, with a table, JSON and an SVG plot. Real builds (g++), real runs: the
+`kbuild init` scaffold (kbuild's own template), a file in Hugging Face's `kernels.benchmark`
+convention with a wrong and a broken workload, and the corpus's relu benchmark unchanged."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from builder.commands.main import main
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+
+
+def commit(folder: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=folder, check=True)
+    subprocess.run(["git", "-c", "user.email=t@localhost", "-c", "user.name=t", "commit", "-qm", "k"], cwd=folder,
+                   check=True)
+
+
+def cpu_variant(kernel: Path) -> str:
+    (variant,) = [p.name for p in (kernel / "build").iterdir() if "-cpu-" in p.name]
+    return variant
+
+
+@pytest.fixture(scope="module")
+def scaffold(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("bench")
+    assert main(["init", "bscale", "--backends", "cpu", "--dir", str(root / "bscale")]) == 0
+    kernel = root / "bscale"
+    commit(kernel)
+    assert main(["build", str(kernel)]) == 0
+    return kernel
+
+
+HF_STYLE = '''
+import torch
+
+from kernels.benchmark import Benchmark
+
+
+class Mixed(Benchmark):
+    seed = 1
+
+    def setup(self):
+        self.x = torch.randn(4096, device=self.device)
+
+    def benchmark_right(self):
+        self.out = self.kernel.scale(self.x, 3.0)
+
+    def verify_right(self):
+        return self.x * 3.0
+
+    def benchmark_wrong(self):
+        self.out = self.kernel.scale(self.x, 3.0)
+
+    def verify_wrong(self):
+        return self.x * 4.0
+
+    def benchmark_broken(self):
+        raise RuntimeError("no such op on this variant")
+
+    def benchmark_untimed_reference(self):
+        self.out = self.kernel.scale(self.x, 1.0)
+'''
+
+
+def test_the_scaffold_benchmarks_with_a_table_json_and_a_plot(scaffold, tmp_path, capsys):
+    capsys.readouterr()
+    out_json, plot = tmp_path / "bench.json", tmp_path / "bench.svg"
+    code = main(["bench", str(scaffold), "--warmup", "1", "--repeats", "5", "--json", str(out_json),
+                 "--plot", str(plot)])
+    output = capsys.readouterr()
+    assert code == 0, output
+    doc = json.loads(out_json.read_text())
+    (row,) = doc["workloads"]
+    assert (row["script"], row["class"], row["name"], row["device"]) == ("benchmark.py", "ScaleBenchmark", "scale",
+                                                                          "cpu")
+    assert row["variant"] == cpu_variant(scaffold) and row["verified"] is True and row["error"] == ""
+    for timing in (row["timing"], row["reference"]):
+        assert 0 < timing["min_ms"] <= timing["median_ms"] <= timing["max_ms"]
+    assert row["speedup"] == pytest.approx(row["reference"]["median_ms"] / row["timing"]["median_ms"])
+    machine = doc["machines"][f"bscale/{row['variant']}"]
+    assert machine["device"] == "cpu" and machine["repeats"] == 5 and machine["torch"]
+    # the table names the workload and its check; the plot is an SVG with the workload's bar label
+    assert "benchmark.py ScaleBenchmark.scale" in output.out and "matches" in output.out
+    svg = ET.parse(plot).getroot()
+    assert svg.tag.endswith("svg") and "ScaleBenchmark.scale" in plot.read_text()
+    assert "<dc:date>" not in plot.read_text()  # reproducible: no date in it
+
+
+def test_a_hugging_face_style_file_runs_and_wrong_or_broken_workloads_fail(scaffold, tmp_path, capsys):
+    kernel = tmp_path / "bscale"
+    shutil.copytree(scaffold, kernel, symlinks=True)
+    (kernel / "benchmarks" / "benchmark_mixed.py").write_text(HF_STYLE)
+    (kernel / "benchmarks" / "benchmark_missing.py").write_text("import no_such_module_here\n")
+    out_json = tmp_path / "bench.json"
+    capsys.readouterr()
+    code = main(["bench", str(kernel), "--repeats", "2", "--warmup", "0", "--json", str(out_json)])
+    output = capsys.readouterr()
+    assert code == 1, output
+    rows = {(r["script"], r["name"]): r for r in json.loads(out_json.read_text())["workloads"]}
+    assert rows["benchmark_mixed.py", "right"]["verified"] is True
+    assert rows["benchmark_mixed.py", "wrong"]["verified"] is False
+    broken = rows["benchmark_mixed.py", "broken"]
+    assert broken["error"] == "RuntimeError: no such op on this variant" and broken["timing"] is None
+    untimed = rows["benchmark_mixed.py", "untimed_reference"]
+    assert untimed["verified"] is None and untimed["reference"] is None and untimed["timing"]["median_ms"] > 0
+    assert rows["benchmark_missing.py", "-"]["error"] == "ModuleNotFoundError: No module named 'no_such_module_here'"
+    assert rows["benchmark.py", "scale"]["verified"] is True  # the others still ran
+    assert "DIFFERS" in output.out
+    assert "benchmark_missing.py -.-: ModuleNotFoundError: No module named 'no_such_module_here'" in output.err
+
+
+def test_bad_input_is_one_line(scaffold, tmp_path, capsys):
+    empty = tmp_path / "nobench"
+    shutil.copytree(scaffold, empty, symlinks=True)
+    shutil.rmtree(empty / "benchmarks")
+    capsys.readouterr()
+    assert main(["bench", str(empty)]) == 2
+    assert "no benchmarks/benchmark*.py in" in capsys.readouterr().err
+    assert main(["bench", str(scaffold), "--variant", "torch99-cxx11-cpu-x86_64-linux"]) == 2
+    assert "no built variant named torch99-cxx11-cpu-x86_64-linux" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["bench", str(scaffold), "--repeats", "0"])
+    assert done.value.code == 2 and "expected a whole number >= 1, got '0'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (CORPUS / "relu").is_dir(), reason="the kernel corpus is not beside this checkout")
+def test_a_kernels_community_benchmark_runs_unchanged(tmp_path, capsys):
+    kernel = tmp_path / "relu"
+    shutil.copytree(CORPUS / "relu", kernel)
+    commit(kernel)
+    variant = next(v for v in _variants_here(kernel) if "-cpu-" in v)
+    assert main(["build", str(kernel), "--variant", variant]) == 0
+    out_json = tmp_path / "relu.json"
+    capsys.readouterr()
+    assert main(["bench", str(kernel), "--repeats", "3", "--warmup", "1", "--json", str(out_json)]) == 0, \
+        capsys.readouterr()
+    rows = json.loads(out_json.read_text())["workloads"]
+    assert {(r["class"], r["name"]) for r in rows} == {("ReluBenchmark", "base"), ("ReluBenchmark", "large")}
+    assert all(r["verified"] is True and r["speedup"] > 0 for r in rows)
+
+
+def _variants_here(kernel: Path) -> list[str]:
+    """`kbuild variants`' rows for this environment: `relu: torch214-cxx11-cpu-x86_64-linux  <- ...`."""
+    done = subprocess.run([sys.executable, "-m", "builder.commands.main", "variants", str(kernel)],
+                          capture_output=True, text=True, check=True)
+    return [line.split(": ", 1)[1].split()[0] for line in done.stdout.splitlines() if "[this environment]" in line]
