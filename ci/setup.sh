@@ -32,6 +32,6 @@ if [ ${#debs[@]} -gt 0 ]; then
 fi
 # the Hugging Face environments of tests/test_hf_transformers.py (kernels 0.16.2 and 0.17.2, each with
 # the transformers release that pins it, on torch 2.13.0 CPU) in .venv/hf-envs: made once (~2 min),
-# remade only when tests/hf_envs.py's pins change
-.venv/bin/python tests/hf_envs.py || { echo "ci/setup.sh: tests/hf_envs.py failed" >&2; exit 1; }
+# remade only when tests/helpers/hf_envs.py's pins change
+.venv/bin/python tests/helpers/hf_envs.py || { echo "ci/setup.sh: tests/helpers/hf_envs.py failed" >&2; exit 1; }
 .venv/bin/python -c "import torch, kbuild, builder; print('kbuild env ready: torch', torch.__version__)"

@@ -1,4 +1,5 @@
-"""Shared fixtures. Nothing here is autouse: integration tests spawn processes on purpose."""
+"""Shared fixtures and the slow marker. Nothing here is autouse: integration tests spawn processes on
+purpose; tests/unit/conftest.py makes no_subprocess autouse for the unit tests."""
 
 from __future__ import annotations
 

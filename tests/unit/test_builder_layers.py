@@ -1,0 +1,68 @@
+"""builder/ reads as its pipeline (docs/ARCHITECTURE.md): each stage folder imports only the stages
+below it and the ground floor, and the ground floor imports none of them. Every import counts,
+those inside functions too (a deferred import is still a dependency)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+BUILDER = Path(__file__).resolve().parents[2] / "builder"
+# from the top of the pipeline down; stages on one level do not import each other
+LEVELS = [("commands",), ("pipeline",), ("publish", "verify"), ("stage",), ("compile",), ("plan",), ("toolchains",),
+          ("config",), ("project",), ("hub",), ("ground",)]
+RANK = {name: depth for depth, names in enumerate(LEVELS) for name in names}
+GROUND = {"errors", "report", "notices", "proc", "layout", "_toml", "resources", "extras", "__init__", "__main__"}
+
+
+def _place(module: str) -> str:
+    """The stage of `builder.<module...>`: its folder, `pipeline`, or `ground` for the top-level modules."""
+    first = module.split(".")[0]
+    if first in GROUND or first == "":
+        return "ground"
+    return first
+
+
+def _imports(root: Path = BUILDER) -> list[tuple[Path, str, str]]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        here = "ground" if len(rel.parts) == 1 and rel.stem in GROUND else (rel.stem if len(rel.parts) == 1 else rel.parts[0])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("builder"):
+                target = node.module.removeprefix("builder").lstrip(".")
+                if not target:  # `from builder import proc, report`: the names are modules
+                    found += [(rel, here, _place(alias.name)) for alias in node.names if alias.name != "__version__"]
+                else:
+                    found.append((rel, here, _place(target)))
+            elif isinstance(node, ast.ImportFrom) and node.level > 0:
+                found.append((rel, here, "relative"))
+    return found
+
+
+def test_every_builder_folder_is_a_known_stage():
+    folders = {p.name for p in BUILDER.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= set(RANK), f"a stage not in docs/ARCHITECTURE.md's order: {folders - set(RANK)}"
+
+
+def _wrong(root: Path = BUILDER) -> list[str]:
+    return [f"{rel} ({here}) imports {there}" for rel, here, there in _imports(root)
+            if there == "relative" or (here != there and RANK[there] <= RANK[here])]
+
+
+def test_stages_import_only_what_lies_below_them():
+    wrong = _wrong()
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_check_reports_upward_sideways_and_relative_imports(tmp_path):
+    files = {"project/manifest.py": "def f():\n    from builder.commands.main import main\n",  # deferred, upward
+             "publish/x.py": "from builder.verify.kernel_tests import run\n",  # same level
+             "errors.py": "from builder.plan.planner import ToolchainPlan\n",  # the ground floor importing a stage
+             "plan/y.py": "from .steps import plan_build\n",
+             "stage/ok.py": "from builder.compile.graph import run_graph\nfrom builder import proc\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert _wrong(tmp_path) == ["errors.py (ground) imports plan", "plan/y.py (plan) imports relative",
+                                "project/manifest.py (project) imports commands", "publish/x.py (publish) imports verify"]

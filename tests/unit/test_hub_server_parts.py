@@ -1,0 +1,219 @@
+"""The hub server's parts by value: raw paths, byte ranges, commit payloads, access rules, tokens."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
+
+from builder.commands.main import parser as kbuild_parser
+from builder.commands import hub as serve_cli
+from builder.hub.server import Tokens, load_tokens
+from builder.hub.server.auth import Forbidden, Unauthorized, check_access
+from builder.hub.errors import HubError, TooLarge
+from builder.hub.paths import validate_path
+from builder.hub.server.files import RangeNotSatisfiable, byte_range
+from builder.hub.server.payload import parse_commit
+from builder.hub.server.routing import resolve_target, split_raw_path
+
+from hubserver import TOKEN, ServerThread
+
+BIG = 12 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    server = ServerThread(tmp_path_factory.mktemp("hub"), max_file_size=64 << 20, trusted=("trusted-org",))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def api(hub):
+    return HfApi(endpoint=hub.url, token=TOKEN)
+
+
+@pytest.fixture(scope="module")
+def published(api, tmp_path_factory):
+    """org/flow (kernel): branch v1 with two variants, a nested 12 MB file, benchmarks/."""
+    folder = tmp_path_factory.mktemp("upload")
+    files = {
+        "build/torch-cpu/__init__.py": b"def hello():\n    return 'cpu'\n",
+        "build/torch-cpu/metadata.json": b'{"name": "flow"}\n',
+        "build/torch-cpu/layers/deep/data.bin": os.urandom(BIG),
+        "build/torch-cuda/__init__.py": b"def hello():\n    return 'cuda'\n",
+        "benchmarks/bench.py": b"print('bench')\n",
+    }
+    for path, data in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(data)
+    api.create_repo("org/flow", repo_type="kernel")
+    api.create_branch("org/flow", branch="v1", repo_type="kernel")
+    info = api.upload_folder(repo_id="org/flow", folder_path=folder, repo_type="kernel", revision="v1",
+                             commit_message="publish v1")
+    return {"commit": info.oid, "files": files}
+
+
+# -- pure pieces ------------------------------------------------------------------------------
+
+def test_raw_path_keeps_an_encoded_revision_in_one_segment():
+    assert split_raw_path(b"/api/kernels/org/x/tree/refs%2Fheads%2Fv1/build%2Ftorch-cpu") == [
+        "api", "kernels", "org", "x", "tree", "refs/heads/v1", "build/torch-cpu"]
+    assert resolve_target(["kernels", "org", "x", "resolve", "v1", "build", "a.py"]) == {
+        "repo_type": "kernel", "ns": "org", "name": "x", "rev": "v1", "path": "build/a.py"}
+    assert resolve_target(["org", "x", "resolve", "main", "a.py"])["repo_type"] == "model"
+
+
+def test_byte_ranges():
+    assert byte_range(None, 10) is None
+    assert byte_range("bytes=2-4", 10) == (2, 5)
+    assert byte_range("bytes=7-", 10) == (7, 10)
+    assert byte_range("bytes=-3", 10) == (7, 10)
+    assert byte_range("bytes=0-99", 10) == (0, 10)
+    assert byte_range("bytes=0-1,4-5", 10) is None  # several ranges: the whole file
+    with pytest.raises(RangeNotSatisfiable):
+        byte_range("bytes=10-", 10)
+
+
+def _ndjson(*items) -> io.BytesIO:
+    return io.BytesIO(b"".join(json.dumps(x).encode() + b"\n" for x in items))
+
+
+def _file(path: str, data: bytes) -> dict:
+    return {"key": "file", "value": {"content": base64.b64encode(data).decode(), "path": path, "encoding": "base64"}}
+
+
+def test_commit_payload_small_and_streamed_files(tmp_path):
+    big = os.urandom(3 << 20)  # a long line: decoded in chunks into a file
+    ops = parse_commit(_ndjson({"key": "header", "value": {"summary": "s", "parentCommit": "a" * 40}},
+                               _file("a.py", b"x = 1\n"), _file("build/big.bin", big),
+                               {"key": "deletedFile", "value": {"path": "old.py"}},
+                               {"key": "deletedFolder", "value": {"path": "build/torch-old/"}}),
+                       validate_path, None, tmp_path)
+    assert (ops.message, ops.parent, ops.delete, ops.delete_dirs) == ("s", "a" * 40, ["old.py"], ["build/torch-old"])
+    assert ops.add["a.py"].source == b"x = 1\n"
+    assert Path(ops.add["build/big.bin"].source).read_bytes() == big
+
+
+@pytest.mark.parametrize("lines, error", [
+    ([_file("a.py", b"x")], HubError),  # no header first
+    ([{"key": "header", "value": {}}, {"key": "lfsFile", "value": {"path": "a", "oid": "0" * 64}}], HubError),
+    ([{"key": "header", "value": {}}, _file("../a.py", b"x")], HubError),
+    ([{"key": "header", "value": {}}, _file("big.bin", b"y" * 200_000)], TooLarge),
+    ([{"key": "header", "value": {}}, {"key": "file", "value": {"content": "QUF\\/" * 30_000, "path": "p"}}], HubError),
+])
+def test_commit_payload_errors(tmp_path, lines, error):
+    with pytest.raises(error):
+        parse_commit(_ndjson(*lines), validate_path, 100_000, tmp_path)
+
+
+def test_access_rules():
+    tokens = Tokens(("good",), Path("t"))
+    check_access(tokens, "read", None, public_read=True)
+    check_access(tokens, "read", "stale-hf-token", public_read=True)  # ignored on public reads
+    check_access(tokens, "write", "good", public_read=True)
+    with pytest.raises(Unauthorized):
+        check_access(tokens, "write", None, public_read=True)
+    with pytest.raises(Forbidden):
+        check_access(tokens, "write", "bad", public_read=True)
+    with pytest.raises(Unauthorized):
+        check_access(tokens, "read", None, public_read=False)
+
+
+def test_generated_token_is_private(tmp_path):
+    tokens = load_tokens(None, tmp_path)
+    path = tmp_path / ".token"
+    assert tokens.generated and tokens.values == (path.read_text().strip(),)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_tokens(None, tmp_path).values == tokens.values  # reused on the next start
+    (tmp_path / "tokens.txt").write_text("# ci\nalpha\n\nbeta\n")
+    (tmp_path / "tokens.txt").chmod(0o600)
+    assert load_tokens(tmp_path / "tokens.txt", tmp_path).values == ("alpha", "beta")
+
+
+def test_token_files_that_are_links_or_readable_by_others_are_refused(tmp_path):
+    """Issue 10, finding 10: a 0644 --token-file was accepted; a linked .token was followed (and a
+    link to a missing file was created through, its target given the token)."""
+    shared = tmp_path / "tokens.txt"
+    shared.write_text("alpha\n")
+    shared.chmod(0o644)
+    with pytest.raises(HubError, match=r"readable by others \(mode 0644\)"):
+        load_tokens(shared, tmp_path)
+    root = tmp_path / "hub"
+    root.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    (root / ".token").symlink_to(victim)
+    with pytest.raises(HubError, match="symbolic link"):
+        load_tokens(None, root)
+    assert victim.read_text() == "precious\n"
+    (root / ".token").unlink()
+    (root / ".token").symlink_to(tmp_path / "elsewhere")  # dangling: would be created through
+    with pytest.raises(HubError, match="symbolic link"):
+        load_tokens(None, root)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_cli_arguments():
+    parser = kbuild_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    if "hub" not in sub.choices:
+        serve_cli.add_parser(sub)
+    args = parser.parse_args(["hub", "serve", "--root", "/tmp/h", "--port", "0", "--private",
+                              "--max-file-size", "100", "--trusted-org", "acme"])
+    assert (args.root, args.port, args.public_read, args.max_file_size, args.trusted_org) == (
+        Path("/tmp/h"), 0, False, 100, ["acme"])
+    assert parser.parse_args(["hub", "serve"]).public_read is True
+
+
+def test_writes_need_the_token(hub, published):
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token=False).create_branch("org/flow", branch="x", repo_type="kernel")
+    assert e.value.response.status_code == 401
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token="wrong").create_repo("org/other", repo_type="kernel")
+    assert e.value.response.status_code == 403
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token="wrong").upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
+                                                           repo_id="org/flow", repo_type="kernel")
+    assert e.value.response.status_code == 403
+
+
+def test_trust_overview(api):
+    assert api.get_organization_overview("trusted-org").trustedKernelPublisher is True
+    assert api.get_organization_overview("org").trustedKernelPublisher is False
+
+
+def test_agent_harness_registry_is_empty_so_clients_cache_it(hub):
+    status, _, body = hub.raw("GET", "/api/agent-harnesses")
+    assert status == 200 and json.loads(body) == {"standardEnvVars": [], "harnesses": {}}
+
+
+def _ndjson_body(*lines) -> bytes:
+    return b"\n".join(json.dumps(line).encode() for line in lines)
+
+
+@pytest.mark.parametrize("route, body", [
+    ("/api/repos/create", b"[" * 100_000 + b"]" * 100_000),
+    ("/api/kernels/org/flow/commit/v1", b"[" * 100_000),
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": "a\0b"}},
+                                               {"key": "deletedFile", "value": {"path": "x"}})),
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": 5}})),
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": "s", "parentCommit": [1]}})),
+], ids=["deep-json", "deep-ndjson", "nul-summary", "int-summary", "list-parent"])
+def test_malformed_bodies_get_400_not_500(hub, published, route, body):
+    """Issue 10, finding 10: deep nesting, wrong types and NUL in a summary were 500s."""
+    kind = "application/json" if "create" in route else "application/x-ndjson"
+    status, headers, _ = hub.raw("POST", route, body, {"Authorization": f"Bearer {TOKEN}", "Content-Type": kind})
+    assert status == 400, headers.get("x-error-message")
