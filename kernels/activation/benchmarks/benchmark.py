@@ -15,8 +15,6 @@ import time
 import torch
 import torch.nn.functional as F
 
-import activation
-
 ACTS = {
     "silu_and_mul": F.silu,
     "gelu_and_mul": F.gelu,
@@ -73,6 +71,8 @@ def timer(device, iters):
 
 def candidates(name, backward):
     """(label, fn(x) -> output or grad) for the kernel, eager torch and torch.compile."""
+    import activation  # the script's own run: the built package on the path
+
     kernel = getattr(activation, name)
     eager = eager_fn(name)
     impls = [("kernel", kernel), ("eager", eager)]
@@ -131,6 +131,44 @@ def main(argv=None):
                 print(f"{name:<18} {str((rows, two_d)):<18} {label:<8} {seconds * 1e3:>10.4f} "
                       f"{nbytes / seconds / 1e9:>9.1f} {speedup:>8.2f}x")
     return 0
+
+
+# ---- `kbuild bench` / Hugging Face's `kernels benchmark`: the kernel as self.kernel ------------
+
+try:
+    from kernels.benchmark import Benchmark  # Hugging Face's: `kernels benchmark` finds these too
+except ImportError:
+    from kbuild.benchmark import Benchmark
+
+
+class ActivationBenchmark(Benchmark):
+    """Each op on one large shape (fp16 on CUDA, as Hugging Face's activation benchmark; fp32 on
+    the CPU), against the eager `act(x[..., :d]) * x[..., d:]`."""
+
+    seed = 0
+
+    def setup(self):
+        rows, two_d = CUDA_SHAPES[1] if self.device == "cuda" else CPU_SHAPES[1]
+        dtype = torch.float16 if self.device == "cuda" else torch.float32
+        self.x = torch.randn(rows, two_d, device=self.device, dtype=dtype)
+
+    def benchmark_silu_and_mul(self):
+        self.out = self.kernel.silu_and_mul(self.x)
+
+    def verify_silu_and_mul(self):
+        return eager_fn("silu_and_mul")(self.x)
+
+    def benchmark_gelu_and_mul(self):
+        self.out = self.kernel.gelu_and_mul(self.x)
+
+    def verify_gelu_and_mul(self):
+        return eager_fn("gelu_and_mul")(self.x)
+
+    def benchmark_gelu_tanh_and_mul(self):
+        self.out = self.kernel.gelu_tanh_and_mul(self.x)
+
+    def verify_gelu_tanh_and_mul(self):
+        return eager_fn("gelu_tanh_and_mul")(self.x)
 
 
 if __name__ == "__main__":

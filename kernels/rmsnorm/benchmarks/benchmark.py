@@ -16,8 +16,6 @@ import time
 import torch
 import torch.nn.functional as F
 
-import rmsnorm
-
 EPS = 1e-6
 
 
@@ -46,10 +44,14 @@ def torch_fused_add(x, r, w):
 
 
 def kernel_rms_norm(x, w):
+    import rmsnorm  # the script's own run: the built package on the path
+
     return rmsnorm.rms_norm(x, w, EPS)
 
 
 def kernel_fused_add(x, r, w):
+    import rmsnorm
+
     return rmsnorm.fused_add_rms_norm(x, r, w, EPS)
 
 
@@ -167,6 +169,39 @@ def main(argv=None) -> int:
     reps = args.reps or (50 if args.device == "cuda" else 10)
     run(args.device, reps, compile_=not args.no_compile)
     return 0
+
+
+# ---- `kbuild bench` / Hugging Face's `kernels benchmark`: the kernel as self.kernel ------------
+
+try:
+    from kernels.benchmark import Benchmark  # Hugging Face's: `kernels benchmark` finds these too
+except ImportError:
+    from kbuild.benchmark import Benchmark
+
+
+class RmsNormBenchmark(Benchmark):
+    """rms_norm and fused_add_rms_norm on one large shape (fp16 on CUDA, fp32 on the CPU) against
+    transformers' eager RMSNorm (fp32 upcast)."""
+
+    seed = 0
+
+    def setup(self):
+        (rows, hidden), dtype = ((16384, 4096), torch.float16) if self.device == "cuda" else ((256, 1024), torch.float32)
+        self.x = torch.randn(rows, hidden, device=self.device, dtype=dtype)
+        self.r = torch.randn_like(self.x)
+        self.w = torch.rand(hidden, device=self.device, dtype=dtype) + 0.5
+
+    def benchmark_rms_norm(self):
+        self.out = self.kernel.rms_norm(self.x, self.w, EPS)
+
+    def verify_rms_norm(self):
+        return eager_rms_norm(self.x, self.w)
+
+    def benchmark_fused_add_rms_norm(self):
+        self.out = self.kernel.fused_add_rms_norm(self.x, self.r, self.w, EPS)
+
+    def verify_fused_add_rms_norm(self):
+        return eager_fused_add(self.x, self.r, self.w)
 
 
 if __name__ == "__main__":

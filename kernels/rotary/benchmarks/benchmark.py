@@ -143,5 +143,36 @@ def main(argv=None):
     return 0
 
 
+# ---- `kbuild bench` / Hugging Face's `kernels benchmark`: the kernel as self.kernel ------------
+
+try:
+    from kernels.benchmark import Benchmark  # Hugging Face's: `kernels benchmark` finds these too
+except ImportError:
+    from kbuild.benchmark import Benchmark
+
+
+class RotaryBenchmark(Benchmark):
+    """apply_rotary, GPT-NeoX and GPT-J layouts, against the eager rotary: one large shape in fp16 on
+    CUDA; on the CPU a tiny one (Triton's interpreter runs it)."""
+
+    seed = 0
+
+    def setup(self):
+        shape, dtype = (SHAPES[1], torch.float16) if self.device == "cuda" else ((2, 5, 3, 40, 24), torch.float32)
+        self.x, self.cos, self.sin = make_inputs(shape, dtype, self.device)
+
+    def benchmark_neox(self):
+        self.out = self.kernel.apply_rotary(self.x, self.cos, self.sin, False)
+
+    def verify_neox(self):
+        return rotary_eager(self.x, self.cos, self.sin, False)
+
+    def benchmark_gptj(self):
+        self.out = self.kernel.apply_rotary(self.x, self.cos, self.sin, True)
+
+    def verify_gptj(self):
+        return rotary_eager(self.x, self.cos, self.sin, True)
+
+
 if __name__ == "__main__":
     sys.exit(main())
