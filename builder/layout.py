@@ -2,3 +2,5 @@
 
 BUILD_DIR = "build"  # the staged variants, published as they are
 WORK_DIR = ".kbuild"  # objects, logs, the ninja graph, generated headers: never published
+BENCH_DIR = ".kbuild/bench"  # `kbuild bench`'s latest results of the kernel: results.json, results.svg
+PUBLISHED_BENCH_DIR = "benchmarks/results"  # where `kbuild publish --with-bench` puts them on the branch

@@ -11,6 +11,7 @@ from pathlib import Path
 from builder.commands.arguments import add_dir, add_python, folder, python
 from builder.config.settings import from_environment as builder_settings
 from builder.errors import ExitCode
+from builder.layout import BENCH_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def _count(least: int):
 
 
 def run(args, reporter: Reporter) -> int:
+    from builder.verify.bench_plot import plot_speedups
     from builder.verify.benchmarks import bench_kernels
 
     result = bench_kernels(folder(args.dir).resolve(), tuple(args.variant), python(args), reporter, builder_settings(),
@@ -55,10 +57,16 @@ def run(args, reporter: Reporter) -> int:
         args.json.write_text(json.dumps(result.to_json(), indent=1))
         reporter.info(f"wrote {args.json}")
     if args.plot:
-        from builder.verify.bench_plot import plot_speedups
-
         bars = plot_speedups(result, args.plot)
         reporter.info(f"wrote {args.plot} ({bars} workload(s) with a reference)")
+    for kernel, root in result.roots.items():
+        # each kernel keeps its latest results, which `kbuild publish --with-bench` attaches
+        mine = result.of(kernel)
+        if mine.workloads:
+            latest = root / BENCH_DIR
+            latest.mkdir(parents=True, exist_ok=True)
+            (latest / "results.json").write_text(json.dumps(mine.to_json(), indent=1))
+            plot_speedups(mine, latest / "results.svg")
     if not result.workloads:
         reporter.error("no workload ran" + (": every variant was skipped" if result.skipped else ""))
         return ExitCode.FAILED

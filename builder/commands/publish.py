@@ -26,6 +26,8 @@ def add_parser(sub) -> None:
     p.add_argument("--force", action="store_true", help="allow removing public names from the branch")
     p.add_argument("--allow-partial-archs", action="store_true",
                    help="publish variants built for fewer CUDA archs than the kernel lists (--cuda-archs)")
+    p.add_argument("--with-bench", action="store_true",
+                   help="attach kbuild bench's latest results (.kbuild/bench/) as benchmarks/results/ on the branch")
     p.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     p.set_defaults(handler=run)
@@ -39,7 +41,8 @@ def run(args, reporter: Reporter) -> int:
 
     options = PublishOptions(folder=folder(args.dir).resolve(), repo_id=args.repo_id, branch=args.branch,
                              variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
-                             dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs)
+                             dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs,
+                             with_bench=args.with_bench)
     settings = builder_settings()  # the hub rule get_kernel and kbuild lock follow too
     hub = open_hub(parse_hub(settings.hub_setting(args.hub).value), settings.token)
     summaries, refused, kernels = [], {}, 0

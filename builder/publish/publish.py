@@ -24,7 +24,7 @@ from builder.hub.backend import HubBackend, RemoteFile, Upload
 from builder.hub.errors import HubError, RefConflict
 from builder.project.gitid import stale_reason
 from builder.publish.integrity import regular_files, verify_variant
-from builder.layout import BUILD_DIR, WORK_DIR
+from builder.layout import BENCH_DIR, BUILD_DIR, PUBLISHED_BENCH_DIR, WORK_DIR
 from builder.project.manifest import Manifest
 from builder.publish.pyapi import public_names
 from builder.stage.variant_folder import SKIPPED_SECTIONS
@@ -55,6 +55,7 @@ class PublishOptions:
     force: bool = False
     dry_run: bool = False
     allow_partial_archs: bool = False
+    with_bench: bool = False  # attach `kbuild bench`'s latest results (benchmarks/results/)
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,7 @@ def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, report
     if not options.allow_dirty:
         check_current(manifest, variants)
     repo_id, branch = resolve_target(manifest, options, version)
-    extra = _benchmarks(manifest)
+    extra = _benchmarks(manifest, options.with_bench)
     if not options.dry_run:
         hub.ensure_repo(repo_id)
     for attempt in range(1, ATTEMPTS + 1):
@@ -304,11 +305,19 @@ def _remote_names(hub, repo_id, commit, remote: dict[str, RemoteFile]) -> dict[s
     return names
 
 
-def _benchmarks(manifest: Manifest) -> dict[str, Path]:
+def _benchmarks(manifest: Manifest, with_results: bool = False) -> dict[str, Path]:
+    """benchmarks/ as it is, and with `with_results` the latest `kbuild bench` results beside it
+    (a publish without them leaves none on the branch: they would describe older builds)."""
     folder = manifest.root / "benchmarks"
-    if not folder.is_dir():
-        return {}
-    return {f"benchmarks/{rel}": path for rel, path in regular_files(folder).items()}
+    files = {f"benchmarks/{rel}": path for rel, path in regular_files(folder).items()} if folder.is_dir() else {}
+    if with_results:
+        latest = manifest.root / BENCH_DIR
+        found = {name: latest / name for name in ("results.json", "results.svg") if (latest / name).is_file()}
+        if "results.json" not in found:
+            raise PublishError(f"{manifest.root}: --with-bench: no results in {latest}",
+                               hint=f"run kbuild bench {manifest.root} first")
+        files.update({f"{PUBLISHED_BENCH_DIR}/{name}": path for name, path in found.items()})
+    return files
 
 
 def _publish_card(manifest, hub: HubBackend, repo_id, branch, variants) -> str | None:

@@ -69,6 +69,12 @@ class BenchRun:
     workloads: list[Workload] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)  # kernel, variant, why
     machines: dict[str, dict] = field(default_factory=dict)  # variant -> what the runner saw
+    roots: dict[str, Path] = field(default_factory=dict)  # kernel -> its folder
+
+    def of(self, kernel: str) -> BenchRun:
+        """The part of the run that is `kernel`'s."""
+        return BenchRun([w for w in self.workloads if w.kernel == kernel], [s for s in self.skipped if s[0] == kernel],
+                        {k: v for k, v in self.machines.items() if k.split('/')[0] == kernel}, {kernel: self.roots[kernel]})
 
     def to_json(self) -> dict:
         rows = []
@@ -91,6 +97,7 @@ def bench_kernels(folder: Path, variants: tuple[str, ...], python: str, reporter
     has_gpu = None
     for kernel in kernels:
         manifest = load_manifest(kernel)
+        run.roots[manifest.name] = kernel
         built = built_variants(kernel / BUILD_DIR, variants)
         scripts = sorted((kernel / "benchmarks").glob("benchmark*.py"))
         lone = len(kernels) == 1
@@ -142,7 +149,8 @@ def _run_variant(manifest, variant_dir: Path, scripts: list[Path], python: str, 
         runner = Path(tmp) / f"{_RUNNER}.py"
         runner.write_bytes(resources.read_bytes(f"templates/{_RUNNER}.py"))
         out = Path(tmp) / "bench.json"
-        env = {"PYTHONPATH": os.pathsep.join(p for p in (tmp, settings.pythonpath) if p)}
+        # no __pycache__ left in benchmarks/ (published) or in the variant (digest-checked)
+        env = {"PYTHONPATH": os.pathsep.join(p for p in (tmp, settings.pythonpath) if p), "PYTHONDONTWRITEBYTECODE": "1"}
         if device == "cpu" and parse_variant(variant_dir.name).kind == "noarch":
             env["TRITON_INTERPRET"] = "1"  # Triton kernels on CPU tensors
         cmd = [python, str(runner), "--kernel", manifest.python_name, "--device", device, "--warmup", str(warmup),

@@ -155,3 +155,29 @@ def _variants_here(kernel: Path) -> list[str]:
     done = subprocess.run([sys.executable, "-m", "builder.commands.main", "variants", str(kernel)],
                           capture_output=True, text=True, check=True)
     return [line.split(": ", 1)[1].split()[0] for line in done.stdout.splitlines() if "[this environment]" in line]
+
+
+def test_publish_with_bench_attaches_the_latest_results(scaffold, tmp_path, capsys):
+    kernel, hub = tmp_path / "bscale", tmp_path / "hub"
+    shutil.copytree(scaffold, kernel, symlinks=True)
+    shutil.rmtree(kernel / ".kbuild" / "bench", ignore_errors=True)
+    capsys.readouterr()
+    assert main(["publish", str(kernel), "--hub", str(hub), "--with-bench"]) == 7
+    err = capsys.readouterr().err
+    assert "--with-bench: no results in" in err and "run kbuild bench" in err and "Traceback" not in err
+
+    assert main(["bench", str(kernel), "--repeats", "2", "--warmup", "0"]) == 0
+    assert not list(kernel.rglob("__pycache__")), "benchmarks/ and the variant stay free of bytecode"
+    assert main(["publish", str(kernel), "--hub", str(hub), "--with-bench"]) == 0
+    (repo,) = hub.glob("kernels/*/bscale.git")
+    listed = subprocess.run(["git", "--git-dir", str(repo), "ls-tree", "-r", "--name-only", "v1"], capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert {"benchmarks/benchmark.py", "benchmarks/results/results.json", "benchmarks/results/results.svg"} <= set(listed)
+    shown = subprocess.run(["git", "--git-dir", str(repo), "show", "v1:benchmarks/results/results.json"],
+                           capture_output=True, text=True, check=True).stdout
+    assert json.loads(shown)["workloads"][0]["name"] == "scale"
+    # published again without them: the branch no longer offers results of older builds
+    assert main(["publish", str(kernel), "--hub", str(hub), "--force"]) == 0
+    listed = subprocess.run(["git", "--git-dir", str(repo), "ls-tree", "-r", "--name-only", "v1"], capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert "benchmarks/results/results.json" not in listed and "benchmarks/benchmark.py" in listed
