@@ -5,7 +5,9 @@ live in one process; the package's relative imports resolve under that name.
 
 Only verified bytes run: a variant's digest covers its sources, not bytecode, so the package and
 its submodules compile from source and never read (or write) `__pycache__` — a planted `.pyc`
-that matches a source's size and mtime would otherwise be imported in its place.
+that matches a source's size and mtime would otherwise be imported in its place. And a submodule
+is found only among the verified files (`files`): Python's own finder prefers a folder `_ops/`
+to the module `_ops.py`, so a folder (or a link to one) planted beside a module would run instead.
 """
 
 from __future__ import annotations
@@ -15,24 +17,29 @@ import importlib.util
 import os
 import sys
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from .digest import BYTECODE_DIR
+from .digest import variant_files
 from .errors import KernelImportError
 
 # Re-entrant: a kernel's __init__ may itself load a kernel it depends on.
 _LOCK = threading.RLock()
 
 
-def import_package(name: str, package_dir: Path) -> ModuleType:
+def import_package(name: str, package_dir: Path, files: Iterable[Path] | None = None) -> ModuleType:
     """`package_dir/__init__.py` as `sys.modules[name]`; the module already there when it was
-    imported from the same folder. KernelImportError if `name` is taken by another folder."""
+    imported from the same folder. KernelImportError if `name` is taken by another folder.
+    Its submodules come only from `files` (the verified files, default: the package's regular
+    files but bytecode, by kbuild.digest's rule)."""
     package_dir = Path(package_dir).resolve()
     with _LOCK:
         loaded = loaded_from(name, package_dir)
         if loaded is not None:
             return loaded
+        allowed = {os.path.abspath(p) for p in files} if files is not None else _package_files(package_dir)
+        _VERIFIED.register(name, package_dir, allowed)
         return _exec_package(name, package_dir)
 
 
@@ -60,19 +67,60 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
         return self.source_to_code(self.get_data(path), path)
 
 
-def _source_only_finders(package_dir: Path) -> None:
-    """Submodules are found through sys.path_importer_cache, one finder per folder: give every
-    folder of the package a finder whose source loader is SourceOnlyLoader."""
-    loaders = [(importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
-               (SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES)]
-    for dirpath, dirnames, _ in os.walk(package_dir):
-        dirnames[:] = [d for d in dirnames if d != BYTECODE_DIR]
-        sys.path_importer_cache[dirpath] = importlib.machinery.FileFinder(dirpath, *loaders)
+class VerifiedFiles:
+    """A finder on sys.meta_path, asked before Python's own: the submodules of each kernel package
+    imported here, found only among that package's verified files, with Python's order (a
+    package, then an extension module, then a source module) and SourceOnlyLoader for sources.
+    A name under such a package with no verified file is a ModuleNotFoundError here, never
+    passed on to the finders that would look at the folder itself."""
+
+    def __init__(self):
+        self.packages: dict[str, tuple[str, frozenset[str]]] = {}  # name -> (its folder, its files)
+
+    def register(self, name: str, package_dir: Path, files: set[str]) -> None:
+        self.packages[name] = (str(package_dir), frozenset(files))
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        # the longest registered package the name is under (a kernel's name may contain dots)
+        owner = next((p for p in sorted(self.packages, key=len, reverse=True)
+                      if fullname.startswith(p + ".")), None)
+        if owner is None:
+            return None
+        folder, files = self.packages[owner]
+        base = os.path.join(folder, *fullname[len(owner) + 1:].split("."))
+        init = os.path.join(base, "__init__.py")
+        if init in files:
+            return importlib.util.spec_from_file_location(fullname, init, loader=SourceOnlyLoader(fullname, init),
+                                                          submodule_search_locations=[base])
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            if base + suffix in files:
+                return importlib.util.spec_from_file_location(
+                    fullname, base + suffix, loader=importlib.machinery.ExtensionFileLoader(fullname, base + suffix))
+        if base + ".py" in files:
+            return importlib.util.spec_from_file_location(fullname, base + ".py",
+                                                          loader=SourceOnlyLoader(fullname, base + ".py"))
+        if any(f.startswith(base + os.sep) for f in files):  # a folder of verified files without __init__.py
+            spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
+            spec.submodule_search_locations = [base]
+            return spec
+        raise ModuleNotFoundError(f"No module named {fullname!r}: no verified file of {folder} provides it",
+                                  name=fullname)
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+_VERIFIED = VerifiedFiles()
+
+
+def _package_files(package_dir: Path) -> set[str]:
+    return {os.path.abspath(p) for p in variant_files(package_dir).values() if p.is_file()}
 
 
 def _exec_package(name: str, package_dir: Path) -> ModuleType:
     init = package_dir / "__init__.py"
-    _source_only_finders(package_dir)
     spec = importlib.util.spec_from_file_location(name, init, loader=SourceOnlyLoader(name, str(init)),
                                                   submodule_search_locations=[str(package_dir)])
     if spec is None or spec.loader is None:

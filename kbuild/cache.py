@@ -9,6 +9,8 @@ file lock, verified before it is first used and cheaply re-checked after.
                                    of every file, metadata.json included, and an HMAC of that
                                    under this user's key ($XDG_CONFIG_HOME/kbuild/cache.key)
         <commit>/<variant>.lock    held while fetching
+        <commit>/<variant>.refused why the last copy fetched or found was refused (for the offline
+                                   error: what is not cached, and why); never read as content
 
 A variant folder appears only by renaming a complete, verified temporary folder, and its marker
 is written before that rename, so a folder that exists is complete and has its marker. Later
@@ -17,22 +19,32 @@ edit that restores size and mtime still moves ctime) and hash only the files tha
 changed file, a link, or a marker that is missing or not signed with this user's key (editing the
 cache cannot forge one) is never trusted: the copy is re-verified against the hub's metadata.json,
 or fetched again, and when the hub cannot be reached the error says what failed verification.
+
+A variant folder holds exactly its verified files (kbuild.cache_contents): any other entry, a
+folder, a link, `__pycache__`, a `.pth`, makes the copy doubtful, before import and on every
+reuse. A copy refused by a check (a digest, the caller's `expect`, such as a lock file's
+metadata.json hash) is removed, so no later load, by any route, finds it; a copy that only cannot
+be re-verified now (no marker, hub unreachable) is kept. A fetch that fails a check, or goes over
+its size budget (kbuild.budget), leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
 import os
 import re
+import shutil
 import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from .digest import file_digest, git_blob_oid, variant_files, verify_tree
-from .errors import BadHubContent, IntegrityError
+from .cache_contents import strays
+from .digest import METADATA, file_digest, git_blob_oid, verify_tree
+from .errors import BadHubContent, CacheNotWritable, IntegrityError, KernelError, OversizedDownload
 from .hubs.base import RemoteFile
 from .metadata import VariantMetadata
 from .refs import Refs
@@ -40,6 +52,18 @@ from .refs import Refs
 MARKER_VERSION = 2
 _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?\Z")  # sha1 or sha256 object ids
 _VARIANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
+# The errors of a cache that cannot be written (a read-only mount, another user's folder); a
+# full disk and the like are passed on as they are.
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+# A check of a variant folder: raises IntegrityError when the folder is not what the caller
+# expects (kbuild.lock's: metadata.json's sha256 must be the locked one).
+Expect = Callable[[Path], None]
+
+
+class Unverifiable(IntegrityError):
+    """A cached copy that cannot be verified now (no valid marker, and no hub to re-verify it
+    against): doubtful, not refused, so it is kept."""
 
 
 class KernelCache:
@@ -81,51 +105,123 @@ class KernelCache:
     # -- variant folders -------------------------------------------------------------------------
 
     def cached(self, hub_key: str, repo_id: str, commit: str, variant: str,
-               anchor: Callable[[], bytes] | None = None) -> Path | None:
+               anchor: Callable[[], bytes] | None = None, expect: Expect | None = None) -> Path | None:
         """The verified variant folder, or None when it is not in the cache. IntegrityError when it
-        is there but cannot be trusted. `anchor()` returns the hub's metadata.json for the
-        variant: what a copy without a valid marker is re-verified against."""
+        is there but cannot be trusted; a copy a check refused is removed first (best effort: a
+        read-only cache keeps it). `anchor()` returns the hub's metadata.json for the variant:
+        what a copy without a valid marker is re-verified against; `expect(folder)` checks more."""
         path = self.variant_dir(hub_key, repo_id, commit, variant)
         if not path.is_dir():
             return None
-        check(path, anchor)
+        try:
+            _check_all(path, anchor, expect)
+        except Unverifiable:
+            raise
+        except IntegrityError as e:
+            self._discard(path, anchor, expect, e)
+            raise
         return path
+
+    def refusal(self, hub_key: str, repo_id: str, commit: str, variant: str) -> str | None:
+        """Why the last copy of this variant was refused, when it was (and none was cached since)."""
+        data = _read_json(refusal_path(self.variant_dir(hub_key, repo_id, commit, variant)))
+        return data.get("reason") if isinstance(data, dict) and isinstance(data.get("reason"), str) else None
+
+    def _discard(self, path: Path, anchor, expect: Expect | None, why: Exception) -> None:
+        """Remove a refused copy under its lock, unless another process replaced it meanwhile."""
+        try:
+            with file_lock(path.with_name(path.name + ".lock")):
+                try:
+                    _check_all(path, anchor, expect)
+                    return  # replaced by a good copy while this process waited
+                except IntegrityError:
+                    pass
+                _remove_variant(path)
+                _try_write_json(refusal_path(path), {"reason": str(why)})
+        except OSError:  # a read-only cache: the copy stays, and is refused again each time
+            pass
 
     def install(self, hub_key: str, repo_id: str, commit: str, variant: str,
                 fetch: Callable[[Path], list[RemoteFile]], require_digest: bool = True,
-                anchor: Callable[[], bytes] | None = None) -> Path:
+                anchor: Callable[[], bytes] | None = None, expect: Expect | None = None) -> Path:
         """The variant folder, fetched with `fetch(tmp)` and verified when it is not cached yet, or
-        when the cached copy fails verification (it is replaced). One process fetches; others that
-        want it at the same time wait on the lock and reuse it."""
+        when the cached copy fails verification or `expect` (it is replaced). One process
+        fetches; others that want it at the same time wait on the lock and reuse it."""
         path = self.variant_dir(hub_key, repo_id, commit, variant)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with file_lock(path.with_name(variant + ".lock")):
-            doubtful = None
-            if path.is_dir():  # another process finished while this one waited, or a doubtful copy
-                try:
-                    check(path, anchor)
-                    return path
-                except IntegrityError:
-                    doubtful = path.with_name(f".doubtful-{variant}-{os.getpid()}-{os.urandom(4).hex()}")
-                    os.replace(path, doubtful)
-            tmp = path.with_name(f".tmp-{variant}-{os.getpid()}-{os.urandom(4).hex()}")
-            try:
-                listed = fetch(tmp)
-                marker = verify_fetched(tmp, listed, where=f"{repo_id}@{commit[:12]} build/{variant}",
-                                        require_digest=require_digest)
-                _write_json(marker_path(path), _sign(path, marker))
-                os.replace(tmp, path)
-            finally:
-                import shutil
+        with self._writing(f"{repo_id}@{commit[:12]} build/{variant}"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with file_lock(path.with_name(variant + ".lock")):
+                return self._install_locked(path, repo_id, commit, variant, fetch, require_digest, anchor, expect)
 
-                for leftover in (tmp, doubtful):  # a failed fetch or verification leaves nothing behind
-                    if leftover is not None and leftover.exists():
-                        shutil.rmtree(leftover, ignore_errors=True)
+    def _install_locked(self, path: Path, repo_id: str, commit: str, variant: str, fetch, require_digest: bool,
+                        anchor, expect: Expect | None) -> Path:
+        doubtful, keep = None, False
+        if path.is_dir():  # another process finished while this one waited, or a doubtful copy
+            try:
+                _check_all(path, anchor, expect)
+                return path
+            except IntegrityError as e:
+                keep = isinstance(e, Unverifiable)  # restored if no good copy replaces it
+                doubtful = path.with_name(f".doubtful-{variant}-{os.getpid()}-{os.urandom(4).hex()}")
+                os.replace(path, doubtful)
+        tmp = path.with_name(f".tmp-{variant}-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            tmp.mkdir()
+            listed = fetch(tmp)
+            where = f"{repo_id}@{commit[:12]} build/{variant}"
+            marker = verify_fetched(tmp, listed, where=where, require_digest=require_digest)
+            if expect is not None:  # refused before it is ever in the cache
+                expect(tmp)
+            _write_json(marker_path(path), _sign(path, marker))
+            os.replace(tmp, path)
+            refusal_path(path).unlink(missing_ok=True)
+        except (IntegrityError, OversizedDownload) as e:  # refused by a check: recorded, nothing kept
+            _try_write_json(refusal_path(path), {"reason": str(e)})
+            raise
+        finally:
+            if keep and doubtful is not None and not path.exists():
+                os.replace(doubtful, path)  # nothing better came: the unverified copy stays
+            for leftover in (tmp, doubtful):  # a failed fetch or verification leaves nothing behind
+                if leftover is not None and leftover.exists():
+                    shutil.rmtree(leftover, ignore_errors=True)
         return path
+
+    @contextmanager
+    def _writing(self, what: str):
+        """A cache that cannot be written, said as such: where it is and what to do."""
+        try:
+            yield
+        except KernelError:
+            raise
+        except OSError as e:
+            if e.errno not in _NOT_WRITABLE:
+                raise
+            raise CacheNotWritable(
+                f"{what} is not in the kernel cache, and the cache cannot be written ({e.strerror}: "
+                f"{e.filename or self.root}): set KBUILD_CACHE to a writable folder (kernels go to its kernels/), "
+                f"or fill {self.root} where it can be written (get_kernel or `kbuild download`)") from None
 
 
 def marker_path(variant_dir: Path) -> Path:
     return variant_dir.with_name(variant_dir.name + ".verified")
+
+
+def refusal_path(variant_dir: Path) -> Path:
+    return variant_dir.with_name(variant_dir.name + ".refused")
+
+
+def _remove_variant(path: Path) -> None:
+    """The folder out of its place first (a reader sees it whole or not at all), then its marker."""
+    aside = path.with_name(f".refused-{path.name}-{os.getpid()}-{os.urandom(4).hex()}")
+    os.replace(path, aside)
+    shutil.rmtree(aside, ignore_errors=True)
+    marker_path(path).unlink(missing_ok=True)
+
+
+def _check_all(path: Path, anchor, expect: Expect | None) -> None:
+    check(path, anchor)
+    if expect is not None:
+        expect(path)
 
 
 def no_digest_message(where: str) -> str:
@@ -138,11 +234,11 @@ def verify_fetched(folder: Path, listed: list[RemoteFile], where: str, require_d
     """Check freshly fetched files: the set against the hub's listing, metadata.json's digest for
     the files it covers (hashed once, here), the hub's blob ids for the others (metadata.json
     itself, or every file of a build without a digest); the marker that records them."""
-    present = set(variant_files(folder))  # metadata.json included
-    expected = {f.path for f in listed}
-    if present != expected:
-        odd = sorted(present ^ expected)
-        raise IntegrityError(f"{where}: the files fetched differ from the hub's listing ({', '.join(odd[:5])})")
+    expected = {f.path for f in listed}  # metadata.json included
+    odd = strays(folder, expected)
+    if odd:
+        raise IntegrityError(f"{where}: the files fetched differ from the hub's listing "
+                             f"({', '.join(f'{rel} {how}' for rel, how in odd[:5])})")
     meta = VariantMetadata.for_variant(folder)  # a malformed metadata.json is refused here
     if meta.digest is None and require_digest:
         raise IntegrityError(no_digest_message(where))
@@ -157,7 +253,7 @@ def verify_fetched(folder: Path, listed: list[RemoteFile], where: str, require_d
             raise IntegrityError(f"{where}: {f.path} does not match the hub's blob id {f.oid[:12]}")
     if meta.digest is not None:
         verify_tree(folder, meta.digest)
-    return _marker(folder, present, digest)
+    return _marker(folder, expected, digest)
 
 
 def check(variant_dir: Path, anchor: Callable[[], bytes] | None = None) -> None:
@@ -167,12 +263,9 @@ def check(variant_dir: Path, anchor: Callable[[], bytes] | None = None) -> None:
     if not _signed(variant_dir, marker):
         _reverify(variant_dir, anchor)
         return
-    present, recorded = set(variant_files(variant_dir)), marker["files"]
-    for rel in sorted(present | set(recorded)):
-        if rel not in present:
-            _changed(variant_dir, rel, "is missing")
-        if rel not in recorded:
-            _changed(variant_dir, rel, "was added")
+    recorded = marker["files"]
+    present = set(recorded)
+    _require_exactly(variant_dir, present)
     stale = False
     for rel in sorted(present):
         entry = recorded[rel]
@@ -193,20 +286,22 @@ def _reverify(variant_dir: Path, anchor: Callable[[], bytes] | None) -> None:
     A variant without a digest cannot be checked this way and is refused."""
     meta = VariantMetadata.for_variant(variant_dir)
     if meta.digest is None:
-        raise IntegrityError(f"kernel variant {variant_dir}: its verification record is missing and its "
-                             f"metadata.json has no digest to check it with; delete {variant_dir} to fetch it again")
+        raise Unverifiable(f"kernel variant {variant_dir}: its verification record is missing and its "
+                           f"metadata.json has no digest to check it with; delete {variant_dir} to fetch it again")
+    expected = set(meta.digest) | {METADATA}
+    _require_exactly(variant_dir, expected)  # a planted entry is refused whatever the hub says
     if anchor is None:
-        raise IntegrityError(f"kernel variant {variant_dir}: its verification record is missing or not signed by "
-                             "this user, and nothing to re-verify it against was given")
+        raise Unverifiable(f"kernel variant {variant_dir}: its verification record is missing or not signed by "
+                           "this user, and nothing to re-verify it against was given")
     try:
         published = anchor()
     except OSError as e:  # unreachable, offline: nothing to re-verify against
-        raise IntegrityError(f"kernel variant {variant_dir}: its verification record is missing or not signed by "
-                             f"this user, and re-verifying it needs the hub: {e}") from None
-    if (variant_dir / "metadata.json").read_bytes() != published:
-        _changed(variant_dir, "metadata.json", "does not match the hub's copy")
+        raise Unverifiable(f"kernel variant {variant_dir}: its verification record is missing or not signed by "
+                           f"this user, and re-verifying it needs the hub: {e}") from None
+    if (variant_dir / METADATA).read_bytes() != published:
+        _changed(variant_dir, METADATA, "does not match the hub's copy")
     verify_tree(variant_dir, meta.digest)
-    _try_write_marker(variant_dir, _marker(variant_dir, set(variant_files(variant_dir)), meta.digest))
+    _try_write_marker(variant_dir, _marker(variant_dir, expected, meta.digest))
 
 
 def _marker(folder: Path, files: set[str], known: dict[str, str] | None = None) -> dict:
@@ -284,6 +379,14 @@ def _load_key(path: Path) -> bytes | None:
 def _try_write_marker(variant_dir: Path, marker: dict) -> None:
     # a read-only cache: verified all the same, just not cheaper next time
     _try_write_json(marker_path(variant_dir), _sign(variant_dir, marker))
+
+
+def _require_exactly(variant_dir: Path, files: set[str]) -> None:
+    """IntegrityError naming the first entry that is not one of `files` as a regular file, or the
+    first of them that is missing (kbuild.cache_contents)."""
+    odd = strays(variant_dir, files)
+    if odd:
+        _changed(variant_dir, *odd[0])
 
 
 def _changed(variant_dir: Path, rel: str, how: str = "was changed") -> None:

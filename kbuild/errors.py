@@ -100,6 +100,17 @@ class OversizedDownload(HubRequestFailed):
     """The hub sent more bytes than it listed for the file."""
 
 
+class VariantTooLarge(OversizedDownload):
+    """A variant's download is over its size budget: its listing claims more than
+    KBUILD_MAX_VARIANT_BYTES allows, or the hub sent more than the listing's total."""
+
+
+# -- the cache cannot be written (PermissionError, an OSError) --------------------------------------
+
+class CacheNotWritable(KernelError, PermissionError):
+    """The kernel cache (KBUILD_CACHE) is read-only or not this user's, and what was asked for is not in it."""
+
+
 class GitFailed(KernelError, RuntimeError):
     """git exited non-zero reading a local hub (the builder's runner raises its CommandError)."""
 

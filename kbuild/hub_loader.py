@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import fit, hubs
-from .cache import KernelCache, no_digest_message
+from .cache import Expect, KernelCache, no_digest_message
 from .errors import (HubUnreachable, IntegrityError, InvalidMetadata, KernelNotFound, MissingPin, NoVariantFits,
                      OfflineMiss, RepoNotFound, RevisionNotFound)
 from .gpu_arch import describe_device
@@ -280,8 +280,10 @@ class Session:
                 break
         return replace(found, trace=tuple(trace))
 
-    def install(self, repo_id: str, commit: str, variant: str) -> Path:
-        """The verified variant folder: the cached copy when it verifies, else fetched (again)."""
+    def install(self, repo_id: str, commit: str, variant: str, expect: Expect | None = None) -> Path:
+        """The verified variant folder: the cached copy when it verifies, else fetched (again).
+        `expect(folder)` is one more check (a lock file's): a cached copy that fails it is removed
+        and fetched again, a fetched one that fails it never enters the cache."""
         def anchor() -> bytes:  # the hub's metadata.json: what a copy without a valid marker must match
             if self.offline:
                 raise OfflineMiss("offline mode is on (KBUILD_OFFLINE / HF_HUB_OFFLINE)")
@@ -289,7 +291,7 @@ class Session:
 
         where = f"{repo_id}@{commit[:12]} build/{variant}"
         try:
-            cached = self.cache.cached(self.reader.key, repo_id, commit, variant, anchor)
+            cached = self.cache.cached(self.reader.key, repo_id, commit, variant, anchor, expect)
             doubt = None
         except IntegrityError as e:
             cached, doubt = None, e
@@ -300,12 +302,17 @@ class Session:
         if self.offline:
             if doubt is not None:
                 raise IntegrityError(f"{doubt}; offline mode is on, so it cannot be fetched again") from None
+            refused = self.cache.refusal(self.reader.key, repo_id, commit, variant)
+            if refused is not None:  # say why it is not there: its last copy was refused
+                raise IntegrityError(f"{where} is not in the cache: the last copy of it was refused ({refused}); "
+                                     "offline mode is on, so it cannot be fetched again")
             raise OfflineMiss(f"{where} is not in the cache and offline mode is on "
                               "(KBUILD_OFFLINE / HF_HUB_OFFLINE); load it once online or run `kbuild download`")
         try:
+            cap = self.settings.max_variant_bytes
             path = self.cache.install(self.reader.key, repo_id, commit, variant,
-                                      lambda dest: self.reader.fetch(repo_id, commit, variant, dest),
-                                      require_digest=not self.allow_no_digest, anchor=anchor)
+                                      lambda dest: self.reader.fetch(repo_id, commit, variant, dest, cap),
+                                      require_digest=not self.allow_no_digest, anchor=anchor, expect=expect)
         except (OSError, IntegrityError) as e:
             if doubt is None:
                 raise
@@ -346,8 +353,9 @@ class Session:
         key = (self.reader.key, repo_id, commit, variant)
         module = _LOADED.get(key)
         if module is None:
-            folder = folder or self.install(repo_id, commit, variant)
-            if check is not None:
+            if folder is None:
+                folder = self.install(repo_id, commit, variant, expect=check)
+            elif check is not None:
                 check(folder)
             # verified by install (digest or marker); the same build reached through another
             # commit (republished to another branch) is the module already loaded

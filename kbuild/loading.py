@@ -14,7 +14,7 @@ from types import ModuleType
 
 from . import fit
 from ._import import import_package, loaded_from
-from .digest import BYTECODE_DIR, verify_tree
+from .digest import BYTECODE_DIR, variant_files, verify_tree
 from .errors import KernelImportError, KernelNotFound, NoVariantFits
 from .kernel_deps import LoadOne, load_dependencies, serving
 from .metadata import VariantMetadata
@@ -67,15 +67,25 @@ def load_variant(variant_dir: str | Path, *, verify: bool = True, load_dependenc
         return loaded  # verified when it was first imported
     if verify and meta.digest is not None:
         verify_tree(variant_dir, meta.digest)
+    files = importable_files(variant_dir, meta.digest if verify else None)
     if not meta.kernel_depends:
-        return import_package(name, package_dir)
+        return import_package(name, package_dir, files)
     where = owner or str(variant_dir)
     if load_dependency is None:
         raise KernelImportError(f"{where} has kernel dependencies ({', '.join(map(str, meta.kernel_depends))}) "
                                 "and no loader for them was given: load it with get_kernel or get_local_kernel")
     deps = load_dependencies(where, meta.kernel_depends, load_dependency)
     with serving(deps, meta.kernel_depends, where):
-        return import_package(name, package_dir)
+        return import_package(name, package_dir, files)
+
+
+def importable_files(variant_dir: Path, digest: dict[str, str] | None) -> list[Path]:
+    """The files an import may read: those the digest just verified lists, else (verified by the
+    cache, or not verified at all) the variant's files by kbuild.digest's rule, which never
+    enters a linked folder."""
+    if digest is not None:
+        return [variant_dir / rel for rel in digest]
+    return [path for path in variant_files(variant_dir).values() if path.is_file()]
 
 
 def _build_folder(path: Path) -> Path | None:

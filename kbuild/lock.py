@@ -126,15 +126,14 @@ def download_locked(lockfile: str | Path, *, hub: str | None = None, backend: st
         else:
             names = [_choose(locked, system or _system(backend), session)]
         for name in names:
-            folder = session.install(locked.repo_id, locked.commit, name)
-            _check_metadata(locked, name)(folder)
-            folders.append(folder)
+            folders.append(session.install(locked.repo_id, locked.commit, name, expect=_check_metadata(locked, name)))
     return folders
 
 
 def _load(locked: LockedKernel, hub: str | None, settings: Settings, system: SystemInfo) -> ModuleType:
     session = Session(hub or locked.hub, settings)
     variant = _choose(locked, system, session)
+    # The lock's check runs inside the cache: a copy it refuses is never cached, or is removed.
     return session.load(locked.repo_id, locked.commit, variant, check=_check_metadata(locked, variant))
 
 
@@ -157,8 +156,9 @@ def _check_metadata(locked: LockedKernel, variant: str):
             return
         actual = hashlib.sha256(meta.read_bytes()).hexdigest() if meta.is_file() else None
         if actual != expected:
-            raise IntegrityError(f"kernel variant {folder}: metadata.json does not match the lock file "
-                                 f"({locked.repo_id} {variant}: locked {expected[:12]}, found {(actual or 'none')[:12]})")
+            raise IntegrityError(f"{locked.repo_id}@{locked.commit[:12]} build/{variant}: metadata.json does not match "
+                                 f"the lock file (locked {expected[:12]}, found {(actual or 'none')[:12]}); "
+                                 "the copy is not cached")
     return check
 
 

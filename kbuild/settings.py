@@ -11,6 +11,7 @@ Nothing else in the runtime reads `os.environ`; tests pass a Settings instead of
 | `KBUILD_TRUSTED_ORGS` | comma-separated `org` (on the official Hub) or `org@http://host:port` (on that hub) entries whose kernels load without trust_remote_code |
 | `LOCAL_KERNELS` | `org/a=/path:org/b=/path`: load these repos from local builds instead |
 | `HF_TOKEN` | the token for HTTP hubs (huggingface_hub also reads its own token file) |
+| `KBUILD_MAX_VARIANT_BYTES` | the most one variant's download may write (default 8G; a byte count, or with a K, M, G or T suffix, powers of 1024): a listing that claims more is refused before anything is downloaded, and a download stops once the hub has sent more than its listing's total or this cap |
 | `KBUILD_GPU_ARCH` | judge variants for a GPU of this arch (`9.0`, `gfx942`) instead of torch's current device: for tests, and to check on one machine what another would load |
 """
 
@@ -28,6 +29,9 @@ DEFAULT_CACHE = Path.home() / ".cache" / "kbuild"
 # Hub only (kbuild.trust: an entry without @hub names the official Hub).
 BUILTIN_TRUSTED_ORGS = ("kernels-community",)
 _TRUE = ("1", "true", "yes", "on")
+# Far above any real variant (flash-attn2 for one arch is 222 MB), far below a disk's worth.
+DEFAULT_MAX_VARIANT_BYTES = 8 << 30
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Settings:
     trusted_orgs: tuple[str, ...] = BUILTIN_TRUSTED_ORGS
     local_kernels: dict[str, Path] = field(default_factory=dict, compare=False)
     token: str | None = field(default=None, repr=False)
+    max_variant_bytes: int = DEFAULT_MAX_VARIANT_BYTES
 
     @property
     def kernels_cache(self) -> Path:
@@ -56,7 +61,23 @@ def from_environment(environ=None) -> Settings:
         trusted_orgs=BUILTIN_TRUSTED_ORGS + _split_orgs(env.get("KBUILD_TRUSTED_ORGS", "")) + _config_orgs(env),
         local_kernels=parse_local_kernels(env.get("LOCAL_KERNELS", "")),
         token=env.get("HF_TOKEN") or None,
+        max_variant_bytes=parse_byte_count("KBUILD_MAX_VARIANT_BYTES", env.get("KBUILD_MAX_VARIANT_BYTES", "")),
     )
+
+
+def parse_byte_count(name: str, value: str, default: int = DEFAULT_MAX_VARIANT_BYTES) -> int:
+    """`8G`, `500M`, `1048576` (powers of 1024; a trailing `B`/`iB` is allowed); `default` when empty."""
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    if not text:
+        return default
+    number, unit = (text[:-1], text[-1]) if text[-1] in _UNITS else (text, "")
+    try:
+        count = int(float(number) * _UNITS[unit]) if number.strip() else 0
+    except (ValueError, OverflowError):  # not a number, nan, inf
+        count = 0
+    if count <= 0:
+        raise InvalidSetting(f"{name}: expected a positive byte count such as 8G, 500M or 1048576, got {value!r}")
+    return count
 
 
 def gpu_arch_override(environ=None) -> str | None:

@@ -42,8 +42,11 @@ class HubReader(Protocol):
     def files(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
         """The files of `build/<variant>/` (bytecode skipped), with sizes; nothing is downloaded."""
 
-    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
-        """Write `build/<variant>/**` (bytecode skipped) into `dest`; the files written."""
+    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path,
+              max_bytes: int | None = None) -> list[RemoteFile]:
+        """Write `build/<variant>/**` (bytecode skipped) into `dest`; the files written. At most
+        the listing's total (kbuild.budget), and VariantTooLarge before anything is written when
+        the listing claims more than `max_bytes`."""
 
     def read_file(self, repo_id: str, commit: str, path: str) -> bytes:
         """One small file's bytes (a variant's metadata.json, for lock files); KernelNotFound when

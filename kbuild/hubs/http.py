@@ -11,6 +11,7 @@ import io
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..budget import ByteBudget, variant_budget
 from ..digest import is_bytecode
 from ..errors import (BadHubContent, HubAccessDenied, HubRequestFailed, HubUnreachable, KernelNotFound,
                       OversizedDownload, RepoNotFound, RevisionNotFound)
@@ -43,6 +44,15 @@ class HttpHubReader:
             self._api = HfApi(endpoint=self.endpoint, token=self.token, library_name="kbuild")
         return self._api
 
+    def private_hint(self) -> str:
+        """What a 'not found' may mean on a hub that hides private repos: a missing or weak token."""
+        from huggingface_hub import get_token  # HF_TOKEN, else huggingface_hub's token file
+
+        if (self.token or get_token()) is None:
+            return ("; if it is private, no token was sent: set HF_TOKEN (or run `hf auth login`) to a token "
+                    "that can read it")
+        return "; if it is private, the token sent (HF_TOKEN or huggingface_hub's login) cannot read it"
+
     def refs(self, repo_id: str) -> Refs:
         with _errors(self, repo_id, "list the branches of"):
             refs = self.api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
@@ -57,12 +67,15 @@ class HttpHubReader:
             return []
         return sorted(e.path.split("/")[-1] for e in entries if isinstance(e, RepoFolder))
 
-    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
+    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path,
+              max_bytes: int | None = None) -> list[RemoteFile]:
         files = self.files(repo_id, commit, variant)
+        budget = variant_budget((f.size for f in files), max_bytes,
+                                f"{self.describe()}: {repo_id}@{commit[:12]} build/{variant}")
         dest = Path(dest)
         with ThreadPoolExecutor(min(PARALLEL_DOWNLOADS, len(files))) as pool:
             list(pool.map(lambda f: self._download(repo_id, commit, f"build/{variant}/{f.path}", dest / f.path,
-                                                   f.size), files))
+                                                   f.size, budget), files))
         return files
 
     def read_file(self, repo_id: str, commit: str, path: str) -> bytes:
@@ -91,9 +104,11 @@ class HttpHubReader:
             raise KernelNotFound(f"{repo_id}@{commit[:12]} has no files under {prefix} on {self.describe()}")
         return files
 
-    def _download(self, repo_id: str, commit: str, path: str, target, size: int | None = None) -> None:
+    def _download(self, repo_id: str, commit: str, path: str, target, size: int | None = None,
+                  budget: ByteBudget | None = None) -> None:
         """One GET of the file's resolve URL (huggingface_hub's http_get: retries, resumes, follows
-        the Hub's redirects to its storage) into a path or a binary file object."""
+        the Hub's redirects to its storage) into a path or a binary file object; every byte is
+        counted against the file's listed size and the variant's `budget`."""
         from huggingface_hub import hf_hub_url
         from huggingface_hub.file_download import http_get
         from huggingface_hub.utils import build_hf_headers
@@ -105,7 +120,7 @@ class HttpHubReader:
             if isinstance(target, Path):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with open(target, "wb") as f:
-                    http_get(url, _Capped(f, limit, f"{self.describe()}: {path} of {repo_id}@{commit[:12]}"),
+                    http_get(url, _Capped(f, limit, f"{self.describe()}: {path} of {repo_id}@{commit[:12]}", budget),
                              headers=headers, expected_size=size, displayed_filename=path.rsplit("/", 1)[-1])
             else:
                 http_get(url, _Capped(target, limit, f"{self.describe()}: {path} of {repo_id}@{commit[:12]}"),
@@ -117,14 +132,16 @@ class _Capped:
     at 110 bytes and streams gigabytes fills no disk (the download stops at the listed size plus
     a small slack; huggingface_hub only compares sizes once everything has been written)."""
 
-    def __init__(self, f, limit: int, what: str):
-        self._f, self._limit, self._what, self._written = f, limit, what, 0
+    def __init__(self, f, limit: int, what: str, budget: ByteBudget | None = None):
+        self._f, self._limit, self._what, self._written, self._budget = f, limit, what, 0, budget
 
     def write(self, data) -> int:
         self._written += len(data)
         if self._written > self._limit:
             raise OversizedDownload(f"{self._what}: the hub sent more than the {self._limit - SIZE_SLACK} bytes it "
                                     "listed; download stopped")
+        if self._budget is not None:  # the variant's total, shared with its other files' downloads
+            self._budget.take(len(data))
         return self._f.write(data)
 
     def __getattr__(self, name):  # tell, seek, flush, name, ... of the real file
@@ -155,7 +172,8 @@ class _errors:
 
         where = f"cannot {self.what} {self.repo_id} on {self.hub.describe()}"
         if isinstance(error, hf.RepositoryNotFoundError):
-            raise RepoNotFound(f"no kernel repo {self.repo_id} on {self.hub.describe()}") from None
+            hint = self.hub.private_hint()
+            raise RepoNotFound(f"no kernel repo {self.repo_id} on {self.hub.describe()}{hint}") from None
         if isinstance(error, hf.RevisionNotFoundError):
             raise RevisionNotFound(f"{where}: no such revision") from None
         if isinstance(error, hf.EntryNotFoundError):

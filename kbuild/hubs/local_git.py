@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..budget import variant_budget
 from ..digest import is_bytecode
 from ..errors import BadHubContent, GitFailed, HubUnreachable, KernelNotFound, RepoNotFound, RevisionNotFound
 from ..refs import Refs
@@ -61,13 +62,17 @@ class LocalGitHub:
         repo = self._checked(repo_id, commit)
         return sorted(e.path.removeprefix("build/") for e in repo.tree(commit, "build/") if e.kind == "tree")
 
-    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path) -> list[RemoteFile]:
+    def fetch(self, repo_id: str, commit: str, variant: str, dest: Path,
+              max_bytes: int | None = None) -> list[RemoteFile]:
         files = self.files(repo_id, commit, variant)
+        budget = variant_budget((f.size for f in files), max_bytes,
+                                f"{self.describe()}: {repo_id}@{commit[:12]} build/{variant}")
         blobs = self.repo(repo_id).blobs([f.oid for f in files])
         dest = Path(dest)
         for f in files:
             target = dest / f.path
             target.parent.mkdir(parents=True, exist_ok=True)
+            budget.take(len(blobs[f.oid]))
             target.write_bytes(blobs[f.oid])
             if f.executable:
                 target.chmod(0o755)
