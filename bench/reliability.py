@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "helpers")]
 
 from hubserver import TOKEN, ServerThread  # noqa: E402
 from runtime_hubs import Kernel, new_process  # noqa: E402
@@ -205,16 +205,434 @@ def probe_read_only_cache(world: World) -> str:
         subprocess.run(["umount", str(view)], check=False)
 
 
+# -- the server under slow, idle, non-reading and malformed clients (issue 26) ------------------
+
+class _LimitedServer:
+    """The real hub app under uvicorn with the given connection limits, a kernel repo `org/big`
+    holding one 8 MB file; the abusers connect from 127.0.0.2… so the real client (127.0.0.1)
+    is another address."""
+
+    BIG = 8 << 20
+
+    def __init__(self, root: Path, limits=None, **config):
+        import threading
+
+        import uvicorn
+
+        from builder.hub.gitstore import FileAdd, GitStore
+        from builder.hub.server import ServerConfig, Tokens, build_app, listen
+        from builder.hub.server.connections import Limits, uvicorn_config
+
+        limits = limits or Limits()
+        store = GitStore(root)  # without the served limits: the fixture may be larger
+        store.create_repo("kernel", "org/big")
+        store.commit("kernel", "org/big", "main", add=[FileAdd("big.bin", b"\xab" * self.BIG)], message="big",
+                     parent=None)
+        self.app = build_app(ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"), **config))
+        sock = listen("127.0.0.1", 0)
+        self.port = sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn_config(self.app, limits.header_timeout, limits.max_connections, limits))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def connect(self, source: str = "127.0.0.1", rcvbuf: int | None = None) -> socket.socket:
+        s = socket.socket()
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.settimeout(10)
+        s.bind((source, 0))
+        s.connect(("127.0.0.1", self.port))
+        return s
+
+    def request(self, raw: bytes) -> tuple[int, float]:
+        """(status, seconds) of one request on a fresh connection from 127.0.0.1."""
+        started = time.monotonic()
+        with self.connect() as s:
+            s.sendall(raw)
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        return int(data.split(b" ", 2)[1]) if data else 0, time.monotonic() - started
+
+    def real_requests(self, n: int = 10) -> str:
+        """'served' when each of `n` real requests answers 200 within 1 s."""
+        good = 0
+        for _ in range(n):
+            status, seconds = self.request(b"GET /api/kernels/org/big/refs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            good += status == 200 and seconds < 1.0
+            time.sleep(0.1)
+        return "served" if good == n else f"{good}/{n} served within 1 s"
+
+
+def _hold(server: _LimitedServer, n: int, start: bytes, rcvbuf: int | None = None) -> list[socket.socket]:
+    held = []
+    for i in range(n):
+        try:
+            s = server.connect(f"127.0.0.{2 + i % 20}", rcvbuf)
+            if start:
+                s.sendall(start)
+            held.append(s)
+        except OSError:
+            pass  # refused by a cap: that is the server holding
+    return held
+
+
+def _served_while_held(world: World, start: bytes, n: int = 600, trickle: bytes = b"", rcvbuf: int | None = None) -> str:
+    with _LimitedServer(world.root / "served") as server:
+        held = _hold(server, n, start, rcvbuf)
+        time.sleep(1.0)
+        for s in held if trickle else ():
+            try:
+                s.sendall(trickle)
+            except OSError:
+                pass
+        try:
+            return server.real_requests()
+        finally:
+            for s in held:
+                s.close()
+
+
+def probe_serve_slow_bodies(world: World) -> str:
+    return _served_while_held(world, b"POST /api/validate-yaml HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\nx",
+                              trickle=b"x")
+
+
+def probe_serve_idle(world: World) -> str:
+    return _served_while_held(world, b"")
+
+
+def probe_serve_slowloris(world: World) -> str:
+    return _served_while_held(world, b"GET /api/whoami-v2 HTTP/1.1\r\nHost: x\r\n", trickle=b"X-a: b\r\n")
+
+
+def probe_serve_non_reading_downloads(world: World) -> str:
+    """100 downloads started and never read: no process each, real requests served, and every
+    one of them closed by the send timeout."""
+    from builder.hub.server.connections import Limits
+
+    with _LimitedServer(world.root / "served", Limits(send_timeout=2.0)) as server:
+        held = _hold(server, 100, b"GET /kernels/org/big/resolve/main/big.bin HTTP/1.1\r\nHost: x\r\n\r\n", 4096)
+        time.sleep(1.0)
+        children = sum(len((t / "children").read_text().split()) for t in Path(f"/proc/{os.getpid()}/task").iterdir())
+        served = server.real_requests(5)
+        time.sleep(3.0)
+        open_after = server.server.config.http.registry.total
+        for s in held:
+            s.close()
+    if children:
+        return f"{children} child processes"
+    return served if served != "served" or open_after == 0 else f"{open_after} still open after the send timeout"
+
+
+def probe_serve_oversized_upload(world: World) -> str:
+    """A commit declaring 1 GiB against a 10 MB commit limit, and a chunked one whose file runs
+    past a 1 MB file limit: both 413, the first before any of its body is sent, the second
+    before 16 MB of its endless body are sent."""
+    with _LimitedServer(world.root / "served", max_file_size=1 << 20, max_commit_size=10 << 20) as server:
+        auth = f"Authorization: Bearer {TOKEN}\r\nHost: x\r\n".encode()
+        declared, _ = server.request(b"POST /api/kernels/org/big/commit/main HTTP/1.1\r\n" + auth +
+                                     b"Content-Length: 1073741824\r\n\r\n")
+        with server.connect() as s:
+            s.sendall(b"POST /api/kernels/org/big/commit/main HTTP/1.1\r\n" + auth + b"Transfer-Encoding: chunked\r\n\r\n")
+            head = b'{"key": "header", "value": {"summary": "x"}}\n{"key": "file", "value": {"path": "a", "content": "'
+
+            def chunk(data: bytes) -> bytes:
+                return b"%x\r\n%s\r\n" % (len(data), data)
+            sent, answer = 0, b""
+            try:
+                s.sendall(chunk(head))
+                while sent < 64 << 20 and not answer:  # the server must answer long before 64 MB
+                    s.sendall(chunk(b"QUFB" * 16384))
+                    sent += 65536
+                    s.settimeout(0.001)
+                    try:
+                        answer = s.recv(64)
+                    except (TimeoutError, socket.timeout):
+                        pass
+            except OSError:
+                pass
+            s.settimeout(5)
+            try:
+                answer += s.recv(64)
+            except OSError:
+                pass
+    chunked = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else 0
+    if declared == 413 and chunked == 413 and sent < 16 << 20:  # socket buffers take a few MB before the answer
+        return "refused"
+    return f"declared: {declared}, chunked: {chunked} after {sent >> 20} MB"
+
+
+def probe_serve_malformed_bodies(world: World) -> str:
+    """The campaign's malformed preupload bodies: each a 4xx naming its field, none a 500."""
+    import http.client
+
+    bodies = ['{"files": [1]}', '{"files": [null]}', '{"files": [[]]}', '{"files": ["a"]}',
+              '{"files": [{"path": "\\ud800", "size": 1}]}']
+    with _LimitedServer(world.root / "served") as server:
+        wrong = []
+        for body in bodies:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            conn.request("POST", "/api/kernels/org/big/preupload/main", body=body.encode(),
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+            response = conn.getresponse()
+            message = response.getheader("X-Error-Message", "")
+            response.read()
+            conn.close()
+            if not 400 <= response.status < 500 or not ("files[0]" in message or "surrogate" in message):
+                wrong.append(f"{body}: {response.status}")
+    return "4xx naming the field" if not wrong else "; ".join(wrong)
+
+
+def probe_serve_nul_path(world: World) -> str:
+    with _LimitedServer(world.root / "served") as server:
+        statuses = {server.request(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())[0]
+                    for path in ("/api/organizations/%00/overview", "/kernels/org/big/resolve/main/a%00b",
+                                 "/api/kernels/org/b%0Aig/refs")}
+    return "clean 400" if statuses == {400} else f"statuses {sorted(statuses)}"
+
+
+# -- the cache against planted entries, a hostile hub and its limits (issue 26) -------------------
+
+def _planted_package(world: World) -> Path:
+    """A package that leaves `ran` behind when imported."""
+    evil = world.root / "evil"
+    evil.mkdir(exist_ok=True)
+    (evil / "__init__.py").write_text(f"import pathlib\npathlib.Path({str(world.root / 'ran')!r}).write_text('x')\n"
+                                      "ops = 'planted'\n")
+    return evil
+
+
+def _ran(world: World, result: str) -> str:
+    return "planted code ran" if (world.root / "ran").exists() else result
+
+
+def probe_cache_linked_ops_folder(world: World) -> str:
+    path = _cached(world)
+    os.symlink(_planted_package(world), path / "_ops")
+    return _ran(world, _load_after(world))
+
+
+def probe_cache_planted_entry(world: World) -> str:
+    import random
+
+    path = _cached(world)
+    plant = random.choice(["pth", "folder", "fifo", "package"])
+    if plant == "pth":
+        (path / "evil.pth").write_text(f"import sys; sys.path[:0] = [{str(_planted_package(world))!r}]\n")
+    elif plant == "folder":
+        (path / "empty").mkdir()
+    elif plant == "fifo":
+        os.mkfifo(path / "pipe")
+    else:
+        shutil.copytree(_planted_package(world), path / "_ops")
+    return _ran(world, _load_after(world))
+
+
+class _HttpWorld:
+    """The tiny kernel on a real `kbuild hub serve`, behind a hostile hub (honest until told), and
+    a lock file written while it was honest."""
+
+    def __init__(self, world: World):
+        from hostile_hub import HostileHub
+        from huggingface_hub import constants
+
+        from kbuild.lock import lock_kernel, write_lock
+        from runtime_hubs import INIT
+
+        constants.HF_HUB_DISABLE_TELEMETRY = True  # nothing but 127.0.0.1
+        self.server = ServerThread(world.root / "served")
+        os.environ["HF_TOKEN"] = TOKEN
+        world.kernel.publish(self.server.url)
+        os.environ.pop("HF_TOKEN")
+        poison = INIT.format(variant="?").replace("return x * 2", "return x * 3  # hostile").encode()
+        self.hub = HostileHub(self.server.url, {"__init__.py": poison})
+        locked = lock_kernel("org/tiny@v1", hub=self.hub.url)
+        self.lockfile, self.sha = world.root / "kernels.lock", locked.commit
+        write_lock(self.lockfile, [locked])
+
+    def load(self, route: str):
+        from kbuild import get_locked_kernel, load_kernel
+
+        new_process()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if route == "lock":
+                return get_locked_kernel("org/tiny", lockfile=self.lockfile)
+            if route == "offline lock":
+                return load_kernel("org/tiny", lockfile=self.lockfile)
+            return get_kernel(f"org/tiny@{self.sha if route == 'sha' else 'v1'}", hub=self.hub.url,
+                              trust_remote_code=True)
+
+    def honest_everywhere(self) -> str:
+        """With the hub honest again, what each route runs."""
+        self.hub.hostile = False
+        for route in ("sha", "v1", "lock"):
+            if self.load(route).double(1) != 2:
+                return f"poisoned code loaded by {route}"
+        return "honest"
+
+    def stop(self):
+        self.hub.stop()
+        self.server.stop()
+
+
+def _cached_variants(world: World) -> list[Path]:
+    return [p for p in Path(os.environ["KBUILD_CACHE"]).rglob("torch-*") if p.is_dir()]
+
+
+def probe_cache_linked_ops_folder_http(world: World) -> str:
+    http = _HttpWorld(world)
+    try:
+        path = install_kernel("org/tiny@v1", hub=http.hub.url)
+        os.symlink(_planted_package(world), path / "_ops")
+        module = http.load("v1")
+        return _ran(world, "planted code loaded" if module.ops == "planted" else "re-fetched")
+    finally:
+        http.stop()
+
+
+def probe_hostile_hub_refused_by_the_lock(world: World) -> str:
+    http = _HttpWorld(world)
+    try:
+        http.hub.hostile = True
+        try:
+            http.load("lock")
+            return "poisoned copy loaded by the lock"
+        except kbuild.IntegrityError:
+            pass
+        if _cached_variants(world):
+            return "refused copy stayed cached"
+        result = http.honest_everywhere()
+        return "refused, never loaded later" if result == "honest" else result
+    finally:
+        http.stop()
+
+
+def probe_hostile_hub_cached_then_locked(world: World) -> str:
+    http = _HttpWorld(world)
+    try:
+        http.hub.hostile = True
+        if http.load("sha").double(1) != 3:
+            return "probe error: the hostile hub served honest files"
+        http.hub.hostile = False
+        try:
+            http.load("offline lock")
+            return "poisoned copy loaded by the lock"
+        except kbuild.IntegrityError:
+            pass
+        if _cached_variants(world):
+            return "refused copy stayed cached"
+        result = http.honest_everywhere()
+        return "removed, never loaded later" if result == "honest" else result
+    finally:
+        http.stop()
+
+
+def probe_listing_over_the_cap(world: World) -> str:
+    from kbuild.errors import VariantTooLarge
+
+    http = _HttpWorld(world)
+    try:
+        http.hub.hostile, http.hub.claim_size = True, 5 << 30  # two files of 5 GiB each
+        try:
+            http.load("v1")
+            return "loaded"
+        except VariantTooLarge:
+            pass
+        if http.hub.downloads or _cached_variants(world):
+            return f"{http.hub.downloads} files downloaded before the refusal"
+        return "refused before any download"
+    finally:
+        http.stop()
+
+
+def probe_doubtful_copy_hub_gone(world: World) -> str:
+    path = _cached(world)
+    (path / "_ops.py").write_text("import os  # injected\n")
+    world.hub.rename(world.root / "hub-gone")
+    new_process()
+    try:
+        get_kernel(f"org/tiny@{path.parent.name}", hub=str(world.hub))
+    except kbuild.IntegrityError as e:
+        both = "_ops.py was changed" in str(e) and "fetching it again" in str(e) and "does not exist" in str(e)
+        return "says both" if both else f"says only: {str(e)[-60:]}"
+    return "loaded"
+
+
+def probe_private_hub_without_token(world: World) -> str:
+    server = ServerThread(world.root / "private", public_read=False)
+    try:
+        os.environ["HF_TOKEN"] = TOKEN
+        world.kernel.publish(server.url)
+        os.environ.pop("HF_TOKEN")
+        try:
+            get_kernel("org/tiny@v1", hub=server.url, trust_remote_code=True)
+        except kbuild.RepoNotFound as e:
+            return "names the token" if "HF_TOKEN" in str(e) else "RepoNotFound without a hint"
+        return "loaded"
+    finally:
+        server.stop()
+
+
+def probe_read_only_empty_cache(world: World) -> str:
+    world.kernel.publish(world.hub)
+    empty, view = world.root / "empty", world.root / "ro-empty"
+    empty.mkdir()
+    view.mkdir()
+    if subprocess.run(["mount", "--bind", str(empty), str(view)], capture_output=True).returncode:
+        return "not run (no bind mount)"
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
+        os.environ["KBUILD_CACHE"] = str(view)
+        new_process()
+        try:
+            get_kernel("org/tiny@v1", hub=str(world.hub))
+        except OSError as e:
+            return "names KBUILD_CACHE" if "KBUILD_CACHE" in str(e) else f"bare {type(e).__name__}"
+        return "loaded"
+    finally:
+        subprocess.run(["umount", str(view)], check=False)
+
+
 PROBES = {  # name -> (probe, the outcome that means it held)
     "publish: a link to a secret in a variant": (probe_publish_symlink, "refused"),
     "publish: a same-size, mtime-restored edit after the build": (probe_publish_edited, "refused"),
     "cache: a same-size, mtime-restored edit": (probe_cache_same_size_edit, "re-fetched"),
-    "cache: a planted __pycache__ .pyc": (probe_cache_planted_pyc, "loaded unchanged"),
+    "cache: a planted __pycache__ .pyc": (probe_cache_planted_pyc, "re-fetched"),
     "cache: a forged digest and a removed record": (probe_cache_forged_record, "re-fetched"),
     "trust: kernels-community on a non-official hub": (probe_trust_by_org_name, "refused"),
     "serve: 400 half-sent connections, then a real request": (probe_idle_connections, "served"),
     "publish: 8 slices at once to one branch": (probe_parallel_publish, "all landed"),
     "loader: a read-only populated cache, @v1": (probe_read_only_cache, "loaded"),
+    "cache: a linked _ops/ folder beside _ops.py": (probe_cache_linked_ops_folder, "re-fetched"),
+    "cache: a linked _ops/ folder beside _ops.py, HTTP hub": (probe_cache_linked_ops_folder_http, "re-fetched"),
+    "cache: a planted .pth, folder, fifo or _ops/ package": (probe_cache_planted_entry, "re-fetched"),
+    "cache: a hostile hub's edits under the honest commit, then sha, @v1, lock":
+        (probe_hostile_hub_refused_by_the_lock, "refused, never loaded later"),
+    "cache: a hostile hub's edits cached without a lock, then the lock": (probe_hostile_hub_cached_then_locked,
+                                                                          "removed, never loaded later"),
+    "loader: a listing that claims 10 GiB": (probe_listing_over_the_cap, "refused before any download"),
+    "loader: a doubtful cached copy, the hub gone": (probe_doubtful_copy_hub_gone, "says both"),
+    "loader: a private hub, no token": (probe_private_hub_without_token, "names the token"),
+    "loader: an empty read-only cache": (probe_read_only_empty_cache, "names KBUILD_CACHE"),
+    "serve: 600 slow request bodies, then 10 real requests within 1 s": (probe_serve_slow_bodies, "served"),
+    "serve: 600 idle connections, then 10 real requests within 1 s": (probe_serve_idle, "served"),
+    "serve: 600 slowloris connections, then 10 real requests within 1 s": (probe_serve_slowloris, "served"),
+    "serve: 100 non-reading downloads (no process each, closed by the send timeout)":
+        (probe_serve_non_reading_downloads, "served"),
+    "serve: an oversized upload, declared and chunked": (probe_serve_oversized_upload, "refused"),
+    "serve: the campaign's malformed preupload bodies": (probe_serve_malformed_bodies, "4xx naming the field"),
+    "serve: NUL and newline in request paths": (probe_serve_nul_path, "clean 400"),
 }
 
 

@@ -12,6 +12,7 @@ from builder.hub.address import DEFAULT_LOCAL_HUB
 
 DEFAULT_PORT = 8080
 DEFAULT_MAX_FILE_SIZE = 2 << 30
+DEFAULT_MAX_COMMIT_SIZE = 16 << 30
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -72,11 +73,17 @@ def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:
     access.add_argument("--private", dest="public_read", action="store_false", help="reads need a token too")
     p.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES",
                    help=f"largest file an upload may carry (default: {DEFAULT_MAX_FILE_SIZE})")
+    p.add_argument("--max-commit-size", type=int, default=DEFAULT_MAX_COMMIT_SIZE, metavar="BYTES",
+                   help="largest commit request (all its files, base64) an upload may send; a larger declared "
+                        f"Content-Length is refused before its body is read (default: {DEFAULT_MAX_COMMIT_SIZE})")
     p.add_argument("--trusted-org", action="append", default=[], metavar="ORG",
                    help="answer trustedKernelPublisher=true for this organisation (repeatable); "
                         "others need the loader's trust_remote_code=True")
     p.add_argument("--max-connections", type=int, default=512, metavar="N",
                    help="open connections at most; more are closed at once (default: 512)")
+    p.add_argument("--max-connections-per-client", type=int, default=64, metavar="N",
+                   help="open connections per client address at most (default: 64); when the server is full, "
+                        "the address holding the most loses its oldest")
     p.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
                    help="close a connection whose request headers are not complete after S seconds (default: 10)")
     p.set_defaults(handler=run)
@@ -88,8 +95,12 @@ def run(args, reporter) -> int:
         raise UsageError(f"--port: expected 0-65535, got {args.port}")
     if args.max_file_size < 1:
         raise UsageError(f"--max-file-size: expected a positive number of bytes, got {args.max_file_size}")
+    if args.max_commit_size < 1:
+        raise UsageError(f"--max-commit-size: expected a positive number of bytes, got {args.max_commit_size}")
     if args.max_connections < 1:
         raise UsageError(f"--max-connections: expected a positive number, got {args.max_connections}")
+    if args.max_connections_per_client < 1:
+        raise UsageError(f"--max-connections-per-client: expected a positive number, got {args.max_connections_per_client}")
     if not args.header_timeout > 0:
         raise UsageError(f"--header-timeout: expected a positive number of seconds, got {args.header_timeout}")
     if args.token_file is not None and not args.token_file.is_file():
@@ -98,5 +109,6 @@ def run(args, reporter) -> int:
 
     serve(args.root.expanduser(), host=args.host, port=args.port, token_file=args.token_file,
           public_read=args.public_read, max_file_size=args.max_file_size, trusted_orgs=tuple(args.trusted_org),
-          log=reporter.info, max_connections=args.max_connections, header_timeout=args.header_timeout)
+          log=reporter.info, max_connections=args.max_connections, header_timeout=args.header_timeout,
+          max_per_client=args.max_connections_per_client, max_commit_size=args.max_commit_size)
     return 0

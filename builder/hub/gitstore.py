@@ -469,6 +469,9 @@ class GitStore:
             self._git(repo, "reflog", "expire", "--expire-unreachable=now", "--all")
             self._git(repo, "gc", "--quiet", f"--prune={int(grace_s)}.seconds.ago")
         swept = self.sweep_scratch(grace_s)
+        from builder.hub.blobfiles import BlobFiles  # the server's download copies: made again when asked for
+
+        swept += BlobFiles(self.root).sweep(grace_s)
         return {"repos": len(repos), "scratch_removed": swept, "freed_bytes": max(0, before - _size(self.root))}
 
 

@@ -50,8 +50,13 @@ def validate_repo_id(repo_id: str) -> tuple[str, str]:
 def validate_path(path: str) -> str:
     """A normalised posix path inside a repo ('a//b/' -> 'a/b'); InvalidPath for anything that
     could escape it or name git's own files, also when percent-encoded."""
-    if not isinstance(path, str) or not path.strip("/"):
+    if not isinstance(path, str):
+        raise InvalidPath(f"a repo path must be a string, not {type(path).__name__}")
+    if not path.strip("/"):
         raise InvalidPath(f"empty repo path {path!r}")
+    if not _encodes(path):
+        raise InvalidPath(f"invalid repo path {path!r}: not valid Unicode (a lone surrogate)",
+                          hint="send paths as UTF-8 text")
     decoded, seen = path, {path}
     for _ in range(3):  # a path some layer may decode once more must be safe decoded too
         _check_path(path, decoded)
@@ -60,6 +65,14 @@ def validate_path(path: str) -> str:
             break
         seen.add(decoded)
     return "/".join(c for c in path.split("/") if c)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _check_path(original: str, path: str) -> None:

@@ -18,6 +18,8 @@ from builder.hub.server.app import HubApp
 from builder.hub.server.auth import Tokens, load_tokens
 from builder.hub.server.context import Hub, ServerConfig
 
+LISTEN_BACKLOG = 2048
+
 __all__ = ["HubApp", "ServerConfig", "Tokens", "build_app", "listen", "load_tokens", "serve"]
 
 
@@ -29,7 +31,8 @@ def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: No
 
 def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Path | None = None,
           public_read: bool = True, max_file_size: int | None = None, trusted_orgs: tuple[str, ...] = (),
-          log: Callable[[str], None] | None = None, max_connections: int = 512, header_timeout: float = 10.0) -> None:
+          log: Callable[[str], None] | None = None, max_connections: int = 512, header_timeout: float = 10.0,
+          max_per_client: int | None = None, max_commit_size: int | None = None) -> None:
     """Serve `root` until interrupted. Without `token_file` the write token is `<root>/.token`
     (created, mode 0600, when missing)."""
     import uvicorn  # deferred: only the server needs it
@@ -38,7 +41,7 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
     root = Path(root)
     tokens = load_tokens(token_file, root)
     config = ServerConfig(root=root, tokens=tokens, public_read=public_read, max_file_size=max_file_size,
-                          trusted_orgs=frozenset(trusted_orgs))
+                          max_commit_size=max_commit_size, trusted_orgs=frozenset(trusted_orgs))
     app = build_app(config, log)
     app.hub.store.sweep_scratch(3600)  # what a killed server left mid-upload (another may share the root)
     sock = listen(host, port)
@@ -47,9 +50,10 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
     log(f"kbuild hub serve: {root} on {url} "
         f"(reads {'public' if public_read else 'need a token'}; write token {made} {tokens.source})")
     log(f"  use it with HF_ENDPOINT={url} or HfApi(endpoint={url!r}, token=...)")
-    from builder.hub.server.connections import uvicorn_config
+    from builder.hub.server.connections import Limits, uvicorn_config
 
-    server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections))
+    limits = Limits() if max_per_client is None else Limits(max_per_client=max_per_client)
+    server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections, limits))
     with sock:
         server.run(sockets=[sock])
 
@@ -57,7 +61,10 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
 def listen(host: str, port: int) -> socket.socket:
     """The listening socket, bound here so a busy port is a one-line error (uvicorn would exit)."""
     try:
-        return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        # A deep backlog: a burst of connections must not leave a real client's SYN unanswered
+        # (a dropped SYN is retried after 1 s); the registry decides who stays, not the kernel.
+        return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                    backlog=LISTEN_BACKLOG)
     except OSError as e:
         raise HubError(f"cannot listen on {host}:{port}: {e.strerror}",
                        hint="pick another --port, or stop the server already using it") from None

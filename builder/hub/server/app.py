@@ -3,14 +3,15 @@ render errors the way huggingface_hub reads them, and log one line per request."
 
 from __future__ import annotations
 
+import io
 import json
-import tempfile
 import time
 from typing import Callable
 from urllib.parse import parse_qs
 
+import anyio.from_thread
 import anyio.to_thread
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from builder.hub.errors import HubError, TooLarge
@@ -24,7 +25,6 @@ from builder.hub.server.routing import Route, match, resolve_target, split_raw_p
 JSON_BODY_MAX = 16 << 20
 # Bodies of read routes (paths-info's form) need no more: anyone may send them on a public hub.
 READ_BODY_MAX = 1 << 20
-SPOOL_IN_MEMORY = 8 << 20
 
 
 
@@ -105,11 +105,12 @@ class HubApp:
         if route is RESOLVE:
             return await anyio.to_thread.run_sync(files.resolve, self.hub, call, request.headers.get("range"))
         if route.body == "stream":
-            with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
-                async for chunk in request.stream():
-                    body.write(chunk)
-                body.seek(0)
-                return await anyio.to_thread.run_sync(route.handler, self.hub, _with_body(call, body))
+            # Parsed as it arrives (payload.py): a file over --max-file-size is cut off at the
+            # limit, and nothing of the body is spooled anywhere first.
+            limit = config.max_commit_size
+            _refuse_declared_over(request, limit, "--max-commit-size")
+            body = io.BufferedReader(RequestBodyReader(request, limit), 1 << 20)
+            return await anyio.to_thread.run_sync(route.handler, self.hub, _with_body(call, body))
         if route.body != "none":
             limit = READ_BODY_MAX if route.access == "read" else JSON_BODY_MAX
             call = _with_body(call, await _read_body(request, route.body, limit))
@@ -126,10 +127,44 @@ def _with_body(call: Call, body) -> Call:
     return Call(call.method, call.params, call.query, call.base_url, body)
 
 
-async def _read_body(request: Request, kind: str, limit: int):
+def _refuse_declared_over(request: Request, limit: int | None, setting: str | None = None) -> None:
+    """413 before a byte of the body is read when its declared length is over `limit`."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:  # refused before a byte of it is read
-        raise TooLarge(f"request body of {declared} bytes is over this route's limit of {limit} bytes")
+    if limit is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"request body of {declared} bytes is over this route's limit of {limit} bytes",
+                       hint=f"raise it with `kbuild hub serve {setting}`" if setting else None)
+
+
+class RequestBodyReader(io.RawIOBase):
+    """The request body as a blocking binary stream for a handler in a worker thread: each read
+    waits on the event loop for the next chunk. Over `limit` bytes in all → TooLarge."""
+
+    def __init__(self, request: Request, limit: int | None):
+        self._chunks, self._limit = request.stream().__aiter__(), limit
+        self._pending, self._total, self._done = b"", 0, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending and not self._done:
+            try:
+                self._pending = anyio.from_thread.run(self._chunks.__anext__)
+            except StopAsyncIteration:
+                self._done = True
+            except ClientDisconnect:
+                raise HubError("the client closed the connection before the body was complete") from None
+            self._total += len(self._pending)
+            if self._limit is not None and self._total > self._limit:
+                raise TooLarge(f"request body over this route's limit of {self._limit} bytes",
+                               hint="raise it with `kbuild hub serve --max-commit-size`")
+        n = min(len(buffer), len(self._pending))
+        buffer[:n], self._pending = self._pending[:n], self._pending[n:]
+        return n
+
+
+async def _read_body(request: Request, kind: str, limit: int):
+    _refuse_declared_over(request, limit)
     raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
@@ -164,4 +199,6 @@ def error_response(e: HubError, method: str, status: int | None = None) -> Respo
 
 
 def _header_safe(text: str) -> str:
-    return " ".join(text.split()).encode("latin-1", "backslashreplace").decode("latin-1")[:2000]
+    """`text` as a header value: one line, control characters (NUL…) and non-latin-1 escaped."""
+    text = " ".join(text.split()).encode("latin-1", "backslashreplace").decode("latin-1")
+    return "".join(c if 32 <= ord(c) != 127 else f"\\x{ord(c):02x}" for c in text)[:2000]

@@ -22,6 +22,7 @@ TOKEN_FILE_NAME = ".token"
 
 class Unauthorized(HubError):
     http_status = 401
+    headers = {"WWW-Authenticate": 'Bearer realm="kbuild hub"'}  # RFC 6750: a bearer token is what is missing
 
 
 class PrivateRead(Unauthorized):

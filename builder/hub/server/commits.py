@@ -20,16 +20,33 @@ def preupload(hub: Hub, call: Call) -> JSONResponse:
     commit = hub.store.resolve(repo_type, repo_id, check_ref(call.params["rev"]))
     files = call.body.get("files") if isinstance(call.body, dict) else None
     if not isinstance(files, list):
-        raise HubError('expected {"files": [{"path", "size", "sample"}, …]}')
+        raise HubError('preupload: expected {"files": [{"path", "size", "sample"}, …]}')
+    asked = [_preupload_entry(i, f, hub) for i, f in enumerate(files)]
+    total, limit = sum(size for _, _, size in asked), hub.config.max_commit_size
+    if limit is not None and total > limit:
+        raise TooLarge(f"preupload: {len(asked)} files of {total} bytes in all; this hub takes commits up to {limit} "
+                       "bytes", hint="publish in several commits, or raise `kbuild hub serve --max-commit-size`")
     existing = {e.path: e.oid for e in hub.store.list_tree(repo_type, repo_id, commit, "", recursive=True)
                 if e.type == "file"}
-    out = []
-    for f in files:
-        path = hub.store.validate_path(f.get("path"))
-        _check_size(path, f.get("size"), hub.config.max_file_size)
-        # "oid" lets the client skip files that have not changed (it compares git blob ids).
-        out.append({"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": existing.get(path)})
+    # "oid" lets the client skip files that have not changed (it compares git blob ids).
+    out = [{"path": sent, "uploadMode": "regular", "shouldIgnore": False, "oid": existing.get(path)}
+           for sent, path, _ in asked]
     return JSONResponse({"files": out, "commitOid": commit})
+
+
+def _preupload_entry(index: int, entry, hub: Hub) -> tuple[str, str, int]:
+    """(path as sent, path normalised, size) of `files[index]`, each field checked."""
+    where = f"preupload: files[{index}]"
+    if not isinstance(entry, dict):
+        raise HubError(f"{where} must be an object {{\"path\", \"size\", \"sample\"}}, not {type(entry).__name__}")
+    sent, size = entry.get("path"), entry.get("size", 0)
+    if not isinstance(sent, str):
+        raise HubError(f"{where}.path must be a string, not {type(sent).__name__}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise HubError(f"{where}.size must be a byte count (an integer >= 0), not {size!r}")
+    path = hub.store.validate_path(sent)
+    _check_size(path, size, hub.config.max_file_size)
+    return sent, path, size
 
 
 def commit(hub: Hub, call: Call) -> JSONResponse:
@@ -63,6 +80,6 @@ def _branch_head(hub: Hub, repo_type: str, repo_id: str, branch: str) -> str:
 
 
 def _check_size(path: str, size, max_size: int | None) -> None:
-    if max_size is not None and isinstance(size, int) and size > max_size:
+    if max_size is not None and size > max_size:
         raise TooLarge(f"{path} is {size} bytes; this hub accepts files up to {max_size} bytes",
                        hint="raise it with `kbuild hub serve --max-file-size`")

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+from builder.hub.blobfiles import BlobFiles
 from builder.hub.errors import HubRepoNotFound
 from builder.hub.server.auth import Tokens
 from builder.hub.server.routing import URL_PREFIXES
@@ -18,7 +19,8 @@ class ServerConfig:
     root: Path
     tokens: Tokens
     public_read: bool = True
-    max_file_size: int | None = None
+    max_file_size: int | None = None  # any one file of an upload
+    max_commit_size: int | None = None  # a commit request's whole body (its files base64-encoded)
     trusted_orgs: frozenset[str] = frozenset()
 
 
@@ -50,6 +52,10 @@ class Hub:
     store: Any  # gitstore.GitStore
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
+    blobs: BlobFiles = field(init=False)  # what downloads read: plain-file copies of the blobs
+
+    def __post_init__(self) -> None:
+        self.blobs = BlobFiles(self.config.root)
 
     def repo_lock(self, repo_type: str, repo_id: str) -> threading.Lock:
         """Writes to one repo go one at a time, so parallel uploads to one branch queue instead of

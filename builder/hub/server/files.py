@@ -1,21 +1,27 @@
-"""`HEAD`/`GET …/resolve/{rev}/{path}`: one file's bytes straight from the git store.
+"""`HEAD`/`GET …/resolve/{rev}/{path}`: one file's bytes, read from the blob's plain-file copy
+(builder/hub/blobfiles.py) in bounded chunks: no process per request, and memory per download
+of one chunk whatever the file's size.
 
 huggingface_hub sends HEAD first and keys its cache on `X-Repo-Commit` and `ETag` (the git blob
-id, quoted), then GETs, resuming with `Range` after a broken connection.
+id, quoted), then GETs, resuming with `Range: bytes=<have>-` after a broken connection (206 with
+`Content-Range`).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from typing import BinaryIO, Iterator
+from pathlib import Path
+from typing import AsyncIterator
 
+import anyio.to_thread
 from starlette.responses import Response, StreamingResponse
 
 from builder.hub.errors import EntryNotFound, HubError
 from builder.hub.server.context import Call, Hub
 from builder.hub.server.routing import check_ref
 
-CHUNK = 1 << 20
+CHUNK = 128 << 10
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -45,8 +51,8 @@ def resolve(hub: Hub, call: Call, range_header: str | None) -> Response:
         (start, end), status = span, 206
         headers["Content-Range"] = f"bytes {start}-{end - 1}/{entry.size}"
     headers["Content-Length"] = str(end - start)
-    stream = hub.store.open_file(repo_type, repo_id, commit, path)
-    return StreamingResponse(_chunks(stream, start, end), status_code=status, headers=headers)
+    copy = hub.blobs.path(hub.store.repo_dir(repo_type, repo_id), entry.oid, entry.size)
+    return StreamingResponse(_chunks(copy, start, end), status_code=status, headers=headers)
 
 
 def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -72,26 +78,16 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-def _chunks(stream: BinaryIO, start: int, end: int) -> Iterator[bytes]:
-    with stream:
-        _skip(stream, start)
-        left = end - start
-        while left > 0:
-            data = stream.read(min(CHUNK, left))
+async def _chunks(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
+    """The bytes [start, end) of `path`, CHUNK at a time, each read in a worker thread (a cold
+    disk must not stall the event loop). StreamingResponse stops asking when the client leaves."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while start < end:
+            data = await anyio.to_thread.run_sync(os.pread, fd, min(CHUNK, end - start), start)
             if not data:
-                break
-            left -= len(data)
+                return
+            start += len(data)
             yield data
-
-
-def _skip(stream: BinaryIO, count: int) -> None:
-    if count == 0:
-        return
-    if stream.seekable():
-        stream.seek(count)
-        return
-    while count > 0:
-        data = stream.read(min(CHUNK, count))
-        if not data:
-            return
-        count -= len(data)
+    finally:
+        os.close(fd)

@@ -22,6 +22,7 @@ from builder.hub.gitstore import FileAdd
 WINDOW = 64 << 10  # a line longer than this has its content streamed
 CHUNK = 4 << 20
 IN_MEMORY_MAX = 1 << 20  # decoded files up to this stay in memory
+LINE_MAX = 16 << 20  # a line whose content is not near its start is read whole: this much at most
 _MARKERS = (b'"content": "', b'"content":"')
 
 
@@ -92,8 +93,10 @@ def _read_line(stream: BinaryIO, number: int, max_size: int | None, spill: Path)
     streamed = None
     if not head.endswith(b"\n") and len(head) == WINDOW:
         at, marker = next(((head.find(m), m) for m in _MARKERS if m in head), (-1, b""))
-        if at < 0:  # content is not near the start: read the line whole
-            head += stream.readline()
+        if at < 0:  # content is not near the start: read the line whole, up to a bound
+            head += stream.readline(LINE_MAX)
+            if not head.endswith(b"\n") and len(head) > LINE_MAX:
+                raise TooLarge(f"commit payload, line {number}: over {LINE_MAX} bytes before its \"content\"")
         else:
             with _Base64Sink(spill, max_size, number) as sink:
                 rest = sink.feed_until_quote(head[at + len(marker):], stream)

@@ -47,6 +47,10 @@ def split_raw_path(raw_path: bytes) -> list[str]:
         segments = [unquote(s, errors="strict") for s in text.split("/")[1:]]
     except UnicodeDecodeError as e:
         raise InvalidPath("the request path is not valid UTF-8 after percent-decoding") from e
+    bad = next((c for s in segments for c in s if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:  # no name on this hub has them, and they must not reach a header or a log line
+        raise InvalidPath(f"the request path has a control character (\\x{ord(bad):02x}, percent-decoded)",
+                          hint="NUL, newline and other control characters are not allowed in names or paths")
     if segments and segments[-1] == "":
         segments.pop()  # a trailing slash
     return segments
