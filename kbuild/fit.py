@@ -33,7 +33,8 @@ def judge(meta: VariantMetadata | None, name: str, system: SystemInfo) -> Verdic
     device = device_fit(backend, archs, _device_for(backend, system)) if archs or _compiled(name) else Fit()
     if device.problem:
         return Verdict(device.problem)
-    return Verdict(missing(meta.python_depends, backend), device.note)
+    depends = missing(meta.python_depends, backend) if system.python_env else None
+    return Verdict(depends, device.note)
 
 
 def apply(trace: list[Candidate], name: str, verdict: Verdict) -> list[Candidate]:

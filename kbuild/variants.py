@@ -138,6 +138,9 @@ class SystemInfo:
     gpu_arch: str | None = None
     # a free-threaded (no-GIL) Python, which cannot import the .abi3.so of compiled variants
     free_threaded: bool = False
+    # False when judging for another machine (a hub page's "which variant loads there"): this
+    # Python's installed packages say nothing about a variant's python-depends there
+    python_env: bool = True
 
     def compiled_variant(self) -> Variant:
         """The name a compiled build for exactly this system gets."""

@@ -15,6 +15,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from builder.hub.errors import HubError, TooLarge
+from builder.hub.pages.routes import PAGE_ROUTES
 from builder.hub.server import commits
 from builder.hub.server import files
 from builder.hub.server import repos
@@ -50,6 +51,7 @@ ROUTES = [
     Route("POST", _repo("preupload", "{rev}"), commits.preupload, "write"),
     Route("POST", _repo("commit", "{rev}"), commits.commit, "write", body="stream"),
 ]
+ROUTES += PAGE_ROUTES  # the web pages (builder/hub/pages/), after the API: its paths win
 # `…/resolve/{rev}/{path}` has its own matcher (models have no type prefix): routing.resolve_target.
 RESOLVE = Route("GET", (), files.resolve, "read", body="none")
 

@@ -1,0 +1,187 @@
+"""What the pages show, read from the hub's store: each kernel repo's versions (its `vN` branches),
+the variants each offers with what their metadata.json records, the card on `main`, and the
+latest `kbuild bench` results a branch carries. A commit never changes, so what is derived from
+one is kept in memory by its sha: a page costs the refs and what is new since the last visit."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+
+from kbuild.metadata import VariantMetadata
+from kbuild.variants import NOARCH, STABLE_ABI, parse_variant
+
+from builder.hub.errors import HubError
+
+KERNEL = "kernel"
+_VERSION = re.compile(r"^v(\d+)$")
+RESULTS = "benchmarks/results/results.json"  # kbuild publish --with-bench (builder/layout.py's PUBLISHED_BENCH_DIR)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    row: str  # "torch 2.14" or "stable ABI (torch >= 2.10)" or "any torch (Python only)"
+    column: str  # "CUDA 13.0", "CPU", "Triton / CUDA", ...
+    size: int  # bytes of its files
+    files: tuple[tuple[str, int, str], ...]  # (path under the variant, size, sha256 from the digest or "")
+    archs: tuple[str, ...] = ()
+    partial: bool = False
+    floor: str = ""  # "manylinux_2_34_x86_64 (glibc 2.34, GLIBCXX 3.4.29)"
+    provenance: dict = field(default_factory=dict)
+    problem: str = ""  # its metadata.json could not be read
+
+
+@dataclass(frozen=True)
+class Version:
+    branch: str
+    commit: str
+    date: str
+    variants: tuple[Variant, ...]
+    bench: dict | None = None  # the branch's benchmarks/results/results.json
+
+    @property
+    def rows(self) -> list[str]:
+        return list(dict.fromkeys(v.row for v in sorted(self.variants, key=_row_order)))
+
+    @property
+    def columns(self) -> list[str]:
+        return sorted({v.column for v in self.variants})
+
+    def cell(self, row: str, column: str) -> list[Variant]:
+        return [v for v in self.variants if v.row == row and v.column == column]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    repo_id: str
+    versions: tuple[Version, ...]  # newest first
+    card: str | None  # README.md on main, as written (rendered by render.py)
+    updated: str  # the newest date among its versions
+
+    @property
+    def org(self) -> str:
+        return self.repo_id.split("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.repo_id.split("/")[1]
+
+    @property
+    def newest(self) -> Version | None:
+        return self.versions[0] if self.versions else None
+
+
+class Catalog:
+    """The hub's kernels as pages see them, cached per commit."""
+
+    def __init__(self, store):
+        self.store = store
+        self._versions: dict[tuple[str, str, str], Version] = {}  # (repo, branch, commit)
+        self._cards: dict[tuple[str, str], str | None] = {}  # (repo, main's commit)
+        self._lock = threading.Lock()
+
+    def kernels(self) -> list[Kernel]:
+        return [self.kernel(repo_id) for kind, repo_id in self.store.list_repos(KERNEL)]
+
+    def kernel(self, repo_id: str) -> Kernel:
+        branches = self.store.branches(KERNEL, repo_id)
+        versions = sorted(((int(m.group(1)), b) for b in branches if (m := _VERSION.match(b))), reverse=True)
+        found = tuple(self._version(repo_id, branch, branches[branch]) for _, branch in versions)
+        card = self._card(repo_id, branches.get("main"))
+        return Kernel(repo_id, found, card, max((v.date for v in found), default=""))
+
+    def _card(self, repo_id: str, main: str | None) -> str | None:
+        if main is None:
+            return None
+        key = (repo_id, main)
+        if key not in self._cards:
+            try:
+                text = self.store.read_file(KERNEL, repo_id, main, "README.md").decode("utf-8", "replace")
+            except HubError:
+                text = None
+            with self._lock:
+                self._cards[key] = text
+        return self._cards[key]
+
+    def _version(self, repo_id: str, branch: str, commit: str) -> Version:
+        key = (repo_id, branch, commit)
+        if key not in self._versions:
+            version = self._read_version(repo_id, branch, commit)
+            with self._lock:
+                self._versions[key] = version
+        return self._versions[key]
+
+    def _read_version(self, repo_id: str, branch: str, commit: str) -> Version:
+        date = self.store.commit_info(KERNEL, repo_id, commit)["date"]
+        try:
+            entries = self.store.list_tree(KERNEL, repo_id, commit, "build", recursive=True)
+        except HubError:
+            entries = []
+        by_variant: dict[str, list] = {}
+        for e in entries:
+            parts = e.path.split("/", 2)
+            if e.type == "file" and len(parts) == 3:
+                by_variant.setdefault(parts[1], []).append((parts[2], e.size))
+        variants = tuple(self._variant(repo_id, commit, name, files) for name, files in sorted(by_variant.items()))
+        return Version(branch, commit, date, variants, self._bench(repo_id, commit))
+
+    def _variant(self, repo_id: str, commit: str, name: str, files: list[tuple[str, int]]) -> Variant:
+        row, column = _place(name)
+        size = sum(s for _, s in files)
+        try:
+            raw = self.store.read_file(KERNEL, repo_id, commit, f"build/{name}/metadata.json")
+            meta = VariantMetadata.from_dict(json.loads(raw))
+        except HubError:
+            meta = VariantMetadata(path=None)  # an older kernel-builder build: no metadata.json
+        except Exception as e:  # noqa: BLE001 - a broken metadata.json is shown, not a broken page
+            return Variant(name, row, column, size, tuple((p, s, "") for p, s in files), problem=str(e)[:300])
+        digest = meta.digest or {}
+        return Variant(name, row, column, size, tuple((p, s, digest.get(p, "")) for p, s in sorted(files)),
+                       archs=meta.backend.archs if meta.backend else (),
+                       partial=bool(meta.backend and meta.backend.partial), floor=_floor(meta),
+                       provenance=meta.provenance or {})
+
+    def _bench(self, repo_id: str, commit: str) -> dict | None:
+        try:
+            doc = json.loads(self.store.read_file(KERNEL, repo_id, commit, RESULTS))
+        except (HubError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) and isinstance(doc.get("workloads"), list) else None
+
+
+def _place(name: str) -> tuple[str, str]:
+    """The grid cell of a variant name: (torch row, backend/compute column)."""
+    try:
+        v = parse_variant(name)
+    except ValueError:
+        return "other", name
+    if v.kind == STABLE_ABI:
+        row = f"stable ABI (torch >= {v.torch[0]}.{v.torch[1]})" if v.torch else "stable ABI"
+    elif v.torch:
+        row = f"torch {v.torch[0]}.{v.torch[1]}"
+    else:
+        row = "any torch (Python only)"
+    names = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cpu": "CPU", "metal": "Metal", "npu": "NPU"}
+    column = names.get(v.backend, v.backend or "any")
+    if v.compute_version:
+        column += f" {v.compute_version[0]}.{v.compute_version[1]}"
+    if v.kind == NOARCH and v.backend:
+        column = f"{column} (Python only)"
+    return row, column
+
+
+def _row_order(v: Variant) -> tuple:
+    stable = v.row.startswith("stable")
+    return (not stable, [-int(x) for x in re.findall(r"\d+", v.row)])
+
+
+def _floor(meta: VariantMetadata) -> str:
+    abi = meta.abi
+    if abi is None or not (abi.manylinux or abi.glibc):
+        return ""
+    parts = [f"glibc {abi.glibc}" if abi.glibc else "", f"GLIBCXX {abi.glibcxx}" if abi.glibcxx else ""]
+    detail = ", ".join(p for p in parts if p)
+    return f"{abi.manylinux or 'glibc'} ({detail})" if detail else (abi.manylinux or "")

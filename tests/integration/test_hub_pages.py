@@ -1,0 +1,165 @@
+"""`kbuild hub serve`'s pages over a real server on 127.0.0.1 and a real git store: the index and
+its filter, a kernel's card, versions and variant grid, a variant's files with digests, which
+variant loads on a described machine (the loader's own verdicts), the benchmarks panel, a
+private hub asking for the token, and hostile cards, file names and repo ids that stay text."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from hubserver import TOKEN, ServerThread
+
+from builder.hub.gitstore import FileAdd, GitStore
+
+K = ("kernel", "org/flash")
+HOSTILE_CARD = """---
+license: apache-2.0
+---
+# flash
+
+<script>alert("card")</script>
+
+[click me](javascript:alert(1)) and [fine](https://example.org/docs) <img src=x onerror=alert(2)>
+"""
+
+
+def metadata(archs: list[str], digest: dict[str, str]) -> bytes:
+    return json.dumps({"name": "flash", "id": "_flash_abc1234", "version": 1, "license": "Apache-2.0",
+                       "python-depends": ["einops-not-installed-here"], "kernel-depends": [],
+                       "backend": {"type": "cuda", "archs": archs},
+                       "digest": {"algorithm": "sha256", "files": digest},
+                       "abi": {"glibc": "2.34", "glibcxx": "3.4.29", "manylinux": "manylinux_2_34_x86_64"},
+                       "provenance": {"kernel-builder": {"name": "kbuild", "version": "0.1.0"},
+                                      "kernel": {"commit": "c0ffee" * 6 + "abcd", "dirty": False}}}).encode()
+
+
+def variant_files(name: str, archs: list[str]) -> list[FileAdd]:
+    files = {"__init__.py": b"from ._ops import ops\n", "_ops.py": b"ops = None\n"}
+    digest = {path: "sha-of-" + path for path in files}
+    return [FileAdd(f"build/{name}/{p}", d) for p, d in files.items()] + \
+        [FileAdd(f"build/{name}/metadata.json", metadata(archs, digest))]
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pages") / "hub"
+    store = GitStore(root)
+    store.create_repo(*K)
+    main = store.commit(*K, "main", add=[FileAdd("README.md", HOSTILE_CARD.encode())], message="card", parent=None)
+    v1 = variant_files("torch-stable-abi210-cu130-x86_64-linux", ["9.0"]) + \
+        variant_files("torch213-cxx11-cpu-x86_64-linux", [])
+    store.commit(*K, "v1", add=v1, message="v1", parent=None, create_branch_from=main)
+    results = {"workloads": [{"kernel": "flash", "variant": "torch-stable-abi210-cu130-x86_64-linux",
+                              "script": "benchmark.py", "class": "FlashBench", "name": "causal", "device": "cuda",
+                              "timing": {"min_ms": 0.5, "median_ms": 0.6, "max_ms": 0.9},
+                              "reference": {"min_ms": 1.1, "median_ms": 1.2, "max_ms": 1.5},
+                              "verified": True, "error": "", "speedup": 2.0}], "machines": {}, "skipped": []}
+    v2 = variant_files("torch-stable-abi210-cu130-x86_64-linux", ["8.0", "9.0", "10.0"]) + \
+        [FileAdd("benchmarks/results/results.json", json.dumps(results).encode()),
+         FileAdd("build/<b>onerror=alert(3)</b>/x.py", b"")]
+    store.commit(*K, "v2", add=v2, message="v2", parent=None, create_branch_from=main)
+    store.create_repo("kernel", "other/relu")
+    server = ServerThread(root)
+    yield server
+    server.stop()
+
+
+def get(server, path: str, headers: dict | None = None) -> tuple[int, str, dict]:
+    status, head, body = server.raw("GET", path, headers=headers)
+    return status, body.decode(), head
+
+
+class Tags(HTMLParser):
+    """Every tag and attribute the browser would see, and the page's text."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.tags, self.attrs, self.text = [], [], []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs.extend(attrs)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_the_index_lists_kernels_and_filters_them(hub):
+    status, html, head = get(hub, "/")
+    assert status == 200 and head["content-type"].startswith("text/html")
+    assert "script-src" not in head["content-security-policy"] and "default-src 'none'" in head["content-security-policy"]
+    assert 'href="/org/flash"' in html and 'href="/other/relu"' in html and "2 of 2 kernel repo(s)" in html
+    row = re.search(r'<a href="/org/flash">flash</a></td>\s*<td>(\w+)</td>\s*<td>([^<]+)</td>\s*<td class="num">(\d+)', html)
+    assert row and row.group(1) == "v2" and row.group(3) == "2", html  # newest version, its variant count
+    status, html, _ = get(hub, "/?q=rel")
+    assert status == 200 and 'href="/other/relu"' in html and 'href="/org/flash"' not in html and "1 of 2" in html
+
+
+def test_a_kernel_page_shows_versions_grid_use_it_and_benchmarks(hub):
+    status, html, _ = get(hub, "/org/flash")
+    assert status == 200
+    assert html.index('id="v2"') < html.index('id="v1"')  # newest first
+    assert 'get_kernel("org/flash@v2")' in html and 'attn_implementation="org/flash@v2"' in html
+    assert f"HF_ENDPOINT={hub.url}" in html
+    # the grid: stable ABI row, CUDA 13.0 column; v1 also a torch 2.13 CPU cell
+    assert "stable ABI (torch &gt;= 2.10)" in html and "CUDA 13.0" in html and "torch 2.13" in html and ">CPU<" in html
+    assert "archs 8.0 9.0 10.0" in html and "manylinux_2_34_x86_64 (glibc 2.34, GLIBCXX 3.4.29)" in html
+    assert 'href="/org/flash/tree/v2/torch-stable-abi210-cu130-x86_64-linux"' in html
+    assert "FlashBench.causal" in html and "2.00x" in html and "results.svg" in html
+
+
+def test_untrusted_text_never_becomes_markup(hub):
+    _, html, _ = get(hub, "/org/flash")
+    parsed = Tags(html)
+    assert "script" not in parsed.tags
+    assert not [v for k, v in parsed.attrs if k.startswith("on")], "no event handler attribute"
+    assert not [v for k, v in parsed.attrs if k == "href" and v and v.strip().lower().startswith("javascript:")]
+    assert ("href", "https://example.org/docs") in parsed.attrs  # a plain link stays a link
+    # a hostile variant folder name (git splits `</b>` at its slash: the variant is `<b>onerror=alert(3)<`)
+    assert "<b>onerror" not in html and "&lt;b&gt;onerror=alert(3)&lt;" in html
+    assert "license: apache-2.0" not in html  # the card's front matter is metadata, not prose
+    status, html, _ = get(hub, "/org/%3Cscript%3E")
+    assert status == 400 and "<script>" not in html and "&lt;script&gt;" in html  # an invalid repo id, named as text
+
+
+def test_a_variant_page_lists_files_with_digests_and_provenance(hub):
+    status, html, _ = get(hub, "/org/flash/tree/v1/torch-stable-abi210-cu130-x86_64-linux")
+    assert status == 200
+    assert "sha-of-__init__.py" in html and "sha-of-_ops.py" in html
+    assert "c0ffee" * 6 + "abcd" in html and "kbuild 0.1.0" in html
+    assert '/kernels/org/flash/resolve/' in html  # each file links its download
+    status, html, _ = get(hub, "/org/flash/tree/v9/torch-stable-abi210-cu130-x86_64-linux")
+    assert status == 404 and "has no version" in html and "(its versions: v2, v1)" in html
+
+
+def test_fit_answers_with_the_loaders_own_verdicts(hub):
+    status, html, _ = get(hub, "/org/flash/fit?version=v1&torch=2.13&cuda=13.0&arch=9.0")
+    assert status == 200 and "It loads torch-stable-abi210-cu130-x86_64-linux" in html
+    assert "einops-not-installed-here" not in html  # python-depends are the client's, not the server's
+    status, html, _ = get(hub, "/org/flash/fit?version=v1&torch=2.13&cuda=13.0&arch=8.6")
+    assert status == 200 and "No variant of v1 loads there" in html
+    assert "none of which runs on this GPU" in html  # the GPU-arch verdict from kbuild.fit
+    status, html, _ = get(hub, "/org/flash/fit?version=v1&torch=2.13&cuda=")
+    assert status == 200 and "It loads torch213-cxx11-cpu-x86_64-linux" in html
+    status, html, _ = get(hub, "/org/flash/fit?version=v1&torch=two")
+    assert status == 400 and "torch: expected MAJOR.MINOR such as 2.13, got &#39;two&#39;" in html
+
+
+def test_a_private_hub_asks_for_the_token_on_pages_too(tmp_path):
+    root = tmp_path / "hub"
+    GitStore(root).create_repo(*K)
+    server = ServerThread(root, public_read=False)
+    try:
+        status, _, _ = get(server, "/")
+        assert status == 401
+        status, _, _ = get(server, "/org/flash")
+        assert status == 401
+        status, html, _ = get(server, "/", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert status == 200 and 'href="/org/flash"' in html
+    finally:
+        server.stop()
