@@ -77,6 +77,8 @@ def _figures(w) -> list[str]:
     def ms(t):
         return "-" if t is None else f"{_ms(t.median_ms)} ({_ms(t.min_ms)}-{_ms(t.max_ms)})"
     check = "error" if w.error else {True: "matches", False: "DIFFERS", None: "no verify"}[w.verified]
+    if w.verified is False and w.max_abs_diff is not None:
+        check += f" (max |diff| {w.max_abs_diff:.3g})"
     return [ms(w.timing), ms(w.reference), "-" if w.speedup is None else f"{w.speedup:.2f}x", check]
 
 

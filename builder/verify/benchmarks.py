@@ -49,6 +49,7 @@ class Workload:
     reference: Timing | None = None  # verify_<w>'s, timed the same way in the same process
     verified: bool | None = None  # None: the workload has no verify_<w>
     error: str = ""
+    max_abs_diff: float | None = None  # how far off the kernel was, when it differs
 
     @property
     def speedup(self) -> float | None:
@@ -176,5 +177,6 @@ def _workloads(kernel: str, variant: str, device: str, doc: dict) -> list[Worklo
                 rows.append(Workload(kernel, variant, script["script"], cls["class"], w["workload"], device,
                                      timing=Timing(**w["kernel"]) if "kernel" in w else None,
                                      reference=Timing(**w["reference"]) if "reference" in w else None,
-                                     verified=w.get("verified"), error=w.get("error", "")))
+                                     verified=w.get("verified"), error=w.get("error", ""),
+                                     max_abs_diff=w.get("max_abs_diff")))
     return rows

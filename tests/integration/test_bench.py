@@ -110,13 +110,14 @@ def test_a_hugging_face_style_file_runs_and_wrong_or_broken_workloads_fail(scaff
     rows = {(r["script"], r["name"]): r for r in json.loads(out_json.read_text())["workloads"]}
     assert rows["benchmark_mixed.py", "right"]["verified"] is True
     assert rows["benchmark_mixed.py", "wrong"]["verified"] is False
+    assert rows["benchmark_mixed.py", "wrong"]["max_abs_diff"] > 0.1  # |3x - 4x|: how far off it is
     broken = rows["benchmark_mixed.py", "broken"]
     assert broken["error"] == "RuntimeError: no such op on this variant" and broken["timing"] is None
     untimed = rows["benchmark_mixed.py", "untimed_reference"]
     assert untimed["verified"] is None and untimed["reference"] is None and untimed["timing"]["median_ms"] > 0
     assert rows["benchmark_missing.py", "-"]["error"] == "ModuleNotFoundError: No module named 'no_such_module_here'"
     assert rows["benchmark.py", "scale"]["verified"] is True  # the others still ran
-    assert "DIFFERS" in output.out
+    assert "DIFFERS (max |diff| " in output.out
     assert "benchmark_missing.py -.-: ModuleNotFoundError: No module named 'no_such_module_here'" in output.err
 
 

@@ -146,6 +146,10 @@ class ActivationBenchmark(Benchmark):
     the CPU), against the eager `act(x[..., :d]) * x[..., d:]`."""
 
     seed = 0
+    # fp16: the eager reference rounds twice (the activation, then the product), the kernel once
+    # from fp32, so they differ by about 2 ulp where values reach ~30 (0.03 > atol 1e-2 alone:
+    # the H200 run of bench/gpu/run11 showed it); a relative bound of 2e-3 is that, and no more
+    rtol = 2e-3
 
     def setup(self):
         rows, two_d = CUDA_SHAPES[1] if self.device == "cuda" else CPU_SHAPES[1]
