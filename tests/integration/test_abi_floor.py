@@ -19,7 +19,7 @@ from kbuild import get_kernel, get_kernel_variants, has_kernel, host_abi, resolv
 from kbuild.loading import find_variant
 from kbuild.metadata import VariantMetadata
 from cpu_kernel import write_cpu_kernel
-from runtime_hubs import CUDA130, Kernel, new_process, runtime_env, start_server  # noqa: F401 (fixtures)
+from runtime_hubs import CUDA130, Kernel, new_process, runtime_env, start_server, torch_probes  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -103,7 +103,6 @@ def write_kernel(root: Path, extra: str = "") -> Path:
     return write_cpu_kernel(root, "floor", source, extra=extra, depends='["torch"]')
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not host_glibc_at_least((2, 34)), reason="needs glibc >= 2.34 to link against")
 def test_build_records_the_floor_and_enforces_a_policy(tmp_path, capsys):
     kernel = write_kernel(tmp_path / "floor")
@@ -115,7 +114,7 @@ def test_build_records_the_floor_and_enforces_a_policy(tmp_path, capsys):
     out = capsys.readouterr()
     assert f"needs {record['manylinux']}" in out.out + out.err
 
-    # built with this host's glibc (--no-sysroot), the policy only checks: tests/test_sysroot.py
+    # built with this host's glibc (--no-sysroot), the policy only checks: tests/integration/test_sysroot.py
     # builds the same way against a glibc 2.28 sysroot and passes
     assert main(["build", str(kernel), "--manylinux", "2_28", "--no-sysroot"]) != 0
     out = capsys.readouterr()

@@ -57,7 +57,6 @@ def write_project(root: Path) -> Path:
     return root
 
 
-@pytest.mark.slow
 def test_a_9_0a_build_skips_the_blackwell_section_and_publish_says_so(tmp_path, capsys, monkeypatch):
     from builder.commands.main import main
     from kbuild.variants import detect_system

@@ -19,8 +19,6 @@ import pytest
 from builder.commands.main import main
 from kbuild.variants import STABLE_ABI, Variant, detect_system
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[2]
 torch = pytest.importorskip("torch")
 SYSTEM = detect_system()

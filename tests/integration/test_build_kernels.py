@@ -22,8 +22,6 @@ from kbuild import get_local_kernel
 from kbuild.digest import verify_tree
 from kbuild.variants import STABLE_ABI, Variant, detect_system
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[2]
 torch = pytest.importorskip("torch")
 SYSTEM = detect_system()

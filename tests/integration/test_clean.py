@@ -6,11 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from builder.commands.main import main
 
-pytestmark = pytest.mark.slow
 CPU = "torch-stable-abi210-cpu-x86_64-linux"
 
 

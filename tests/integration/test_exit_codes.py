@@ -23,7 +23,8 @@ SEEN: set[int] = set()
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
-    """A folder with a kernel that builds (`ok`, built once here) and one that does not compile."""
+    """A folder with a kernel that builds (`ok`, built by the first test that needs it) and one that
+    does not compile."""
     root = tmp_path_factory.mktemp("exit-codes")
     write_cpu_kernel(root / "ok", "okk", "int okk_value() { return 1; }\n")
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", "v1"]):
@@ -103,6 +104,7 @@ def test_5_a_subprocess_failed(work, capsys, monkeypatch):
 
 
 def test_6_the_hub_refused_or_failed(work, capsys, tmp_path):
+    assert outcome(capsys, "build", work / "ok")[0] == ExitCode.OK  # up to date when test_0 ran
     server = ServerThread(tmp_path / "hub")
     try:  # no token: a real `kbuild hub serve` refuses the write
         code, err = outcome(capsys, "publish", work / "ok", "--repo-id", "me/okk", "--hub", server.url)
@@ -125,6 +127,10 @@ def test_8_lock_could_not_resolve(work, capsys, tmp_path):
     assert code == ExitCode.LOCK and f"local hub {tmp_path / 'no-hub'} does not exist" in err
 
 
-def test_every_class_was_brought_about():
+def test_every_class_was_brought_about(request):
     """Runs last in this file: each exit code of ExitCode came from one of the tests above."""
+    selected = {int(item.name.split("_")[1]) for item in request.session.items
+                if item.module is request.module and item.name.split("_")[1].isdigit()}
+    if selected != {int(c) for c in ExitCode}:  # -m "not slow" or -k left some out: nothing to judge
+        pytest.skip(f"the tests of exit codes {sorted({int(c) for c in ExitCode} - selected)} did not run")
     assert SEEN == {int(c) for c in ExitCode}, sorted({int(c) for c in ExitCode} - SEEN)

@@ -1,5 +1,5 @@
 """Integration: Hugging Face's `kernels` 0.16.2 and 0.17.2, each with the transformers release that
-pins it (5.17.0, 5.21.1; tests/hf_envs.py), load kbuild-built kernels from a real `kbuild hub
+pins it (5.17.0, 5.21.1; tests/helpers/hf_envs.py), load kbuild-built kernels from a real `kbuild hub
 serve` on 127.0.0.1 (HF_ENDPOINT), on torch 2.13.0's CPU build:
 
 - `kernels.get_kernel(repo, version=…)` and `(…, revision=<commit>)` run the published rmsnorm;
@@ -10,7 +10,7 @@ serve` on 127.0.0.1 (HF_ENDPOINT), on torch 2.13.0's CPU build:
 
 Each check holds the result against what was published: the file imported lies in the snapshot of
 the commit `kbuild publish` reported, the kernel's own op ran (the profiler names it), the output
-matches a reference. The probe runs in the environment's own python (tests/hf_probe.py).
+matches a reference. The probe runs in the environment's own python (tests/helpers/hf_probe.py).
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from packaging.requirements import Requirement
 
 import hf_envs
 from hubserver import TOKEN, ServerThread
-
-pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -98,7 +96,7 @@ def flash_attn2(envs, hub, tmp_path_factory) -> dict:
 
 
 def probe(name: str, python: Path, hub: ServerThread, home: Path, *args: str) -> dict:
-    """tests/hf_probe.py in the environment, with a fresh HF cache: everything comes over HTTP."""
+    """tests/helpers/hf_probe.py in the environment, with a fresh HF cache: everything comes over HTTP."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("HF_", "HUGGING", "KERNELS_", "TRANSFORMERS_")) and k != "USE_HUB_KERNELS"}
     # No HF_HUB_DISABLE_TELEMETRY: with it kernels 0.17.2 sends a User-Agent ending in "; ", which

@@ -27,7 +27,6 @@ def commit(folder: Path) -> None:
         subprocess.run(["git", "-C", str(folder), *cmd], check=True)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backends, variants", [
     ("cpu,cuda", ["torch-stable-abi210-cpu-x86_64-linux"]),
     ("triton", ["torch-cuda"]),

@@ -92,7 +92,6 @@ def kbuild_test(kernel: Path, variant: str, *pytest_args: str) -> tuple[int, str
     return code, log.read_text() if log.is_file() else "(no test.log)"
 
 
-@pytest.mark.slow
 def test_get_kernel_tests_get_the_variant_under_test(relu, cpu_variant, monkeypatch, tmp_path):
     # The caller's own overrides: another repo's stays, a stale one for relu is replaced.
     monkeypatch.setenv("LOCAL_KERNELS", f"other-org/other=/elsewhere:{REPO_ID}=/nowhere")
@@ -114,7 +113,6 @@ def test_get_kernel_tests_get_the_variant_under_test(relu, cpu_variant, monkeypa
     assert "this-option-does-not-exist" not in log and "parent folder conftest.py" not in log, log
 
 
-@pytest.mark.slow
 def test_the_kernels_own_pytest_config_applies(relu, cpu_variant, monkeypatch):
     monkeypatch.delenv("LOCAL_KERNELS", raising=False)
     (relu / "pyproject.toml").write_text(
@@ -129,7 +127,6 @@ def test_the_kernels_own_pytest_config_applies(relu, cpu_variant, monkeypatch):
     assert re.search(r"^3 passed\b", log, re.M), log
 
 
-@pytest.mark.slow
 def test_without_a_repo_id_hugging_faces_loader_is_not_redirected(relu, cpu_variant, monkeypatch):
     """No [general.hub] repo-id: kbuild sets neither LOCAL_KERNELS nor HF_HUB_OFFLINE, so the
     relu tests' get_kernel goes to the Hub; only the tests that import the kernel by name run."""

@@ -3,7 +3,7 @@ run on this GPU, whose python-depends are missing, or that is compiled when this
 free-threaded: in the trace (get_kernel_variants), the error of get_kernel, `kbuild info` and
 the local and lock loaders. A real tiny kernel built and published with the real CLI into a real
 local git hub; the GPU is named through SystemInfo.gpu_arch or KBUILD_GPU_ARCH, the probe's
-stand-ins (tests/test_gpu_arch.py has the rules themselves)."""
+stand-ins (tests/unit/test_gpu_arch.py has the rules themselves)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,6 @@ def plain(tmp_path_factory) -> tuple[Path, Path]:
     return venv, wheel
 
 
-@pytest.mark.slow
 def test_a_plain_install_explains_itself_and_installs_what_it_names(plain, tmp_path):
     venv, wheel = plain
     python, kbuild = venv / "bin" / "python", venv / "bin" / "kbuild"

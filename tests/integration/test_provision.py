@@ -59,7 +59,6 @@ def test_a_system_cuda_of_the_wanted_version_is_used_as_is(tmp_path):
         assert how == "system /usr/local/cuda-13.0"
 
 
-@pytest.mark.slow
 def test_cuda_13_2_wheel_install_reuse_list_prune(store_root, capsys, tmp_path):
     started = time.monotonic()
     code, out, err = kbuild(capsys, "toolchain", "install", "--no-system-cuda", "cuda-13.2")
@@ -103,7 +102,6 @@ def test_cuda_13_2_wheel_install_reuse_list_prune(store_root, capsys, tmp_path):
     assert not (store_root / "cuda-13.2").exists() and not log.exists()
 
 
-@pytest.mark.slow
 def test_a_failed_install_leaves_nothing_but_its_log(tmp_path):
     store = ToolchainStore(tmp_path / "toolchains")
     with pytest.raises(ToolchainError) as e:
@@ -119,7 +117,6 @@ def test_a_failed_install_leaves_nothing_but_its_log(tmp_path):
 # -- torch ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_the_torch_environment_is_made_once_and_reused(torch213_python):
     """torch213_python came from ToolchainStore(<session folder>).torch_python("2.13.0", cuda=False)."""
     root = Path(torch213_python).parents[2]
@@ -155,7 +152,6 @@ def test_a_fitting_interpreter_is_reused_without_installing(tmp_path):
     assert not list((tmp_path / "toolchains").glob("*torch-*"))
 
 
-@pytest.mark.slow
 def test_an_index_without_a_cuda_build_is_a_one_line_flavour_error(tmp_path):
     """KBUILD_TORCH_INDEX pointing at an index that only has the CPU wheel: the CUDA install is
     refused after the probe, naming what was found, and leaves no toolchain behind."""

@@ -10,8 +10,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 HEADING = "A kernel of your own, from nothing to loaded"
 
@@ -42,7 +40,6 @@ def status_of_the_checkout() -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
-@pytest.mark.slow
 def test_the_readme_quick_start_works_word_for_word(tmp_path):
     script = quick_start((ROOT / "README.md").read_text(encoding="utf-8"))
     before = status_of_the_checkout()

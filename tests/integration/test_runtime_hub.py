@@ -347,7 +347,7 @@ def test_a_lost_marker_is_rebuilt_from_the_digest(hub):
 def test_a_published_variant_that_does_not_match_its_digest_is_never_cached(kernel, tmp_path, runtime_env):
     (kernel.variant(CHOSEN) / "_ops.py").write_text("import os  # changed after the build\n")
     hub = tmp_path / "hub"
-    # kbuild publish refuses such a variant (tests/test_publish_integrity.py); another tool may not.
+    # kbuild publish refuses such a variant (tests/integration/test_publish_integrity.py); another tool may not.
     kernel.publish(hub, "--variant", OTHER)
     upload_as_another_builder(hub, "org/tiny", "v1", kernel.variant(CHOSEN))
     with pytest.raises(IntegrityError, match="_ops.py does not match metadata.json's digest"):

@@ -30,7 +30,6 @@ def built(tmp_path_factory) -> Path:
     return project
 
 
-@pytest.mark.slow
 def test_stable_build_loads_in_the_building_torch(built):
     import torch
 
@@ -63,7 +62,6 @@ print("torch", torch.__version__, "variant", Path(relu.__file__).parent.name)
 """
 
 
-@pytest.mark.slow
 def test_the_same_so_runs_in_torch_2_13(built, torch213_python):
     python = torch213_python
     done = subprocess.run([str(python), "-c", LOAD_SCRIPT, str(built)], capture_output=True, text=True,

@@ -71,7 +71,6 @@ def swap_torch_includes(flags: tuple[str, ...], include: Path) -> list[str] | No
     return swapped if swapped != list(flags) else None
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", STABLE_KERNELS)
 def test_stable_variants_compile_against_their_oldest_torch(name, tmp_path):
     # a copy: planning writes the generated include folder (registration.h) beside the kernel

@@ -102,7 +102,6 @@ def toolchains(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.slow
 def test_the_sysroot_is_glibc_2_28s(toolchains):
     marker = json.loads((toolchains / "sysroot-2.28" / "kbuild-toolchain.json").read_text())
     root = sysroot_of(toolchains).root
@@ -133,7 +132,6 @@ def built_library(kernel: Path) -> Path:
     return next(p for p in (kernel / "build").rglob("*.so") if "_old_cpu" in p.name)
 
 
-@pytest.mark.slow
 def test_a_manylinux_2_28_build_needs_nothing_newer_and_runs(toolchains, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KBUILD_TOOLCHAINS", str(toolchains))
     kernel = write_kernel(tmp_path / "old", extra='manylinux = "2_28"')
@@ -156,7 +154,6 @@ def test_a_manylinux_2_28_build_needs_nothing_newer_and_runs(toolchains, tmp_pat
         assert "needs GLIBC_2.34 (dlsym), above manylinux_2_28_x86_64" in "".join(capsys.readouterr())
 
 
-@pytest.mark.slow
 def test_a_function_the_old_glibc_lacks_fails_the_build_by_name(toolchains, tmp_path, monkeypatch, capsys):
     """gettid (glibc 2.30) is declared by zig's newer headers; the stubs cannot version it, so the
     library would not load on 2.28: the build says so instead of publishing it."""

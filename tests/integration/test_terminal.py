@@ -143,7 +143,6 @@ def project(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("columns", [80, 200])
 def test_the_cli_on_a_terminal(project, tmp_path, columns):
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR", "TERM")}

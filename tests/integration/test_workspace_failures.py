@@ -16,8 +16,6 @@ from builder.commands.main import main
 from cpu_kernel import REGISTERED_BINDING, hub_repo, write_cpu_kernel, write_cuda_kernel
 from kbuild.variants import detect_system
 
-pytestmark = pytest.mark.slow
-
 torch = pytest.importorskip("torch")
 SYSTEM = detect_system()
 CPU = detect_system("cpu").compiled_variant().name
