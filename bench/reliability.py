@@ -543,7 +543,8 @@ def probe_listing_over_the_cap(world: World) -> str:
 
     http = _HttpWorld(world)
     try:
-        http.hub.hostile, http.hub.claim_size = True, 5 << 30  # two files of 5 GiB each
+        http.hub.hostile, http.hub.claim_size = True, 5 << 30  # 5 GiB a file: 15 GiB for the variant
+        http.hub.downloads = 0  # the lock read each variant's metadata.json
         try:
             http.load("v1")
             return "loaded"
@@ -621,7 +622,7 @@ PROBES = {  # name -> (probe, the outcome that means it held)
         (probe_hostile_hub_refused_by_the_lock, "refused, never loaded later"),
     "cache: a hostile hub's edits cached without a lock, then the lock": (probe_hostile_hub_cached_then_locked,
                                                                           "removed, never loaded later"),
-    "loader: a listing that claims 10 GiB": (probe_listing_over_the_cap, "refused before any download"),
+    "loader: a listing that claims 15 GiB": (probe_listing_over_the_cap, "refused before any download"),
     "loader: a doubtful cached copy, the hub gone": (probe_doubtful_copy_hub_gone, "says both"),
     "loader: a private hub, no token": (probe_private_hub_without_token, "names the token"),
     "loader: an empty read-only cache": (probe_read_only_empty_cache, "names KBUILD_CACHE"),
