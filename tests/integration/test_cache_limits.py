@@ -44,7 +44,7 @@ def nothing_cached(cache: Path) -> bool:
 # -- the size budget ---------------------------------------------------------------------------------
 
 def test_a_listing_over_the_cap_is_refused_before_anything_is_downloaded(served, runtime_env):
-    served.hostile, served.claim_size = True, 5 << 30  # two files of 5 GiB: 10 GiB, over the 8G default
+    served.hostile, served.claim_size = True, 5 << 30  # 5 GiB a file: 15 GiB, over the 8G default
     with pytest.raises(VariantTooLarge, match=r"lists 1\d{10} bytes for this variant, more than KBUILD_MAX_VARIANT_"
                                               r"BYTES allows \(8589934592\); nothing was downloaded"):
         get_kernel("org/tiny@v1", hub=served.url, trust_remote_code=True)
