@@ -78,17 +78,20 @@ class VerifiedFiles:
         self.packages: dict[str, tuple[str, frozenset[str]]] = {}  # name -> (its folder, its files)
 
     def register(self, name: str, package_dir: Path, files: set[str]) -> None:
-        self.packages[name] = (str(package_dir), frozenset(files))
+        # a new dict, not an update: imports on other threads read it without the lock
+        self.packages = {**self.packages, name: (str(package_dir), frozenset(files))}
         if self not in sys.meta_path:
             sys.meta_path.insert(0, self)
 
     def find_spec(self, fullname: str, path=None, target=None):
+        if "." not in fullname:  # every import in the process asks: a top-level name is never ours
+            return None
+        packages = self.packages
         # the longest registered package the name is under (a kernel's name may contain dots)
-        owner = next((p for p in sorted(self.packages, key=len, reverse=True)
-                      if fullname.startswith(p + ".")), None)
+        owner = next((p for p in sorted(packages, key=len, reverse=True) if fullname.startswith(p + ".")), None)
         if owner is None:
             return None
-        folder, files = self.packages[owner]
+        folder, files = packages[owner]
         base = os.path.join(folder, *fullname[len(owner) + 1:].split("."))
         init = os.path.join(base, "__init__.py")
         if init in files:
