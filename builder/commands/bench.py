@@ -1,16 +1,19 @@
-"""`kbuild bench [DIR]`: a kernel's benchmarks/ (Hugging Face's `kernels.Benchmark` convention)
-against each of its built variants that this torch loads, each workload beside its reference; a
-table, and on request JSON and an SVG plot."""
+"""`kbuild bench [DIR | ORG/NAME@REV]`: a kernel's benchmarks/ (Hugging Face's `kernels.Benchmark`
+convention) against each of its built variants that this torch loads, or against the published
+variant get_kernel would load here; each workload beside its reference; a table, and on request
+JSON and an SVG plot."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import tempfile
 from pathlib import Path
 
-from builder.commands.arguments import add_dir, add_python, folder, python
+from builder.commands.arguments import add_hub, add_python, folder, python
 from builder.config.settings import from_environment as builder_settings
-from builder.errors import ExitCode
+from builder.errors import ExitCode, UsageError
 from builder.layout import BENCH_DIR
 
 TYPE_CHECKING = False
@@ -20,7 +23,12 @@ if TYPE_CHECKING:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="time a kernel's benchmarks/ against its built variants")
-    add_dir(p)
+    p.add_argument("target", nargs="?", default=".", metavar="DIR | ORG/NAME@REV",
+                   help="a kernel folder (default: .), or a published kernel: the variant get_kernel would load "
+                        "here and the benchmarks/ published with it, from --hub")
+    add_hub(p)
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="with ORG/NAME@REV: run the benchmarks of a repo outside the trusted orgs")
     p.add_argument("--variant", action="append", default=[], metavar="V",
                    help="only this built variant (repeatable; default: every variant in build/ this torch loads)")
     p.add_argument("--warmup", type=_count(0), default=5, metavar="N", help="untimed calls first (default 5)")
@@ -29,6 +37,9 @@ def add_parser(sub) -> None:
     p.add_argument("--plot", type=Path, default=None, metavar="F.svg", help="draw the speed-ups into F.svg")
     add_python(p)
     p.set_defaults(handler=run)
+
+
+_PUBLISHED = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@.+)?$")  # ORG/NAME or ORG/NAME@REV
 
 
 def _count(least: int):
@@ -41,10 +52,20 @@ def _count(least: int):
 
 def run(args, reporter: Reporter) -> int:
     from builder.verify.bench_plot import plot_speedups
-    from builder.verify.benchmarks import bench_kernels
+    from builder.verify.benchmarks import bench_kernels, bench_published
 
-    result = bench_kernels(folder(args.dir).resolve(), tuple(args.variant), python(args), reporter, builder_settings(),
-                           warmup=args.warmup, repeats=args.repeats)
+    settings = builder_settings()
+    if Path(args.target).is_dir() or not _PUBLISHED.match(args.target):
+        result = bench_kernels(folder(Path(args.target)).resolve(), tuple(args.variant), python(args), reporter,
+                               settings, warmup=args.warmup, repeats=args.repeats)
+    else:
+        if args.variant or args.python:
+            raise UsageError("--variant and --python are for a kernel folder; ORG/NAME@REV runs the variant "
+                             "get_kernel picks for this Python")
+        with tempfile.TemporaryDirectory(prefix="kbuild-bench-") as work:
+            result = bench_published(args.target, settings.hub_setting(args.hub).value, settings.token, reporter,
+                                     Path(work), trust_remote_code=args.trust_remote_code, warmup=args.warmup,
+                                     repeats=args.repeats)
     rows = [[f"{w.kernel}/{w.variant}", f"{w.script} {w.cls}.{w.name}", w.device, *_figures(w)] for w in result.workloads]
     reporter.table("kbuild bench: median (min-max) of each workload, kernel and reference in one process",
                    ["variant", "workload", "on", "kernel", "reference", "speed-up", "check"], rows, right=(3, 4, 5))

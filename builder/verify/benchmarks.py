@@ -125,10 +125,65 @@ def bench_kernels(folder: Path, variants: tuple[str, ...], python: str, reporter
                 run.skipped.append((manifest.name, variant_dir.name, "a CUDA variant and no CUDA device here"))
                 continue
             with reporter.phase(f"benchmarking {manifest.name}/{variant_dir.name} on {device}"):
-                doc = _run_variant(manifest, variant_dir, scripts, python, device, settings, warmup, repeats,
-                                   timeout or TIMEOUT_S)
+                doc = _run_variant(manifest.python_name, manifest.root, variant_dir, scripts, python, device,
+                                   settings.pythonpath, warmup, repeats, timeout or TIMEOUT_S)
             run.machines[f"{manifest.name}/{variant_dir.name}"] = {k: v for k, v in doc.items() if k != "scripts"}
             run.workloads.extend(_workloads(manifest.name, variant_dir.name, device, doc))
+    return run
+
+
+def bench_published(request: str, hub: str | None, token: str | None, reporter, work: Path,
+                    trust_remote_code: bool = False, warmup: int = 5, repeats: int = 20,
+                    timeout: int | None = None) -> BenchRun:
+    """`kbuild bench ORG/NAME@REV`: the variant of that pin that get_kernel would load here,
+    downloaded and verified by kbuild's loader, against the benchmarks/ published beside it, in
+    this Python. Running them runs the repo's code: the loader's trust rule applies."""
+    import sys
+
+    from kbuild.errors import KernelError
+    from kbuild.hub_loader import install_kernel, resolve_kernel
+    from kbuild.hubs import parse_hub_address
+    from kbuild.metadata import VariantMetadata
+    from kbuild.refs import parse_request
+    from kbuild.settings import from_environment
+    from kbuild.trust import check_trust
+    from kbuild.variants import format_trace
+
+    from builder.hub.address import parse_hub
+    from builder.hub.open import open_hub
+
+    try:
+        ref = parse_request(request)
+        check_trust(ref.repo_id, parse_hub_address(hub).endpoint, trust_remote_code, from_environment())
+        with reporter.phase(f"resolving {request}"):
+            found = resolve_kernel(request, hub=hub)
+        if found.chosen is None:
+            raise UsageError(f"{request}: no variant at {found.commit[:12]} loads here\n{format_trace(list(found.trace))}")
+        with reporter.phase(f"fetching {ref.repo_id}@{found.commit[:12]} build/{found.chosen}"):
+            folder = install_kernel(ref.repo_id, revision=found.commit, hub=hub, variant=found.chosen)
+    except KernelError as e:  # the loader's own one-line errors (no such repo, revision, trust, digest)
+        raise UsageError(str(e)) from None
+    name = ref.repo_id.split("/")[1]
+    root = work / name
+    backend = open_hub(parse_hub(hub), token)
+    scripts = []
+    for path in sorted(backend.files(ref.repo_id, found.commit, "benchmarks")):
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(backend.read(ref.repo_id, found.commit, path))
+        if target.parent == root / "benchmarks" and target.name.startswith("benchmark") and target.suffix == ".py":
+            scripts.append(target)
+    if not scripts:
+        raise UsageError(f"{ref.repo_id}@{found.commit[:12]}: no benchmarks/benchmark*.py was published")
+    python_name = VariantMetadata.for_variant(folder).python_name or name.replace("-", "_")
+    has_gpu = proc.run([sys.executable, "-c", GPU_PROBE], timeout=300, what="GPU probe").stdout.strip().endswith("1")
+    device = _device(found.chosen, has_gpu) or "cpu"
+    run = BenchRun()  # no kernel folder of the user's to keep results in: --json and --plot say where
+    with reporter.phase(f"benchmarking {ref.repo_id}@{found.commit[:12]} {found.chosen} on {device}"):
+        doc = _run_variant(python_name, root, folder, scripts, sys.executable, device, None, warmup, repeats,
+                           timeout or TIMEOUT_S)
+    run.machines[f"{name}/{found.chosen}"] = {k: v for k, v in doc.items() if k != "scripts"}
+    run.workloads.extend(_workloads(name, found.chosen, device, doc))
     return run
 
 
@@ -141,24 +196,25 @@ def _device(variant: str, has_gpu: bool) -> str | None:
     return "cuda" if v.kind == "noarch" and v.backend == "cuda" and has_gpu else "cpu"
 
 
-def _run_variant(manifest, variant_dir: Path, scripts: list[Path], python: str, device: str,
-                 settings: BuilderSettings, warmup: int, repeats: int, timeout: int) -> dict:
-    log = manifest.root / ".kbuild" / variant_dir.name / "bench.log"
+def _run_variant(python_name: str, root: Path, variant_dir: Path, scripts: list[Path], python: str, device: str,
+                 pythonpath: str | None, warmup: int, repeats: int, timeout: int) -> dict:
+    """The runner's JSON for one variant, run with `root` (the kernel's folder) as its folder."""
+    log = root / ".kbuild" / variant_dir.name / "bench.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbuild-bench-") as tmp:
-        (Path(tmp) / manifest.python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
+        (Path(tmp) / python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
         runner = Path(tmp) / f"{_RUNNER}.py"
         runner.write_bytes(resources.read_bytes(f"templates/{_RUNNER}.py"))
         out = Path(tmp) / "bench.json"
         # no __pycache__ left in benchmarks/ (published) or in the variant (digest-checked)
-        env = {"PYTHONPATH": os.pathsep.join(p for p in (tmp, settings.pythonpath) if p), "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {"PYTHONPATH": os.pathsep.join(p for p in (tmp, pythonpath) if p), "PYTHONDONTWRITEBYTECODE": "1"}
         if device == "cpu" and parse_variant(variant_dir.name).kind == "noarch":
             env["TRITON_INTERPRET"] = "1"  # Triton kernels on CPU tensors
-        cmd = [python, str(runner), "--kernel", manifest.python_name, "--device", device, "--warmup", str(warmup),
+        cmd = [python, str(runner), "--kernel", python_name, "--device", device, "--warmup", str(warmup),
                "--repeats", str(repeats), "--out", str(out), *map(str, scripts)]
-        code = proc.run_logged(cmd, log, cwd=manifest.root, env=env, timeout=timeout)
+        code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)
         if code is None:
-            raise UsageError(f"{manifest.name}/{variant_dir.name}: benchmarks stopped after {timeout} s (log {log})")
+            raise UsageError(f"{root.name}/{variant_dir.name}: benchmarks stopped after {timeout} s (log {log})")
         if code != 0 or not out.is_file():
             tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
             return {"error": f"the benchmark runner exited {code}: {tail[0]} (log {log})", "scripts": []}

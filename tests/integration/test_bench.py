@@ -182,3 +182,23 @@ def test_publish_with_bench_attaches_the_latest_results(scaffold, tmp_path, caps
     listed = subprocess.run(["git", "--git-dir", str(repo), "ls-tree", "-r", "--name-only", "v1"], capture_output=True,
                             text=True, check=True).stdout.split()
     assert "benchmarks/results/results.json" not in listed and "benchmarks/benchmark.py" in listed
+
+
+def test_a_published_kernel_is_benchmarked_from_the_hub(scaffold, tmp_path, capsys, monkeypatch):
+    kernel, hub = tmp_path / "bscale", tmp_path / "hub"
+    shutil.copytree(scaffold, kernel, symlinks=True)
+    assert main(["publish", str(kernel), "--hub", str(hub)]) == 0
+    monkeypatch.setenv("KBUILD_CACHE", str(tmp_path / "cache"))
+    capsys.readouterr()
+    out_json = tmp_path / "remote.json"
+    # a local hub is the user's own: the loader's trust rule lets it load (an HTTP hub's org must be trusted)
+    code = main(["bench", "me/bscale@v1", "--hub", str(hub), "--repeats", "2", "--warmup", "0",
+                 "--json", str(out_json)])
+    output = capsys.readouterr()
+    assert code == 0, output
+    (row,) = json.loads(out_json.read_text())["workloads"]
+    assert (row["kernel"], row["name"], row["verified"]) == ("bscale", "scale", True)
+    assert row["variant"] == cpu_variant(scaffold)
+    assert not (kernel / ".kbuild" / "bench" / "results.json").exists()  # nothing written into a folder of the user's
+    assert main(["bench", "me/bscale@v7", "--hub", str(hub), "--trust-remote-code"]) == 2
+    assert "has no version 7" in capsys.readouterr().err
