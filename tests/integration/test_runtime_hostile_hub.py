@@ -48,6 +48,7 @@ class InflatingProxy:
                 conn.request(self.command, self.path, headers=headers)
                 upstream_response = conn.getresponse()
                 data = upstream_response.read()
+                conn.close()  # read whole: nothing of it stays open (filterwarnings = error)
                 inflating = body and self.path.split("?")[0].endswith(inflate) and upstream_response.status == 200
                 self.send_response(upstream_response.status)
                 for k, v in upstream_response.getheaders():
@@ -81,6 +82,7 @@ class InflatingProxy:
 
     def stop(self):
         self.server.shutdown()
+        self.server.server_close()
 
 
 @pytest.fixture
