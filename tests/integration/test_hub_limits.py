@@ -5,6 +5,7 @@ the abusers connect from other loopback addresses (127.0.0.2…) than the real c
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -21,8 +22,8 @@ BIG = 8 << 20  # enough to fill the socket buffers of a client that does not rea
 
 
 class Server:
-    def __init__(self, root, limits: Limits):
-        config = ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"))
+    def __init__(self, root, limits: Limits, **settings):
+        config = ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"), **settings)
         self.app = build_app(config)
         sock = listen("127.0.0.1", 0)
         self.port = sock.getsockname()[1]
@@ -166,5 +167,50 @@ def test_per_address_cap_and_a_full_server_makes_room_for_a_new_address(hub_root
         assert not any(closed_within(s, 0.1) for s in others)
         for s in mine + others:
             s.close()
+    finally:
+        server.stop()
+
+
+# -- uploads over the limits -------------------------------------------------------------------
+
+COMMIT = (b"POST /api/kernels/org/big/commit/main HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+          b"\r\n")
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else 0
+
+
+def test_a_commit_declared_over_the_limit_is_refused_before_its_body_is_sent(hub_root):
+    server = Server(hub_root, Limits(), max_commit_size=10 << 20)
+    try:
+        with connect(server.port) as s:
+            s.sendall(COMMIT + b"Content-Length: 1073741824\r\n\r\n")  # and not a byte of the body
+            s.settimeout(5)
+            answer = s.recv(4096)
+        assert status_of(answer) == 413 and b"10485760" in answer
+    finally:
+        server.stop()
+
+
+def test_a_chunked_commit_is_cut_off_at_the_file_limit(hub_root):
+    server = Server(hub_root, Limits(), max_file_size=1 << 20)
+    try:
+        with connect(server.port) as s:
+            s.sendall(COMMIT + b"Transfer-Encoding: chunked\r\n\r\n")
+            line = b'{"key": "header", "value": {"summary": "x"}}\n{"key": "file", "value": {"path": "a", "content": "'
+            s.sendall(b"%x\r\n%s\r\n" % (len(line), line))
+            sent, answer, piece = 0, b"", b"QUFB" * 16384  # base64 without end
+            s.settimeout(5)
+            try:
+                while sent < 64 << 20 and not select.select([s], [], [], 0)[0]:  # the answer must come long before
+                    s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    sent += len(piece)
+                answer = s.recv(4096)
+            except OSError:
+                pass
+        assert status_of(answer) == 413 and b"1048576" in answer, (sent, answer[:300])
+        assert sent < 16 << 20  # what the socket buffers held before the answer came back
+        assert not list((hub_root / ".tmp").rglob("file-*"))  # nothing of it left in scratch
     finally:
         server.stop()
