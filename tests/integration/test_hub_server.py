@@ -410,3 +410,47 @@ def test_a_revision_ending_in_a_newline_and_a_branch_named_like_a_ref_are_refuse
 
     with pytest.raises(ValueError, match="not a hex object id"):  # a hub naming such a commit
         KernelCache(Path("/nonexistent")).commit_dir("hub", "org/flow", f"{sha}\n")
+
+
+# -- the server's answers over HTTP ------------------------------------------------------------
+
+def test_writes_need_the_token(hub, published):
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token=False).create_branch("org/flow", branch="x", repo_type="kernel")
+    assert e.value.response.status_code == 401
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token="wrong").create_repo("org/other", repo_type="kernel")
+    assert e.value.response.status_code == 403
+    with pytest.raises(HfHubHTTPError) as e:
+        HfApi(endpoint=hub.url, token="wrong").upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
+                                                           repo_id="org/flow", repo_type="kernel")
+    assert e.value.response.status_code == 403
+
+
+def test_trust_overview(api):
+    assert api.get_organization_overview("trusted-org").trustedKernelPublisher is True
+    assert api.get_organization_overview("org").trustedKernelPublisher is False
+
+
+def test_agent_harness_registry_is_empty_so_clients_cache_it(hub):
+    status, _, body = hub.raw("GET", "/api/agent-harnesses")
+    assert status == 200 and json.loads(body) == {"standardEnvVars": [], "harnesses": {}}
+
+
+def _ndjson_body(*lines) -> bytes:
+    return b"\n".join(json.dumps(line).encode() for line in lines)
+
+
+@pytest.mark.parametrize("route, body", [
+    ("/api/repos/create", b"[" * 100_000 + b"]" * 100_000),
+    ("/api/kernels/org/flow/commit/v1", b"[" * 100_000),
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": "a\0b"}},
+                                               {"key": "deletedFile", "value": {"path": "x"}})),
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": 5}})),
+    ("/api/kernels/org/flow/commit/v1", _ndjson_body({"key": "header", "value": {"summary": "s", "parentCommit": [1]}})),
+], ids=["deep-json", "deep-ndjson", "nul-summary", "int-summary", "list-parent"])
+def test_malformed_bodies_get_400_not_500(hub, published, route, body):
+    """Issue 10, finding 10: deep nesting, wrong types and NUL in a summary were 500s."""
+    kind = "application/json" if "create" in route else "application/x-ndjson"
+    status, headers, _ = hub.raw("POST", route, body, {"Authorization": f"Bearer {TOKEN}", "Content-Type": kind})
+    assert status == 400, headers.get("x-error-message")
