@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import threading
 
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 
 from kbuild.errors import KernelError
 from kbuild.hub_loader import get_kernel_variants
@@ -121,7 +121,13 @@ def _system(query) -> SystemInfo:
                       glibc=glibc, gpu_arch=arch if cuda else None, python_env=False)
 
 
+def favicon(hub, call) -> Response:
+    # a browser asks for /favicon.ico beside every page: no icon, and no 404 in its console either
+    return Response(status_code=204)
+
+
 PAGE_ROUTES = [
+    Route("GET", ("favicon.ico",), favicon, "none", body="none"),
     Route("GET", (), index, "read", body="none"),
     Route("GET", ("{ns}", "{name}"), kernel, "read", body="none"),
     Route("GET", ("{ns}", "{name}", "fit"), fit, "read", body="none"),
