@@ -60,6 +60,7 @@ def hub(tmp_path_factory):
                               "verified": True, "error": "", "speedup": 2.0}], "machines": {}, "skipped": []}
     v2 = variant_files("torch-stable-abi210-cu130-x86_64-linux", ["8.0", "9.0", "10.0"]) + \
         [FileAdd("benchmarks/results/results.json", json.dumps(results).encode()),
+         FileAdd("benchmarks/results/results.svg", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(4)</script></svg>'),
          FileAdd("build/<b>onerror=alert(3)</b>/x.py", b"")]
     store.commit(*K, "v2", add=v2, message="v2", parent=None, create_branch_from=main)
     store.create_repo("kernel", "other/relu")
@@ -111,6 +112,11 @@ def test_a_kernel_page_shows_versions_grid_use_it_and_benchmarks(hub):
     assert "archs 8.0 9.0 10.0" in html and "manylinux_2_34_x86_64 (glibc 2.34, GLIBCXX 3.4.29)" in html
     assert 'href="/org/flash/tree/v2/torch-stable-abi210-cu130-x86_64-linux"' in html
     assert "FlashBench.causal" in html and "2.00x" in html and "results.svg" in html
+    # the plot is served as an image a browser shows, and under a policy that runs nothing of it
+    src = re.search(r'<img src="([^"]+results\.svg)"', html).group(1)
+    status, _, head = get(hub, src)
+    assert status == 200 and head["content-type"] == "image/svg+xml"
+    assert "sandbox" in head["content-security-policy"] and "script-src" not in head["content-security-policy"]
 
 
 def test_untrusted_text_never_becomes_markup(hub):

@@ -25,6 +25,9 @@ CHUNK = 128 << 10
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
+_SVG = "image/svg+xml"  # kbuild bench's plots, which kernel pages show as images
+
+
 class RangeNotSatisfiable(HubError):
     http_status = 416
 
@@ -41,7 +44,12 @@ def resolve(hub: Hub, call: Call, range_header: str | None) -> Response:
         e.headers = {"X-Repo-Commit": commit}  # the client caches "no such file at this commit"
         raise
     headers = {"X-Repo-Commit": commit, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
-               "Content-Type": "application/octet-stream", "Cache-Control": "private, max-age=0"}
+               "Content-Type": _SVG if path.endswith(".svg") else "application/octet-stream",
+               "Cache-Control": "private, max-age=0",
+               # a published file is the publisher's: shown by a browser (a benchmark plot on a
+               # kernel page), it may run nothing, load nothing and be framed by nothing
+               "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+               "X-Content-Type-Options": "nosniff"}
     span = byte_range(range_header, entry.size)
     if call.method == "HEAD":
         return Response(status_code=200, headers={**headers, "Content-Length": str(entry.size)})
