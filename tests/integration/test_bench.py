@@ -187,8 +187,10 @@ def test_publish_with_bench_attaches_the_latest_results(scaffold, tmp_path, caps
 def test_a_published_kernel_is_benchmarked_from_the_hub(scaffold, tmp_path, capsys, monkeypatch):
     kernel, hub = tmp_path / "bscale", tmp_path / "hub"
     shutil.copytree(scaffold, kernel, symlinks=True)
+    shutil.rmtree(kernel / ".kbuild" / "bench", ignore_errors=True)  # the scaffold's own results (an earlier test's run)
     assert main(["publish", str(kernel), "--hub", str(hub)]) == 0
     monkeypatch.setenv("KBUILD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
     capsys.readouterr()
     out_json = tmp_path / "remote.json"
     # a local hub is the user's own: the loader's trust rule lets it load (an HTTP hub's org must be trusted)
@@ -199,6 +201,7 @@ def test_a_published_kernel_is_benchmarked_from_the_hub(scaffold, tmp_path, caps
     (row,) = json.loads(out_json.read_text())["workloads"]
     assert (row["kernel"], row["name"], row["verified"]) == ("bscale", "scale", True)
     assert row["variant"] == cpu_variant(scaffold)
-    assert not (kernel / ".kbuild" / "bench" / "results.json").exists()  # nothing written into a folder of the user's
+    # nothing written into a folder of the user's: not the kernel it was published from, not the working folder
+    assert not (kernel / ".kbuild" / "bench").exists() and not (tmp_path / ".kbuild").exists()
     assert main(["bench", "me/bscale@v7", "--hub", str(hub), "--trust-remote-code"]) == 2
     assert "has no version 7" in capsys.readouterr().err
