@@ -60,12 +60,19 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
 
 def listen(host: str, port: int) -> socket.socket:
     """The listening socket, bound here so a busy port is a one-line error (uvicorn would exit)."""
+    # IPPROTO_TCP named, not 0 (what socket.create_server passes): asyncio sets TCP_NODELAY only
+    # on accepted sockets whose proto says TCP. Without it a keep-alive request waited ~40 ms for
+    # the client's delayed ACK before its response body left (Nagle), on every reused connection.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
         # A deep backlog: a burst of connections must not leave a real client's SYN unanswered
         # (a dropped SYN is retried after 1 s); the registry decides who stays, not the kernel.
-        return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                    backlog=LISTEN_BACKLOG)
+        sock.listen(LISTEN_BACKLOG)
+        return sock
     except OSError as e:
+        sock.close()
         raise HubError(f"cannot listen on {host}:{port}: {e.strerror}",
                        hint="pick another --port, or stop the server already using it") from None
 
