@@ -31,6 +31,7 @@ from builder.notices import notice
 from builder.hub import paths
 from builder.hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, NoSpace, HubRevisionNotFound, TooLarge
 from builder.hub.paths import REPO_TYPES, InvalidRevision
+from builder.hub.refs_reader import read_commit, read_refs
 
 __all__ = ["REPO_TYPES", "FileAdd", "GitStore", "InvalidRevision", "TreeEntry", "with_retry"]
 
@@ -223,15 +224,13 @@ class GitStore:
         """{"oid", "parents", "message", "date"} with the committer date in ISO 8601."""
         repo = self._repo(repo_type, repo_id)
         oid = self._commit_oid(repo, commit, repo_id)
-        try:
-            raw = self._bare(repo).cat("commit", oid).decode(errors="replace")
-        except CommandError:
-            raise HubRevisionNotFound(f"commit {oid} not found in {repo_type} repo {repo_id}") from None
-        headers, _, message = raw.partition("\n\n")
-        lines = headers.splitlines()
-        committer = next(line for line in lines if line.startswith("committer "))
-        return {"oid": oid, "parents": [line[7:] for line in lines if line.startswith("parent ")],
-                "message": message.rstrip("\n"), "date": _git_date(committer)}
+        found = read_commit(repo, oid)  # in-process: the pages read one per version
+        if found is None:
+            raise HubRevisionNotFound(f"commit {oid} not found in {repo_type} repo {repo_id}")
+        zone = timezone(timedelta(seconds=found.commit_timezone))
+        return {"oid": oid, "parents": [p.decode() for p in found.parents],
+                "message": found.message.decode(errors="replace").rstrip("\n"),
+                "date": datetime.fromtimestamp(found.commit_time, zone).isoformat()}
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -394,8 +393,8 @@ class GitStore:
         return self._git(repo, *args, **kwargs).decode().strip()
 
     def _refs(self, repo: Path, *patterns: str) -> dict[str, str]:
-        """Full ref name -> commit SHA (annotated tags peeled)."""
-        return self._bare(repo).refs(*patterns)
+        """Full ref name -> commit SHA (annotated tags peeled), read in-process."""
+        return read_refs(repo, *patterns)
 
     def _ref(self, repo: Path, ref: str) -> str | None:
         return self._refs(repo, ref).get(ref)
@@ -540,12 +539,6 @@ def _lock_reason(error: CommandError) -> str:
     return line.split("cannot lock ref '", 1)[1].split("': ", 1)[-1].strip() if line else error.output_tail.strip()
 
 
-
-
-def _git_date(signature: str) -> str:
-    seconds, zone = signature.rsplit(" ", 2)[1:]
-    offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[3:5])) * (-1 if zone[0] == "-" else 1)
-    return datetime.fromtimestamp(int(seconds), timezone(offset)).isoformat()
 
 
 def _under(refs: dict[str, str], prefix: str) -> dict[str, str]:
