@@ -74,6 +74,23 @@ class Kernel:
         return self.versions[0] if self.versions else None
 
 
+@dataclass(frozen=True)
+class Summary:
+    """A kernel's row on the index: what it shows without reading every version's variants."""
+    repo_id: str
+    newest: str | None  # its newest vN branch
+    updated: str  # the newest date among its versions
+    variants: int  # how many the newest version offers
+
+    @property
+    def org(self) -> str:
+        return self.repo_id.split("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.repo_id.split("/")[1]
+
+
 class Catalog:
     """The hub's kernels as pages see them, cached per commit."""
 
@@ -81,15 +98,35 @@ class Catalog:
         self.store = store
         self._versions: dict[tuple[str, str, str], Version] = {}  # (repo, branch, commit)
         self._cards: dict[tuple[str, str], str | None] = {}  # (repo, main's commit)
+        self._summaries: dict[tuple, Summary] = {}  # (repo, its (vN, commit) pairs)
         self._lock = threading.Lock()
 
-    def kernels(self) -> list[Kernel]:
-        return [self.kernel(repo_id) for kind, repo_id in self.store.list_repos(KERNEL)]
+    def summaries(self) -> list[Summary]:
+        """Every kernel repo's index row. A row costs its refs and, once per new commit, the
+        version commits' dates and the newest one's build/ folders, not every version's files."""
+        return [self._summary(repo_id) for kind, repo_id in self.store.list_repos(KERNEL)]
+
+    def _summary(self, repo_id: str) -> Summary:
+        versions = _versions(self.store.branches(KERNEL, repo_id))
+        key = (repo_id, tuple(versions))
+        if key not in self._summaries:
+            dates = [self.store.commit_info(KERNEL, repo_id, commit)["date"] for _, commit in versions]
+            count = self._variant_count(repo_id, versions[0][1]) if versions else 0
+            summary = Summary(repo_id, versions[0][0] if versions else None, max(dates, default=""), count)
+            with self._lock:
+                self._summaries[key] = summary
+        return self._summaries[key]
+
+    def _variant_count(self, repo_id: str, commit: str) -> int:
+        try:
+            entries = self.store.list_tree(KERNEL, repo_id, commit, "build")
+        except HubError:
+            return 0
+        return sum(1 for e in entries if e.type == "directory")
 
     def kernel(self, repo_id: str) -> Kernel:
         branches = self.store.branches(KERNEL, repo_id)
-        versions = sorted(((int(m.group(1)), b) for b in branches if (m := _VERSION.match(b))), reverse=True)
-        found = tuple(self._version(repo_id, branch, branches[branch]) for _, branch in versions)
+        found = tuple(self._version(repo_id, branch, commit) for branch, commit in _versions(branches))
         card = self._card(repo_id, branches.get("main"))
         return Kernel(repo_id, found, card, max((v.date for v in found), default=""))
 
@@ -150,6 +187,12 @@ class Catalog:
         except (HubError, ValueError):
             return None
         return doc if isinstance(doc, dict) and isinstance(doc.get("workloads"), list) else None
+
+
+def _versions(branches: dict[str, str]) -> list[tuple[str, str]]:
+    """The (vN, commit) branches, newest first (v10 after v9, not after v1)."""
+    found = sorted(((int(m.group(1)), b) for b in branches if (m := _VERSION.match(b))), reverse=True)
+    return [(b, branches[b]) for _, b in found]
 
 
 def _place(name: str) -> tuple[str, str]:

@@ -51,7 +51,7 @@ def _shown_as_page(handler):
 
 @_shown_as_page
 def index(hub, call) -> HTMLResponse:
-    kernels = _catalog(hub).kernels()
+    kernels = _catalog(hub).summaries()
     query = (call.query.get("q") or "").strip()
     shown = [k for k in kernels if query.lower() in k.repo_id.lower()] if query else kernels
     return _html(page("index.html", kernels=shown, total=len(kernels), query=query))
