@@ -5,6 +5,7 @@ private hub asking for the token, and hostile cards, file names and repo ids tha
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from html.parser import HTMLParser
@@ -161,11 +162,24 @@ def test_a_private_hub_asks_for_the_token_on_pages_too(tmp_path):
     GitStore(root).create_repo(*K)
     server = ServerThread(root, public_read=False)
     try:
-        status, _, _ = get(server, "/")
-        assert status == 401
-        status, _, _ = get(server, "/org/flash")
-        assert status == 401
+        for path in ("/", "/org/flash", "/org/flash/fit?torch=2.14"):
+            status, html, head = get(server, path)
+            # a page, and a challenge the browser answers by asking for the token (it cannot send a bearer)
+            assert status == 401 and head["content-type"].startswith("text/html"), (path, status)
+            assert head["www-authenticate"] == 'Basic realm="kbuild hub", charset="UTF-8"'
+            assert "This hub is private" in html and "token of this hub as the password" in html
         status, html, _ = get(server, "/", headers={"Authorization": f"Bearer {TOKEN}"})
         assert status == 200 and 'href="/org/flash"' in html
+        basic = "Basic " + base64.b64encode(f"anyone:{TOKEN}".encode()).decode()
+        status, html, _ = get(server, "/", headers={"Authorization": basic})
+        assert status == 200 and 'href="/org/flash"' in html
+        # what the page links (its files, the plot) reads with the same credentials
+        status, _, _ = server.raw("GET", "/api/kernels", headers={"Authorization": basic})
+        assert status == 200
+        wrong = "Basic " + base64.b64encode(b"anyone:not-the-token").decode()
+        status, _, head = get(server, "/", headers={"Authorization": wrong})
+        assert status == 401 and head["www-authenticate"].startswith("Basic ")  # asked again
+        status, head, _ = server.raw("GET", "/api/kernels")  # the API keeps huggingface_hub's answer
+        assert status == 401 and head["www-authenticate"].startswith("Bearer ")
     finally:
         server.stop()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hubserver import ServerThread
+from hubserver import TOKEN, ServerThread
 from tiny_kernel import write_kernel
 
 from builder.commands.main import main
@@ -58,6 +58,14 @@ def hub(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def private(hub):
+    """The same hub served --private."""
+    server = ServerThread(hub[2].parent / "hub", public_read=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def browser():
     if CHROMIUM is None:
         pytest.skip("no chromium on PATH (ci/setup.sh installs Debian's)")
@@ -73,8 +81,8 @@ class Visit:
     """A page in a fresh context that records every console error, uncaught exception, failed
     request and 4xx/5xx response while the test walks it."""
 
-    def __init__(self, browser):
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+    def __init__(self, browser, **context):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900}, **context)
         self.page = self.context.new_page()
         self.problems: list[str] = []
         self.page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
@@ -165,3 +173,21 @@ def test_the_fit_form_answers_which_variant_loads(hub, visit):
     page.wait_for_url("**torch=2.8**")
     text = page.inner_text("main")
     assert "No variant of v1 loads there" in text and cpu in text
+
+
+def test_a_private_hub_asks_the_browser_for_the_token_and_then_shows_everything(private, browser):
+    # (the 401 page and its challenge: test_hub_pages.py; headless Chromium cannot show a prompt)
+    # the browser answers the Basic challenge with the token as the password, for the page and
+    # for what it links (the plot is read from the API's resolve/)
+    visit = Visit(browser, http_credentials={"username": "me", "password": TOKEN})
+    try:
+        page = visit.page
+        page.goto(private.url + "/")
+        assert sorted(names_listed(page)) == ["bscale", "tiny"]
+        page.click("#kernels >> text=bscale")
+        plot = page.locator("#v1 img")
+        plot.scroll_into_view_if_needed()
+        assert plot.evaluate("img => img.complete && img.naturalWidth > 0")
+    finally:
+        visit.close()
+    assert visit.problems == [], "the browser saw errors:\n" + "\n".join(visit.problems)

@@ -1,7 +1,8 @@
 """The pages' routes, served by `kbuild hub serve` beside the Hub API (builder/hub/server/app.py
 appends them): `/`, `/<org>/<name>`, `/<org>/<name>/tree/<vN>/<variant>` and
 `/<org>/<name>/fit?version=vN&torch=2.13&cuda=13.0&arch=9.0`. They read like the API (`read`
-access: a private hub asks for the token here too)."""
+access: a private hub asks for the token here too, as a browser can give it: HTTP Basic, the
+token as the password)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ def _html(text: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status, headers={"Content-Security-Policy": "default-src 'none'; img-src 'self'; "
                                        "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
                                        "X-Content-Type-Options": "nosniff"})
+
+
+def sign_in_page(refused: HubError) -> HTMLResponse:
+    """A private hub's answer to a page read without a token it knows: 401 with a Basic
+    challenge, so the browser asks for it (a browser cannot send a bearer token by itself)."""
+    response = _html(page("error.html", heading="Sign in", message=f"This hub is private: {refused}",
+                          hint="Sign in with any user name and a token of this hub as the password "
+                               "(kbuild hub serve's --token-file)."), 401)
+    response.headers["WWW-Authenticate"] = 'Basic realm="kbuild hub", charset="UTF-8"'
+    return response
 
 
 def _shown_as_page(handler):
@@ -127,9 +138,9 @@ def favicon(hub, call) -> Response:
 
 
 PAGE_ROUTES = [
-    Route("GET", ("favicon.ico",), favicon, "none", body="none"),
-    Route("GET", (), index, "read", body="none"),
-    Route("GET", ("{ns}", "{name}"), kernel, "read", body="none"),
-    Route("GET", ("{ns}", "{name}", "fit"), fit, "read", body="none"),
-    Route("GET", ("{ns}", "{name}", "tree", "{rev}", "{variant}"), variant, "read", body="none"),
+    Route("GET", ("favicon.ico",), favicon, "none", body="none", page=True),
+    Route("GET", (), index, "read", body="none", page=True),
+    Route("GET", ("{ns}", "{name}"), kernel, "read", body="none", page=True),
+    Route("GET", ("{ns}", "{name}", "fit"), fit, "read", body="none", page=True),
+    Route("GET", ("{ns}", "{name}", "tree", "{rev}", "{variant}"), variant, "read", body="none", page=True),
 ]

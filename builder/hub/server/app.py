@@ -15,11 +15,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from builder.hub.errors import HubError, TooLarge
-from builder.hub.pages.routes import PAGE_ROUTES
+from builder.hub.pages.routes import PAGE_ROUTES, sign_in_page
 from builder.hub.server import commits
 from builder.hub.server import files
 from builder.hub.server import repos
-from builder.hub.server.auth import bearer, check_access
+from builder.hub.server.auth import Forbidden, Unauthorized, check_access, request_token
 from builder.hub.server.context import Call, Hub
 from builder.hub.server.routing import Route, match, resolve_target, split_raw_path
 
@@ -100,9 +100,14 @@ class HubApp:
             route = RESOLVE
         else:
             raise NotFound(f"no such endpoint: {request.method} {request.url.path}")
-        token = bearer(request.headers.get("authorization"))
+        token = request_token(request.headers.get("authorization"))
         config = self.hub.config
-        check_access(config.tokens, route.access, token, public_read=config.public_read)
+        try:
+            check_access(config.tokens, route.access, token, public_read=config.public_read)
+        except (Unauthorized, Forbidden) as e:
+            if route.page:
+                return sign_in_page(e)
+            raise
         call = Call(method=request.method, params=params, query=request.query_params, base_url=_base_url(request))
         if route is RESOLVE:
             return await anyio.to_thread.run_sync(files.resolve, self.hub, call, request.headers.get("range"))

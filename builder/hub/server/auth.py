@@ -7,6 +7,8 @@ reads, so a user whose HF_TOKEN belongs to huggingface.co can still download fro
 
 from __future__ import annotations
 
+import base64
+import binascii
 import errno
 import hmac
 import os
@@ -91,12 +93,22 @@ def _read(path: Path) -> tuple[str, ...]:
     return tuple(t for t in (line.strip() for line in lines) if t and not t.startswith("#"))
 
 
-def bearer(authorization: str | None) -> str | None:
-    """The token of an `Authorization: Bearer …` header, or None."""
+def request_token(authorization: str | None) -> str | None:
+    """The token an `Authorization` header carries, or None: `Bearer <token>` (huggingface_hub),
+    or `Basic` with the token as the password, any user name (what a browser sends after asking,
+    and git's credential helpers: the Hub takes a token as a password too)."""
     if not authorization:
         return None
     scheme, _, value = authorization.partition(" ")
-    return value.strip() or None if scheme.lower() == "bearer" else None
+    if scheme.lower() == "bearer":
+        return value.strip() or None
+    if scheme.lower() == "basic":
+        try:
+            pair = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return pair.partition(":")[2] or None
+    return None
 
 
 def check_access(tokens: Tokens, access: str, token: str | None, *, public_read: bool) -> None:

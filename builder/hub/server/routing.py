@@ -31,6 +31,7 @@ class Route:
     handler: Callable
     access: str  # "none" | "read" | "write" | "user"
     body: str = "json"  # "json" | "form" | "stream" (spooled to a temporary file) | "none"
+    page: bool = False  # a web page: a refused read asks the browser for the token (Basic)
 
 
 @dataclass(frozen=True)
