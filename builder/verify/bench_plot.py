@@ -34,6 +34,8 @@ def plot_speedups(run: BenchRun, path: Path) -> int:
             ax.legend(loc="lower right", fontsize="small")
         ax.set_title("kbuild bench")
         fig.tight_layout()
-        fig.savefig(path, format="svg", metadata={"Date": None})
+        # "tight": the box grows to hold long workload names and the axis label, which
+        # tight_layout alone left cut off at the right edge
+        fig.savefig(path, format="svg", metadata={"Date": None}, bbox_inches="tight")
         plt.close(fig)
     return len(rows)
