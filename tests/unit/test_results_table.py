@@ -1,0 +1,37 @@
+"""bench/RESULTS.md's table of `kbuild bench` figures says what the H200 run's JSON says: it is
+made by bench/results_table.py, not typed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RUN = REPO / "bench" / "gpu" / "run11"
+JSON = [RUN / f"{k}.json" for k in ("activation", "rmsnorm", "rotary")]
+
+
+def results_table():
+    spec = importlib.util.spec_from_file_location("results_table", REPO / "bench" / "results_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_results_table_is_the_one_the_json_makes():
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), *map(str, JSON)]) == 0
+
+
+def test_a_figure_that_differs_from_the_json_is_caught(tmp_path, capsys):
+    edited = []
+    for path in JSON:
+        copy = tmp_path / path.name
+        shutil.copy(path, copy)
+        edited.append(copy)
+    doc = json.loads(edited[1].read_text())
+    doc["workloads"][0]["speedup"] = 9.99
+    edited[1].write_text(json.dumps(doc))
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), *map(str, edited)]) == 1
+    assert "9.99x" in capsys.readouterr().err
