@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from builder import resources
@@ -16,6 +17,7 @@ def render_card(manifest: Manifest, repo_id: str, branch: str, variants) -> str:
     package = manifest.root / "torch-ext" / manifest.python_name
     values = {
         "name": manifest.name, "python_name": manifest.python_name, "repo_id": repo_id, "branch": branch,
+        "pin": _pin(branch),
         "license": manifest.license or "other",
         "description": docstring(_read(package / "__init__.py")) or f"The `{manifest.name}` kernel.",
         "functions": _bullets((public_names(_read(package / "__init__.py")) or set()) - {"layers"}),
@@ -29,6 +31,13 @@ def render_card(manifest: Manifest, repo_id: str, branch: str, variants) -> str:
 class _Defaulting(dict):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
+
+
+def _pin(branch: str) -> str:
+    """get_kernel's pin for `branch`, in the words both loaders take: Hugging Face's reads no
+    `org/name@v1`, and both read `version=1` (or `revision=` for any other branch)."""
+    match = re.fullmatch(r"v(\d+)", branch)
+    return f"version={match.group(1)}" if match else f"revision={branch!r}"
 
 
 def _variant_row(v) -> str:

@@ -132,7 +132,7 @@ def test_a_kernel_page_shows_its_variant_grid_use_it_and_the_benchmark_plot(hub,
     page.goto(server.url + "/")
     page.click("#kernels >> text=bscale")
     page.wait_for_url("**/me/bscale")
-    assert 'get_kernel("me/bscale@v1")' in page.inner_text("#use-it")
+    assert 'get_kernel("me/bscale", version=1)' in page.inner_text("#use-it")
     grid = page.locator("#v1 table.grid")
     shown = sorted(grid.locator("td.cell a").all_inner_texts())
     assert shown == variants, (shown, variants)  # every variant the build staged, one cell link each

@@ -29,7 +29,7 @@ def test_publish_puts_variants_on_the_version_branch_and_the_card_on_main(kernel
     assert "benchmarks/benchmark.py" in files
     card = git(bare(hub), "show", "main:README.md")
     assert card.startswith("---\nlibrary_name: kernels\nlicense: Apache-2.0")
-    assert 'get_kernel("org/tiny@v1")' in card and "`double`" in card and "`torch-cuda`" in card
+    assert 'get_kernel("org/tiny", version=1)' in card and "`double`" in card and "`torch-cuda`" in card
     # One publish is one commit on the branch; `git clone` of the hub folder works.
     assert git(bare(hub), "rev-list", "--count", "main..v1").strip() == "1"
     clone = kernel.parent / "clone"
