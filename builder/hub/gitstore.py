@@ -31,7 +31,7 @@ from builder.notices import notice
 from builder.hub import paths
 from builder.hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, NoSpace, HubRevisionNotFound, TooLarge
 from builder.hub.paths import REPO_TYPES, InvalidRevision
-from builder.hub.refs_reader import read_commit, read_refs
+from builder.hub.refs_reader import read_commit, read_refs, refs_stamp
 
 __all__ = ["REPO_TYPES", "FileAdd", "GitStore", "InvalidRevision", "TreeEntry", "with_retry"]
 
@@ -135,6 +135,11 @@ class GitStore:
 
     def branches(self, repo_type: str, repo_id: str) -> dict[str, str]:
         return _under(self._refs(self._repo(repo_type, repo_id)), "refs/heads/")
+
+    def refs_stamp(self, repo_type: str, repo_id: str) -> tuple | None:
+        """A cheap stamp of the repo's top-level branches and tags (refs_reader.refs_stamp): equal
+        stamps, equal refs; None when too fresh to say."""
+        return refs_stamp(self._repo(repo_type, repo_id))
 
     def tags(self, repo_type: str, repo_id: str) -> dict[str, str]:
         return _under(self._refs(self._repo(repo_type, repo_id)), "refs/tags/")

@@ -9,6 +9,8 @@ a read sees a branch's old or new commit, as for-each-ref would. Writes stay wit
 
 from __future__ import annotations
 
+import os
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from dulwich.refs import DiskRefsContainer
 from dulwich.repo import Repo
 
 SCANNED = ("refs/heads", "refs/tags")  # what for-each-ref lists by default here
+RACY_S = 2.0  # a stamp younger than this may hide a change made in the same timestamp tick
 
 
 def read_refs(repo: Path, *patterns: str) -> dict[str, str]:
@@ -39,6 +42,26 @@ def read_refs(repo: Path, *patterns: str) -> dict[str, str]:
             for name in peel:
                 found[name] = r.get_peeled(name.encode()).decode()
     return dict(sorted(found.items()))  # in for-each-ref's order
+
+
+def refs_stamp(repo: Path, now: float | None = None) -> tuple | None:
+    """What changes whenever a branch or tag is made, moved or removed: git writes a ref as
+    `<name>.lock` renamed over `<name>` (its folder's mtime moves) and packs refs by rewriting
+    packed-refs. None while a stamp is too fresh to trust: a change in the same clock tick would
+    leave it unchanged (git's "racy" rule), so the caller reads the refs then. Covers names right
+    under refs/heads and refs/tags (vN, main), which is what the pages' index shows."""
+    now = time.time() if now is None else now
+    stamp = []
+    for name in ("refs/heads", "refs/tags", "packed-refs"):
+        try:
+            st = os.stat(repo / name)
+        except FileNotFoundError:
+            stamp.append(None)
+            continue
+        if now - st.st_mtime < RACY_S:
+            return None
+        stamp.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(stamp)
 
 
 def read_commit(repo: Path, oid: str) -> Commit | None:

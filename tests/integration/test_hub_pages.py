@@ -183,3 +183,60 @@ def test_a_private_hub_asks_for_the_token_on_pages_too(tmp_path):
         assert status == 401 and head["www-authenticate"].startswith("Bearer ")
     finally:
         server.stop()
+
+
+def test_the_index_rows_follow_every_branch_change_through_their_cache(tmp_path):
+    """The index keeps each row while the repo's refs stamp (refs folders and packed-refs) stays
+    the same, and a stamp younger than git's racy window is never trusted: every branch made,
+    moved, deleted or packed shows on the next visit, whether it lands now or after a while."""
+    import os
+    import subprocess
+    import time
+
+    from builder.hub.pages.model import Catalog
+
+    store = GitStore(tmp_path / "hub")
+    store.create_repo(*K)
+    repo = store.repo_dir(*K)
+    catalog = Catalog(store)
+
+    def row() -> tuple:
+        (s,) = catalog.summaries()
+        return s.newest, s.variants
+
+    def settle() -> None:  # as if the last change were minutes old: the stamp becomes trusted
+        past = time.time() - 600
+        for name in ("refs/heads", "refs/tags", "packed-refs"):
+            if (repo / name).exists():
+                os.utime(repo / name, (past, past))
+
+    def publish(branch: str, variants: int) -> None:
+        files = [f for n in range(variants) for f in variant_files(f"torch-stable-abi210-cu13{n}-x86_64-linux", ["9.0"])]
+        head = store.branches(*K).get(branch)
+        store.commit(*K, branch, add=files, message=branch, parent=head,
+                     create_branch_from=None if head else store.resolve(*K, "main"))
+
+    assert row() == (None, 0)
+    publish("v1", 1)
+    assert row() == ("v1", 1)  # changed just now: read, not taken from a cache
+    settle()
+    assert row() == row() == ("v1", 1)  # trusted and kept
+    publish("v2", 2)
+    assert row() == ("v2", 2)
+    settle()
+    assert row() == ("v2", 2)
+    store.delete_branch(*K, "v2")
+    assert row() == ("v1", 1)
+    settle()
+    subprocess.run(["git", "--git-dir", str(repo), "pack-refs", "--all"], check=True)
+    settle()
+    assert row() == ("v1", 1)
+    publish("v1", 3)  # the packed v1 moves: a loose ref again
+    assert row() == ("v1", 3)
+    settle()
+    assert row() == ("v1", 3)
+    # the racy rule itself: a stamp is trusted only once its newest part is RACY_S old
+    from builder.hub.refs_reader import RACY_S, refs_stamp
+    newest = max((repo / n).stat().st_mtime for n in ("refs/heads", "refs/tags", "packed-refs") if (repo / n).exists())
+    assert refs_stamp(repo, now=newest + RACY_S / 2) is None
+    assert refs_stamp(repo, now=newest + RACY_S * 2) == store.refs_stamp(*K)

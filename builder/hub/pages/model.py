@@ -99,6 +99,7 @@ class Catalog:
         self._versions: dict[tuple[str, str, str], Version] = {}  # (repo, branch, commit)
         self._cards: dict[tuple[str, str], str | None] = {}  # (repo, main's commit)
         self._summaries: dict[tuple, Summary] = {}  # (repo, its (vN, commit) pairs)
+        self._stamped: dict[str, tuple] = {}  # repo -> (its refs stamp, its Summary then)
         self._lock = threading.Lock()
 
     def summaries(self) -> list[Summary]:
@@ -107,6 +108,18 @@ class Catalog:
         return [self._summary(repo_id) for kind, repo_id in self.store.list_repos(KERNEL)]
 
     def _summary(self, repo_id: str) -> Summary:
+        # unchanged refs since the last visit (a stat or three): the row as it was, no refs read
+        stamp = self.store.refs_stamp(KERNEL, repo_id)
+        seen = self._stamped.get(repo_id)
+        if stamp is not None and seen is not None and seen[0] == stamp:
+            return seen[1]
+        summary = self._summary_of(repo_id)
+        if stamp is not None:
+            with self._lock:
+                self._stamped[repo_id] = (stamp, summary)
+        return summary
+
+    def _summary_of(self, repo_id: str) -> Summary:
         versions = _versions(self.store.branches(KERNEL, repo_id))
         key = (repo_id, tuple(versions))
         if key not in self._summaries:
