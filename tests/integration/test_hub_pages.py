@@ -106,7 +106,9 @@ def test_a_kernel_page_shows_versions_grid_use_it_and_benchmarks(hub):
     status, html, _ = get(hub, "/org/flash")
     assert status == 200
     assert html.index('id="v2"') < html.index('id="v1"')  # newest first
-    assert 'get_kernel("org/flash", version=2)' in html and 'attn_implementation="org/flash@v2"' in html
+    assert 'get_kernel("org/flash", version=2)' in html
+    # transformers' KernelConfig: "repo:LayerClass" with the version beside it, never repo@vN
+    assert 'KernelConfig({"RMSNorm": ("org/flash:LAYER", {"version": 2})})' in html and 'attn_implementation="org/flash@v2"' in html
     assert f"HF_ENDPOINT={hub.url}" in html
     # the grid: stable ABI row, CUDA 13.0 column; v1 also a torch 2.13 CPU cell
     assert "stable ABI (torch &gt;= 2.10)" in html and "CUDA 13.0" in html and "torch 2.13" in html and ">CPU<" in html
