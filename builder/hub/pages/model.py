@@ -55,11 +55,9 @@ class Version:
 
 
 @dataclass(frozen=True)
-class Kernel:
+class KernelRepo:
+    """What a kernel page and an index row share: the repo id, and its org and name."""
     repo_id: str
-    versions: tuple[Version, ...]  # newest first
-    card: str | None  # README.md on main, as written (rendered by render.py)
-    updated: str  # the newest date among its versions
 
     @property
     def org(self) -> str:
@@ -68,6 +66,13 @@ class Kernel:
     @property
     def name(self) -> str:
         return self.repo_id.split("/")[1]
+
+
+@dataclass(frozen=True)
+class Kernel(KernelRepo):
+    versions: tuple[Version, ...]  # newest first
+    card: str | None  # README.md on main, as written (rendered by render.py)
+    updated: str  # the newest date among its versions
 
     @property
     def newest(self) -> Version | None:
@@ -75,20 +80,11 @@ class Kernel:
 
 
 @dataclass(frozen=True)
-class Summary:
+class Summary(KernelRepo):
     """A kernel's row on the index: what it shows without reading every version's variants."""
-    repo_id: str
     newest: str | None  # its newest vN branch
     updated: str  # the newest date among its versions
     variants: int  # how many the newest version offers
-
-    @property
-    def org(self) -> str:
-        return self.repo_id.split("/")[0]
-
-    @property
-    def name(self) -> str:
-        return self.repo_id.split("/")[1]
 
 
 class Catalog:
@@ -98,8 +94,8 @@ class Catalog:
         self.store = store
         self._versions: dict[tuple[str, str, str], Version] = {}  # (repo, branch, commit)
         self._cards: dict[tuple[str, str], str | None] = {}  # (repo, main's commit)
-        self._summaries: dict[tuple, Summary] = {}  # (repo, its (vN, commit) pairs)
-        self._stamped: dict[str, tuple] = {}  # repo -> (its refs stamp, its Summary then)
+        # repo -> (its refs stamp, its (vN, commit) pairs, its row): one entry a repo
+        self._rows: dict[str, tuple[tuple | None, tuple, Summary]] = {}
         self._lock = threading.Lock()
 
     def summaries(self) -> list[Summary]:
@@ -108,27 +104,20 @@ class Catalog:
         return [self._summary(repo_id) for kind, repo_id in self.store.list_repos(KERNEL)]
 
     def _summary(self, repo_id: str) -> Summary:
-        # unchanged refs since the last visit (a stat or three): the row as it was, no refs read
         stamp = self.store.refs_stamp(KERNEL, repo_id)
-        seen = self._stamped.get(repo_id)
+        seen = self._rows.get(repo_id)
         if stamp is not None and seen is not None and seen[0] == stamp:
-            return seen[1]
-        summary = self._summary_of(repo_id)
-        if stamp is not None:
-            with self._lock:
-                self._stamped[repo_id] = (stamp, summary)
-        return summary
-
-    def _summary_of(self, repo_id: str) -> Summary:
-        versions = _versions(self.store.branches(KERNEL, repo_id))
-        key = (repo_id, tuple(versions))
-        if key not in self._summaries:
+            return seen[2]  # refs unchanged since the last visit (a stat or three): no refs read
+        versions = tuple(_versions(self.store.branches(KERNEL, repo_id)))
+        if seen is not None and seen[1] == versions:
+            summary = seen[2]  # only other branches moved (main's card, say)
+        else:
             dates = [self.store.commit_info(KERNEL, repo_id, commit)["date"] for _, commit in versions]
             count = self._variant_count(repo_id, versions[0][1]) if versions else 0
             summary = Summary(repo_id, versions[0][0] if versions else None, max(dates, default=""), count)
-            with self._lock:
-                self._summaries[key] = summary
-        return self._summaries[key]
+        with self._lock:
+            self._rows[repo_id] = (stamp, versions, summary)
+        return summary
 
     def _variant_count(self, repo_id: str, commit: str) -> int:
         try:
