@@ -6,6 +6,7 @@ Planning is `plan/planner`, compiling `compile/graph`, checking and staging `sta
 from __future__ import annotations
 
 from builder.stage.finish import finish_variant, kbuild_source
+from builder.stage.load_check import load_errors
 from builder.compile.graph import run_graph
 from builder.config.cascade import value
 from builder.plan.planner import plan_kernels
@@ -24,11 +25,28 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
             results.append(VariantResult(j.plan.manifest.name, s.backend, "skipped", reason=s.reason))
             reporter.info(f"{j.plan.manifest.name}: skipping {s.backend}: {s.reason}")
     outcome = run_graph(options, plans, reporter)
+    loaded = _import_check(plans, outcome, reporter)
     kbuild = kbuild_source()
     for j in plans:
         provenance = Provenance(sources[j.plan.manifest.root], kbuild)
         for v in j.plan.variants:
             results.append(finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,
                                           options.folder / WORK_DIR, value(options.manylinux_for(j.plan.manifest)),
-                                          j.sysroot))
+                                          j.sysroot, loaded.get(v.library)))
     return results
+
+
+def _import_check(plans, outcome, reporter: Reporter) -> dict:
+    """Import each library this build linked in the torch that built it (one process per torch):
+    library path -> why it did not import."""
+    by_python: dict[str, dict] = {}
+    for j in plans:
+        for v in j.plan.variants:
+            if v.compiled and outcome is not None and str(v.library) in outcome.step_times and v.library.is_file():
+                by_python.setdefault(j.toolchain.torch.python, {})[v.library] = v.ops_name
+    errors = {}
+    for python, libraries in by_python.items():
+        with reporter.phase(f"importing {len(libraries)} new librar{'y' if len(libraries) == 1 else 'ies'} "
+                            f"in the torch of {python}"):
+            errors.update(load_errors(python, libraries))
+    return errors

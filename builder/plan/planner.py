@@ -273,7 +273,8 @@ def _planned(plans: list[ToolchainPlan], failed: list[VariantResult], resolved: 
     asked = f"{archs.origin} {';'.join(map(str, archs.value))}" if archs else ""
     for (kernel, section, archs), names in left_out.items():
         reporter.warn(f"{kernel}: skipping [kernel.{section}] (cuda-capabilities {', '.join(archs)}): none of them "
-                      f"is in {asked}; its ops are absent from {', '.join(names)}")
+                      f"is in {asked}; it is not compiled into {', '.join(names)}, which kbuild refuses after "
+                      "linking if the rest of the library calls into it")
     return _with_sysroots(plans, resolved), failed
 
 

@@ -58,6 +58,8 @@ class VariantPlan:
     partial_archs: bool = False  # built for fewer archs than a full build (--cuda-archs)
     # kernel sections left out because they list none of the --cuda-archs: name -> what they list
     skipped_sections: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # what restricted the archs (--cuda-archs, TORCH_CUDA_ARCH_LIST), for errors that name what to pass
+    cuda_archs: Setting[tuple[Capability, ...]] | None = None
 
     @property
     def name(self) -> str:
@@ -239,6 +241,7 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
         link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps), partial_archs=partial,
         skipped_sections=tuple((s.name, tuple(map(str, s.cuda_capabilities))) for s in left_out),
+        cuda_archs=inputs.cuda_archs if backend == "cuda" else None,
     )
 
 
@@ -247,7 +250,8 @@ def _device_caps(inputs: PlanInputs, backend: str) -> tuple[dict[str, list[Capab
     """Each section's GPU capabilities, the variant's, and the sections left out: only sections
     with device code compile for GPU archs (metadata lists what was compiled); a binding .cu alone
     gets the defaults. Under --cuda-archs a section that lists its own capabilities but none of
-    those is left out (kernel-builder's rule: its ops are absent from that build); a kernel whose
+    those is left out (kernel-builder's rule; a library that still calls into it is refused after
+    the link, stage/undefined_symbols.py); a kernel whose
     every such section is left out has nothing to compile, which is an error."""
     if backend != "cuda":
         return {}, [], []

@@ -10,6 +10,8 @@ from kbuild.metadata import VariantMetadata
 from kbuild.variants import STABLE_ABI
 
 from builder.stage.abi_check import library_problems
+from builder.stage.link_check import unresolved_symbols
+from builder.stage.undefined_symbols import explain
 from builder.project.manylinux import policy_name
 from builder.stage.abi_floor import above
 from builder.compile.diagnose import failure_reason, first_error
@@ -24,7 +26,9 @@ from builder.toolchains.sysroot import Sysroot
 
 
 def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain,
-                    graph_dir: Path, manylinux: str | None, sysroot: Sysroot | None = None) -> VariantResult:
+                    graph_dir: Path, manylinux: str | None, sysroot: Sysroot | None = None,
+                    load_error: str | None = None) -> VariantResult:
+    """`load_error`: why the library did not load (RTLD_NOW) in the torch that built it, when it was tried."""
     build_dir = manifest.root / BUILD_DIR
     used = toolchain.describe(v.variant.backend) if v.compiled else ""
     seconds, log = 0.0, None
@@ -39,12 +43,20 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
                                  reason=reason, details=details)
         relinked = outcome is not None and str(v.library) in outcome.step_times
         problems = library_problems(v.library, stable_abi=v.variant.kind == STABLE_ABI) if relinked else []
+        if relinked and not problems and (undefined := _undefined(v, manifest, toolchain)):
+            _discard(v.library)
+            return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
+                                 reason=undefined.reason, details=undefined.details)
+        if load_error and not problems:
+            problems.append(f"{v.library.name} does not load in torch {toolchain.torch.torch_version}: {load_error}")
         if manylinux:  # checked on every build: the policy may be new, the library not
             problems += _above_policy(v.library, manylinux)
         if sysroot is not None and (missing := sysroot.too_new(v.library)):
             problems.append(f"{v.library.name} uses {', '.join(missing[:3])}, which glibc "
                             f"{sysroot.glibc} does not have (declared by a newer glibc's header)")
         if problems:
+            if relinked:
+                _discard(v.library)
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason="; ".join(problems))
     try:
@@ -54,6 +66,25 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
     floor = VariantMetadata.for_variant(path).abi if v.compiled else None
     return VariantResult(manifest.name, v.name, "built" if changed else "unchanged", seconds, path=path, log=log,
                          toolchain=used, floor=_describe_floor(floor))
+
+
+def _undefined(v, manifest: Manifest, toolchain: Toolchain):
+    """The library's undefined symbols explained (None when every one resolves): what it was linked
+    against (-L) first, then the system's folders, as the loader looks."""
+    search = [f[2:] for f in v.link_flags if f.startswith("-L")]
+    stubs = [str(Path(d) / "stubs") for d in (toolchain.cuda.lib_dir, Path(toolchain.cuda.home) / "lib64",
+                                              Path(toolchain.cuda.home) / "lib")] if toolchain.cuda else []
+    check = unresolved_symbols(v.library, search, stubs)
+    if not check.undefined:
+        return None
+    archs = v.cuda_archs
+    return explain(v, manifest, check, archs.origin if archs else "", tuple(map(str, archs.value)) if archs else ())
+
+
+def _discard(library: Path) -> None:
+    # A refused library must not be staged by the next build, which would find it up to date:
+    # without it, ninja links it again and the checks run again.
+    library.unlink(missing_ok=True)
 
 
 def _above_policy(library: Path, manylinux: str) -> list[str]:

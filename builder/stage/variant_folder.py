@@ -23,7 +23,7 @@ from builder.project.gitid import SourceId
 from builder.plan.steps import VariantPlan
 
 # backend key beside archs-partial: the kernel sections a --cuda-archs build left out (they list
-# none of its archs), each with the capabilities it lists; its ops are absent from the variant
+# none of its archs), each with the capabilities it lists; nothing in the variant calls into them
 SKIPPED_SECTIONS = "skipped-sections"
 
 

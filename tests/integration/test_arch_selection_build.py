@@ -74,7 +74,8 @@ def test_a_9_0a_build_skips_the_blackwell_section_and_publish_says_so(tmp_path, 
     assert code == 0, output
     warnings = [line for line in out.err.splitlines() if "blackwell" in line]
     assert warnings == [f"kbuild: warning: two-archs: skipping [kernel.blackwell] (cuda-capabilities 10.0a): none of "
-                        f"them is in --cuda-archs 9.0a; its ops are absent from {variant}"], out.err
+                        f"them is in --cuda-archs 9.0a; it is not compiled into {variant}, which kbuild refuses "
+                        "after linking if the rest of the library calls into it"], out.err
     backend = json.loads((project / "build" / variant / "metadata.json").read_text())["backend"]
     assert backend == {"type": "cuda", "archs": ["9.0a"], "archs-partial": True,
                        "skipped-sections": {"blackwell": ["10.0a"]}}
@@ -90,3 +91,85 @@ def test_a_9_0a_build_skips_the_blackwell_section_and_publish_says_so(tmp_path, 
             "lists, without the sections [kernel.blackwell] (10.0a) and their ops") in err, err
     assert main([*publish, "--allow-partial-archs"]) == 0
     assert f"published {variant} to me/two-archs@v1" in capsys.readouterr().out
+
+
+# -- a binding that calls into a section --cuda-archs leaves out (sage-attention's shape) -----------
+
+# The Blackwell section defines a host function the binding calls with no #if around the call, as
+# sage-attention's binding calls its sm80, sm89 and sm100 sections' entry points.
+BLACKWELL_ENTRY_CU = BLACKWELL_CU + ("void blackwell_scale(float* x) { blackwell_kernel<<<1, 32>>>(x); }\n")
+CALLING_BINDING = BINDING + "void blackwell_scale(float* x);\nvoid scale_op(float* x) { blackwell_scale(x); }\n"
+
+
+def write_calling_project(root: Path, binding: str = CALLING_BINDING) -> Path:
+    write_project(root)
+    (root / "blackwell" / "blackwell.cu").write_text(BLACKWELL_ENTRY_CU)
+    (root / "torch-ext" / "torch_binding.cpp").write_text(binding)
+    return root
+
+
+def _cuda_or_skip(monkeypatch):
+    from kbuild.variants import detect_system
+
+    system = detect_system()
+    if system.backend != "cuda":
+        pytest.skip("needs a CUDA build of torch and nvcc")
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    return system.compiled_variant().name
+
+
+def test_a_library_calling_a_left_out_section_is_refused_naming_the_archs_to_add(tmp_path, capsys, monkeypatch):
+    from builder.commands.main import main
+
+    variant = _cuda_or_skip(monkeypatch)
+    project = write_calling_project(tmp_path / "two-archs")
+    capsys.readouterr()
+    assert main(["build", str(project), "--cuda-archs", "9.0a", "--no-cache"]) == 1
+    out = capsys.readouterr()
+    lines = [line for line in (out.out + out.err).splitlines() if "cannot load" in line]
+    assert lines, out.out + out.err
+    assert ("cannot load: undefined symbol blackwell_scale(float*), called from torch-ext/torch_binding.cpp; "
+            'defined in [kernel.blackwell] (10.0a), which --cuda-archs 9.0a left out: build with --cuda-archs '
+            '"9.0a;10.0a" to compile it too, or without --cuda-archs') \
+        in lines[0], lines
+    assert "_two_archs_cuda_" in lines[0], lines  # the library, by its op namespace
+    assert not (project / "build" / variant).exists()  # nothing staged
+    assert not list((project / ".kbuild" / variant).glob("*.so"))  # nor left for a no-op rebuild to stage
+    assert main(["build", str(project), "--cuda-archs", "9.0a", "--no-cache"]) == 1  # refused again
+
+    # what the line says to pass builds a library that imports (kbuild imported it before staging)
+    capsys.readouterr()
+    assert main(["build", str(project), "--cuda-archs", "9.0a;10.0a", "--no-cache"]) == 0, capsys.readouterr()
+    backend = json.loads((project / "build" / variant / "metadata.json").read_text())["backend"]
+    assert backend == {"type": "cuda", "archs": ["9.0a", "10.0a"]}
+
+
+def test_a_symbol_no_section_defines_is_refused(tmp_path, capsys, monkeypatch):
+    from builder.commands.main import main
+
+    variant = _cuda_or_skip(monkeypatch)
+    binding = BINDING + "void hopper_scale(float* x);\nvoid scale_op(float* x) { hopper_scale(x); }\n"
+    project = write_calling_project(tmp_path / "two-archs", binding)
+    capsys.readouterr()
+    assert main(["build", str(project), "--no-cache"]) == 1
+    out = capsys.readouterr()
+    assert ("cannot load: undefined symbol hopper_scale(float*), called from torch-ext/torch_binding.cpp; no "
+            "section of build.toml defines it") in out.out + out.err
+    assert not (project / "build" / variant).exists()
+
+
+def test_a_library_whose_import_dies_is_refused(tmp_path, capsys, monkeypatch):
+    """Every symbol resolves, but importing it runs a static initialiser that throws: the import
+    check (the library loaded in the torch that built it) catches what reading the file cannot."""
+    from builder.commands.main import main
+
+    variant = _cuda_or_skip(monkeypatch)
+    binding = BINDING.replace('#include "registration.h"\n', '#include "registration.h"\n#include <stdexcept>\n') + (
+        'static int boom = [] { throw std::runtime_error("static initialiser failed"); return 0; }();\n')
+    project = write_calling_project(tmp_path / "two-archs", binding)
+    capsys.readouterr()
+    assert main(["build", str(project), "--no-cache"]) == 1
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "does not load in torch" in text and "static initialiser failed" in text, text
+    assert not (project / "build" / variant).exists()
