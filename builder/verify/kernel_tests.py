@@ -30,6 +30,7 @@ from builder.project.workspace import kernel_dirs
 
 _NO_TESTS_COLLECTED = 5
 _SKIP_PLUGIN = "kbuild_skip_reasons"  # builder/templates/kbuild_skip_reasons.py
+_VARIANT_PLUGIN = "kbuild_variant_under_test"  # builder/templates/kbuild_variant_under_test.py
 TIMEOUT_S = 3600  # one variant's suite, unless `kbuild test --timeout` says otherwise
 GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
@@ -120,15 +121,21 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
         # Config, rootdir and conftest.py files all come from the kernel: a parent folder's
         # pytest.ini (addopts, plugins) or conftest.py would otherwise apply to its tests.
         isolate = ["-c", str(config), f"--rootdir={root}", f"--confcutdir={root}"]
-        # why tests were skipped (a CUDA suite on a CPU machine), from kbuild's plugin beside the kernel
-        (Path(tmp) / f"{_SKIP_PLUGIN}.py").write_bytes(resources.read_bytes(f"templates/{_SKIP_PLUGIN}.py"))
+        # why tests were skipped (a CUDA suite on a CPU machine), from kbuild's plugin beside the kernel;
+        # the other imports the kernel's package from the variant before any source folder can stand in
+        for plugin in (_SKIP_PLUGIN, _VARIANT_PLUGIN):
+            (Path(tmp) / f"{plugin}.py").write_bytes(resources.read_bytes(f"templates/{plugin}.py"))
         env["KBUILD_SKIP_REASONS"] = str(Path(tmp) / "skipped.jsonl")
-        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", _SKIP_PLUGIN, *isolate,
-               str(root / "tests"), *pytest_args]
+        import_error = Path(tmp) / "import-error.txt"
+        env.update(KBUILD_TEST_PACKAGE=manifest.python_name, KBUILD_TEST_PACKAGE_DIR=tmp,
+                   KBUILD_IMPORT_ERROR=str(import_error))
+        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", _SKIP_PLUGIN, "-p", _VARIANT_PLUGIN,
+               *isolate, str(root / "tests"), *pytest_args]
         # straight into the log: a suite that is cut short keeps what it ran (tail it while it runs)
         with reporter.phase(f"pytest {manifest.name}/{variant_dir.name} (log {log})"):
             code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)
         skips = skip_reasons(Path(env["KBUILD_SKIP_REASONS"]))
+        not_imported = import_error.read_text().strip() if import_error.is_file() else ""
     seconds = time.monotonic() - start
     output = log.read_text(errors="replace")
     if code is None:
@@ -137,6 +144,12 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
         return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log,
                              reason=f"timed out after {timeout} s ({_progress(output)})")
     last = _outcome_line(output)
+    if not_imported:  # said first: every test that imports the package failed or skipped for this
+        why = f"{manifest.python_name} does not import from {variant_dir.name}: {not_imported}"
+        if code in (0, _NO_TESTS_COLLECTED):
+            skips = (f"note: {why}", *skips)
+        else:
+            last = f"{why}; pytest: {last}"
     if code in (0, _NO_TESTS_COLLECTED):
         # Exit 5: every test module skipped itself (e.g. no GPU for a CUDA variant).
         status = "skipped" if " passed" not in last else "passed"
@@ -186,6 +199,15 @@ def _progress(output: str) -> str:
     return f"{marks.count('.')} passed, {marks.count('F') + marks.count('E')} failed, {marks.count('s')} skipped so far"
 
 
+def _collection_error(output: str) -> str:
+    """`; error collecting (importing) tests/test_x.py: E   ImportError: ...`, or ""."""
+    m = re.search(r"^_+ ERROR collecting (\S+) _+$", output, re.M)
+    if not m:
+        return ""
+    first = re.search(r"^E\s+(.+)$", output[m.end():], re.M)
+    return f"; error collecting (importing) {m[1]}" + (f": {first[1].strip()}" if first else "")
+
+
 SKIP_LINES = 10  # the rest are in the log
 
 
@@ -204,11 +226,12 @@ def skip_reasons(jsonl: Path) -> tuple[str, ...]:
 
 
 def _outcome_line(output: str) -> str:
-    """pytest's closing summary, or what killed it (a crash leaves no summary)."""
+    """pytest's closing summary (with the first collection error, which the summary counts only as
+    "1 error"), or what killed it (a crash leaves no summary)."""
     lines = output.strip().splitlines()
     for line in reversed(lines):
         if re.search(r"\d+ (passed|failed|skipped|error)|no tests ran", line):
-            return line.strip("= ")
+            return line.strip("= ") + _collection_error(output)
     crash = next((line for line in lines if "Fatal Python error: " in line), None)
     if crash:
         where = next((line.strip() for line in lines if "/tests/" in line and ", line " in line), "")

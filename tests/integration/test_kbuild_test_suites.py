@@ -182,3 +182,88 @@ def test_a_suite_that_times_out_keeps_its_log_and_says_how_far_it_got(tmp_path, 
     assert re.search(r"failed\s+slowk/torch-cuda .*timed out after 20 s \(2 passed, 0 failed, 0 skipped so far\)", out), out
     log = (kernel / ".kbuild" / "torch-cuda" / "test.log").read_text()
     assert log.splitlines()[-1] == "kbuild: pytest stopped after 20 s" and ".." in log
+
+
+# --- the variant under test, never a source folder; calls the suite's loader refuses ----------------
+
+def test_a_source_folder_named_like_the_package_does_not_stand_in_for_the_variant(relu, cpu_variant, monkeypatch):
+    """flash-mla keeps its upstream package, `flash_mla/`, at the project root: pytest's working
+    folder, first on sys.path. The suite must still import the staged variant."""
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    (relu / "relu").mkdir()
+    (relu / "relu" / "__init__.py").write_text("raise ImportError('the source folder relu/ was imported')\n")
+    (relu / "tests" / "test_which_relu.py").write_text(
+        "from pathlib import Path\nimport relu\n\n\ndef test_it_is_the_variant():\n"
+        "    print('relu from', Path(relu.__file__).parent.resolve())\n")
+    code, log = kbuild_test(relu, cpu_variant, "-s")
+    assert code == 0, log
+    assert f"relu from {(relu / 'build' / cpu_variant).resolve()}\n" in log, log
+    assert "source folder relu/ was imported" not in log, log
+
+
+UNVERSIONED_CALLS = '''\
+import kernels
+
+
+def test_loads_without_a_version():
+    kernels.get_kernel("kernels-community/relu")
+'''
+
+
+def test_an_unversioned_hugging_face_get_kernel_is_a_skip_that_says_why(relu, cpu_variant, capsys, monkeypatch):
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    (relu / "tests" / "test_unversioned.py").write_text(UNVERSIONED_CALLS)
+    (relu / "tests" / "test_unversioned_module.py").write_text(
+        'import kernels\n\nRELU = kernels.get_kernel("kernels-community/relu")\n\n\ndef test_never_runs():\n    pass\n')
+    capsys.readouterr()
+    code, log = kbuild_test(relu, cpu_variant)
+    out = "".join(capsys.readouterr())
+    assert code == 0, log
+    assert re.search(r"^3 passed, 2 skipped\b", log, re.M), log
+    why = "calls Hugging Face's kernels.get_kernel without version= or revision="
+    assert f"skipped 1: tests/test_unversioned.py:5: {why}" in out, out
+    assert f"skipped 1: tests/test_unversioned_module.py:3: {why}" in out, out
+
+
+def test_a_collection_error_is_named_with_its_first_line(relu, cpu_variant, capsys, monkeypatch):
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    (relu / "tests" / "test_broken.py").write_text("import a_module_nobody_has\n")
+    capsys.readouterr()
+    code, log = kbuild_test(relu, cpu_variant)
+    out = "".join(capsys.readouterr())
+    assert code == 1, log
+    assert ("error collecting (importing) tests/test_broken.py: ModuleNotFoundError: No module named "
+            "'a_module_nobody_has'") in out, out
+
+
+SCRIPT_TEST = '''\
+import torch
+
+
+def test_scaled(t: int, scale: float):
+    assert torch.ones(t).mul(scale).sum() == t * scale
+
+
+def test_a_real_one(missing_fixture):
+    pass
+
+
+if __name__ == "__main__":
+    for t in (1, 2):
+        test_scaled(t, 2.0)
+'''
+
+
+def test_a_scripts_routine_is_skipped_saying_so_but_a_missing_fixture_is_still_an_error(relu, cpu_variant, capsys,
+                                                                                        monkeypatch):
+    """flash-mla's tests are scripts: `test_flash_mla(t)` is called by the module's __main__ block."""
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    (relu / "tests" / "test_script.py").write_text(SCRIPT_TEST)
+    capsys.readouterr()
+    code, log = kbuild_test(relu, cpu_variant)
+    out = "".join(capsys.readouterr())
+    assert code == 1, log
+    assert ("skipped 1: tests/test_script.py:4: test_script.py is a script: test_scaled needs 't', which its "
+            "__main__ block passes and no fixture provides") in out, out
+    # a test that is not the script's routine keeps its error, even in a script
+    assert "ERROR tests/test_script.py::test_a_real_one" in log, log

@@ -64,3 +64,20 @@ def test_hub_env_leaves_an_explicit_hf_hub_offline_alone(tmp_path, monkeypatch):
     monkeypatch.delenv("LOCAL_KERNELS", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     assert _hub_env(REPO_ID, tmp_path, from_environment()) == {"LOCAL_KERNELS": f"{REPO_ID}={tmp_path.resolve()}"}
+
+
+def test_a_collection_error_is_named_in_the_outcome():
+    from builder.verify.kernel_tests import _outcome_line
+
+    output = ("==================================== ERRORS ====================================\n"
+              "______________________ ERROR collecting tests/test_quant.py ______________________\n"
+              "ImportError while importing test module '/k/tests/test_quant.py'.\n"
+              "tests/test_quant.py:5: in <module>\n    from sage_attention import per_block_int8\n"
+              "E   ImportError: undefined symbol: _Z50qk_int8_sv_f8\n"
+              "=========================== short test summary info ============================\n"
+              "ERROR tests/test_quant.py\n"
+              "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!!\n"
+              "1 error in 4.48s\n")
+    assert _outcome_line(output) == ("1 error in 4.48s; error collecting (importing) tests/test_quant.py: "
+                                     "ImportError: undefined symbol: _Z50qk_int8_sv_f8")
+    assert _outcome_line("...\n3 passed in 1.0s\n") == "3 passed in 1.0s"

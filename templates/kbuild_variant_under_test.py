@@ -1,0 +1,128 @@
+"""kbuild's pytest plugin for `kbuild test`, loaded with `-p` from the suite's temporary folder.
+
+1. The kernel's package is imported from the staged variant before any test module is: pytest runs
+   with the kernel's root as its working folder, and `python -m pytest` (and pytest's rootdir
+   insertion) put that folder first on sys.path, where a project may keep a source package of the
+   same name (flash-mla's `flash_mla/`, which imports a `flash_mla.cuda` that only its own setup.py
+   builds). Once imported, every `import <package>` of the suite gets the variant under test.
+2. A test that calls Hugging Face's `kernels.get_kernel` without `version=`/`revision=` fails in
+   `kernels` >= 0.16 before it reaches the variant (that loader now requires one): such a test is
+   reported skipped, saying which call and why, instead of counted as the variant's failure.
+3. A `test_*` function of a script (a module with an `if __name__ == "__main__":` block, as
+   flash-mla's tests are) that the script calls itself and whose arguments no fixture provides is
+   the script's routine, given values pytest does not have: skipped, saying so, not an error.
+
+$KBUILD_TEST_PACKAGE names the package, $KBUILD_TEST_PACKAGE_DIR the folder that holds it (a link
+to the variant); $KBUILD_IMPORT_ERROR is where a failed import of the variant is written.
+"""
+
+import importlib
+import os
+import re
+import sys
+import traceback
+
+import pytest
+
+_UNVERSIONED = "version or revision must be specified"
+
+
+def _import_variant():
+    name, folder = os.environ.get("KBUILD_TEST_PACKAGE"), os.environ.get("KBUILD_TEST_PACKAGE_DIR")
+    if not name or not folder:
+        return
+    sys.path.insert(0, folder)
+    try:
+        importlib.import_module(name)
+    except BaseException as e:  # the suite reports it where it imports the package; kbuild says it first
+        out = os.environ.get("KBUILD_IMPORT_ERROR")
+        if out:
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(f"{type(e).__name__}: {e}".splitlines()[0] + "\n")
+        return  # the folder stays first on the path, so no source folder stands in for the variant
+    sys.path.remove(folder)
+
+
+_import_variant()
+
+
+def _unversioned_get_kernel(excinfo, root):
+    """(file, line) of the suite's call into `kernels` that raised for want of a version, or None:
+    the innermost frame of the traceback that lies in the kernel's own folder (`root`)."""
+    if excinfo is None or not excinfo.errisinstance(ValueError) or _UNVERSIONED not in str(excinfo.value):
+        return None
+    frames = traceback.extract_tb(excinfo.tb)
+    if not any(f"{os.sep}kernels{os.sep}" in f.filename for f in frames):
+        return None
+    own = [f for f in frames if _inside(f.filename, root)]
+    return (own[-1].filename, own[-1].lineno) if own else None
+
+
+def _inside(path, root) -> bool:
+    path = os.path.realpath(path)
+    return path.startswith(os.path.realpath(str(root)) + os.sep) and f"{os.sep}site-packages{os.sep}" not in path
+
+
+def _reason() -> str:
+    try:
+        from importlib.metadata import version
+        release = f" {version('kernels')}"
+    except Exception:
+        release = ""
+    return (f"calls Hugging Face's kernels.get_kernel without version= or revision=, which kernels{release} "
+            "refuses before loading anything: not a failure of the variant under test")
+
+
+def _as_skip(report, where):
+    path = os.path.relpath(where[0]) if os.path.isabs(where[0]) else os.path.normpath(where[0])
+    report.outcome = "skipped"
+    report.longrepr = (path, where[1], "Skipped: " + _reason())
+
+
+def _script_function(item, call) -> str | None:
+    """Why `item` is a script's routine rather than a test, or None."""
+    if call.when != "setup" or call.excinfo is None or type(call.excinfo.value).__name__ != "FixtureLookupError":
+        return None
+    try:
+        source = item.path.read_text(errors="replace")
+    except OSError:
+        return None
+    if not re.search(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", source, re.M):
+        return None
+    name = getattr(item, "originalname", item.name)
+    if not re.search(rf"^(?!\s*def\s).*\b{re.escape(name)}\(", source, re.M):
+        return None  # the script never calls it: a test with a fixture missing, an error like any other
+    missing = getattr(call.excinfo.value, "argname", "?")
+    return (f"{item.path.name} is a script: {item.name} needs '{missing}', which its __main__ block passes and no "
+            "fixture provides (run the script against the variant to use it)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    if where := _unversioned_get_kernel(call.excinfo, item.config.rootpath):
+        _as_skip(report, where)
+    elif why := _script_function(item, call):
+        report.outcome = "skipped"
+        report.longrepr = (os.path.relpath(str(item.path)), item.location[1] + 1, "Skipped: " + why)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a test module that calls it at import time (the failure is then a collection error,
+    which carries only its text)."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    text = report.longreprtext
+    if _UNVERSIONED not in text or f"{os.sep}kernels{os.sep}" not in text:
+        return
+    root = collector.config.rootpath
+    calls = [m for m in re.finditer(r"^(\S+\.py):(\d+): in ", text, re.M)
+             if _inside(os.path.join(str(collector.config.invocation_params.dir), m[1]), root)]
+    if calls:
+        _as_skip(report, (calls[-1][1], int(calls[-1][2])))
