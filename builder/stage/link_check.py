@@ -33,8 +33,10 @@ class Library:
     undefined: tuple[str, ...]  # undefined, non-weak dynamic symbols
 
 
-def read_library(path: Path) -> Library:
-    """The dynamic-linking facts of the ELF shared library at `path` (OSError, ELFError if unreadable)."""
+def read_library(path: Path, symbols: bool = True) -> Library:
+    """The dynamic-linking facts of the ELF shared library at `path` (OSError, ELFError if unreadable);
+    `symbols=False` leaves out its undefined symbols (reading them walks every dynamic symbol, which
+    for libtorch_cpu is ~100k)."""
     with path.open("rb") as f:
         elf = ELFFile(f)
         needed, runpath = [], []
@@ -48,7 +50,7 @@ def read_library(path: Path) -> Library:
                         runpath += [e.replace("$ORIGIN", str(path.parent)).replace("${ORIGIN}", str(path.parent))
                                     for e in entries.split(":") if e]
         undefined = []
-        dynsym = elf.get_section_by_name(".dynsym")
+        dynsym = elf.get_section_by_name(".dynsym") if symbols else None
         if isinstance(dynsym, SymbolTableSection):
             undefined = [s.name for s in dynsym.iter_symbols()
                          if s.name and s["st_shndx"] == "SHN_UNDEF" and s["st_info"]["bind"] != "STB_WEAK"]
@@ -95,7 +97,7 @@ def unresolved_symbols(library: Path, search_dirs: list[str], stub_dirs: list[st
             missing.append(name)
             continue
         try:
-            dep = read_library(path)
+            dep = read_library(path, symbols=False)
             for symbol in _exported(path, list(left)):
                 del left[symbol]
         except (OSError, ELFError):

@@ -30,11 +30,10 @@ backends = ["cpu"]
 {extra}
 [torch-noarch]
 """
-# A bare Python extension module: builds and imports, but kbuild's _ops cannot load it as ops.
-BINDING = ('#include <Python.h>\nstatic struct PyModuleDef m = {{PyModuleDef_HEAD_INIT, "_{python}", 0, -1, 0}};\n'
-           'PyMODINIT_FUNC PyInit__{python}(void) {{ return PyModule_Create(&m); }}\n')
-# kbuild's registration header: the variant's `from ._ops import ops` loads it (a loadable kernel).
+# kbuild's registration header: the variant's `from ._ops import ops` loads it (a loadable kernel;
+# kbuild build imports every library before it stages it, so a test kernel must be one).
 REGISTERED_BINDING = '#include "registration.h"\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n'
+BINDING = REGISTERED_BINDING
 
 
 def hub_repo(repo_id: str) -> str:
