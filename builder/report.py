@@ -48,7 +48,7 @@ class VariantResult:
     log: Path | None = None
     reason: str = ""
     toolchain: str = ""  # what built it: torch (python) + nvcc
-    floor: str = ""  # the ABI floor its libraries need, e.g. "needs manylinux_2_34_x86_64 (glibc 2.34, ...)"
+    floor: str = ""  # the ABI floor its libraries need, e.g. "needs manylinux_2_34_x86_64 (glibc 2.32, ...: the lowest …)"
     details: tuple[str, ...] = ()  # lines after the reason: a failure's compiler lines, pytest's skip reasons
 
     @property

@@ -306,7 +306,10 @@ class _Parser:
         if "edition" not in general:
             if isinstance(self.data.get("general"), dict) and "edition" in self.data["general"]:
                 return 5  # written, but not as an integer: reported by _table
-            notice(f"{_display(self.path)}: edition 4 manifest (no [general] edition), upgraded to "
+            version = general.get("version")
+            read = f" (its `version = {version}` is the kernel's major version, not the format's)" \
+                if isinstance(version, int) and not isinstance(version, bool) else ""
+            notice(f"{_display(self.path)}: edition 4 manifest (no [general] edition){read}, upgraded to "
                    "edition 5 in memory; update it to edition 5 and add `edition = 5` to silence this")
             return 4
         if general["edition"] not in EDITIONS:

@@ -101,7 +101,11 @@ def _describe_floor(floor) -> str:
     if floor is None:
         return ""
     parts = [f"glibc {floor.glibc}" if floor.glibc else "", f"GLIBCXX {floor.glibcxx}" if floor.glibcxx else ""]
-    return f"needs {floor.manylinux} ({', '.join(p for p in parts if p)})" if floor.manylinux else ""
+    # auditwheel's policies skip glibc releases (2_31, then 2_34): name both what is needed and the
+    # lowest policy that allows it, or "glibc 2.32" beside "manylinux_2_34" reads as a contradiction
+    needed = ", ".join(p for p in parts if p)
+    return (f"needs {floor.manylinux} ({needed}: the lowest manylinux policy that allows them)" if needed
+            else f"needs {floor.manylinux}") if floor.manylinux else ""
 
 
 def _failure(v, failed: dict[str, str], manifest: Manifest, graph_dir: Path) -> tuple[str, tuple[str, ...]]:

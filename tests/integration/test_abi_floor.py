@@ -112,7 +112,8 @@ def test_build_records_the_floor_and_enforces_a_policy(tmp_path, capsys):
     assert record["glibc"] >= "2.34" and record["manylinux"].startswith("manylinux_2_")
     assert VariantMetadata.for_variant(built[0]).abi.glibc == record["glibc"]
     out = capsys.readouterr()
-    assert f"needs {record['manylinux']}" in out.out + out.err
+    assert f"needs {record['manylinux']} (glibc {record['glibc']}" in out.out + out.err
+    assert "the lowest manylinux policy that allows them)" in out.out + out.err
 
     # built with this host's glibc (--no-sysroot), the policy only checks: tests/integration/test_sysroot.py
     # builds the same way against a glibc 2.28 sysroot and passes

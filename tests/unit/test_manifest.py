@@ -243,8 +243,9 @@ def test_check_prints_the_edition4_warning(corpus, capsys):
     assert main(["check", "good/edition4"]) == 0
     err = capsys.readouterr().err
     assert err.splitlines() == [
-        "kbuild: warning: good/edition4/build.toml: edition 4 manifest (no [general] edition), "
-        "upgraded to edition 5 in memory; update it to edition 5 and add `edition = 5` to silence this"]
+        "kbuild: warning: good/edition4/build.toml: edition 4 manifest (no [general] edition) (its `version = 1` "
+        "is the kernel's major version, not the format's), upgraded to edition 5 in memory; update it to edition 5 "
+        "and add `edition = 5` to silence this"]
 
 
 def test_torch_noarch():
