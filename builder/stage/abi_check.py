@@ -30,9 +30,10 @@ _PYTHON = re.compile(r"^_?Py")
 _LIMITED = {s.name for s in (*abi3info.FUNCTIONS, *abi3info.DATAS) if isinstance(s, Symbol)}
 
 
-def library_problems(path: Path, stable_abi: bool = False) -> list[str]:
+def library_problems(path: Path, stable_abi: bool = False, abi3: bool = True) -> list[str]:
     """What is wrong with the shared library at `path` (empty when nothing is); `stable_abi`: it
-    belongs to a torch stable-ABI variant."""
+    belongs to a torch stable-ABI variant; `abi3`: it promises the limited Python API (every
+    library kbuild stages is an .abi3.so)."""
     try:
         with path.open("rb") as f:
             elf = ELFFile(f)
@@ -52,7 +53,7 @@ def library_problems(path: Path, stable_abi: bool = False) -> list[str]:
     if _LIBSTDCXX_MARKERS & defined and not any(n.startswith("libstdc++.so") for n in needed):
         problems.append(f"{path.name} carries its own static copy of libstdc++ (the C++ compiler linked "
                         "libstdc++.a); torch extensions must share torch's libstdc++.so.6")
-    if bad := [s for s in undefined if _PYTHON.match(s) and s not in _LIMITED]:
+    if abi3 and (bad := [s for s in undefined if _PYTHON.match(s) and s not in _LIMITED]):
         problems.append(f"{path.name} uses {_some(bad)}, outside the limited Python API its .abi3 name and "
                         "Py_LIMITED_API promise (pybind11 and CPython internals are not allowed)")
     if stable_abi and (bad := [s for s in undefined if _TORCH_CXX.match(s)]):

@@ -15,7 +15,7 @@ from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import UsageError
-from builder.project.manylinux import all_policies, find_policy
+from builder.project.manylinux import all_policies, find_policy, policy_name
 
 # version-name prefix -> the metadata.json key it is recorded under
 FAMILIES = {"GLIBC": "glibc", "GLIBCXX": "glibcxx", "CXXABI": "cxxabi", "GCC": "gcc"}
@@ -115,3 +115,13 @@ def above(libraries: list[Path], policy: str, arch: str = "x86_64") -> list[Need
     bad = [n for lib in libraries for n in needs(lib)
            if n.family in allowed and n.version not in allowed[n.family]]
     return sorted(bad, key=lambda n: (n.family, _key(n.version)), reverse=True)
+
+
+def above_policy(library: Path, policy: str) -> list[str]:
+    """One problem line per symbol family of `library` that `policy` does not allow: its newest
+    version and the first symbol that needs it."""
+    newest = {}
+    for need in above([library], policy):
+        newest.setdefault(need.family, need)
+    return [f"{library.name} needs {n.tag}{f' ({n.symbol})' if n.symbol else ''}, above {policy_name(policy)}"
+            for n in newest.values()]

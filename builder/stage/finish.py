@@ -9,11 +9,10 @@ from pathlib import Path
 from kbuild.metadata import VariantMetadata
 from kbuild.variants import STABLE_ABI
 
-from builder.stage.abi_check import library_problems
+from builder.stage.abi_report import library_violations
 from builder.stage.link_check import unresolved_symbols
 from builder.stage.undefined_symbols import explain
-from builder.project.manylinux import policy_name
-from builder.stage.abi_floor import above
+from builder.stage.abi_floor import above_policy
 from builder.compile.diagnose import failure_reason, first_error
 from builder.errors import BuildError
 from builder.project.gitid import source_id
@@ -42,7 +41,7 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason=reason, details=details)
         relinked = outcome is not None and str(v.library) in outcome.step_times
-        problems = library_problems(v.library, stable_abi=v.variant.kind == STABLE_ABI) if relinked else []
+        problems = library_violations(v.library, v.variant.kind == STABLE_ABI, None) if relinked else []
         if relinked and not problems and (undefined := _undefined(v, manifest, toolchain)):
             _discard(v.library)
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
@@ -50,7 +49,7 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
         if load_error and not problems:
             problems.append(f"{v.library.name} does not load in torch {toolchain.torch.torch_version}: {load_error}")
         if manylinux:  # checked on every build: the policy may be new, the library not
-            problems += _above_policy(v.library, manylinux)
+            problems += above_policy(v.library, manylinux)
         if sysroot is not None and (missing := sysroot.too_new(v.library)):
             problems.append(f"{v.library.name} uses {', '.join(missing[:3])}, which glibc "
                             f"{sysroot.glibc} does not have (declared by a newer glibc's header)")
@@ -85,16 +84,6 @@ def _discard(library: Path) -> None:
     # A refused library must not be staged by the next build, which would find it up to date:
     # without it, ninja links it again and the checks run again.
     library.unlink(missing_ok=True)
-
-
-def _above_policy(library: Path, manylinux: str) -> list[str]:
-    """One problem per symbol family that the policy does not allow: its newest version and the
-    first symbol that needs it."""
-    newest = {}
-    for need in above([library], manylinux):
-        newest.setdefault(need.family, need)
-    return [f"{library.name} needs {n.tag}{f' ({n.symbol})' if n.symbol else ''}, above {policy_name(manylinux)}"
-            for n in newest.values()]
 
 
 def _describe_floor(floor) -> str:
