@@ -23,6 +23,7 @@ from builder._toml import tomllib
 NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?\Z")
 EDITIONS = (4, 5)
+CURRENT_EDITION = 5  # what kbuild update-build writes
 
 # kind per key: "str", "int", "strs" (list of strings), "table", "stable-abi" (str or table),
 # "kernels" (kernel dependencies: a list of {repo-id, version | revision} tables).
@@ -179,7 +180,12 @@ def load_manifest(path: Path) -> Manifest:
         path = path / "build.toml"
     if not path.is_file():
         raise ManifestError(f"{_display(path)}: no build.toml here", hint="run kbuild in a kernel project folder")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    return parse_manifest(path, path.read_text(encoding="utf-8", errors="replace"))
+
+
+def parse_manifest(path: Path, text: str, notify: bool = True) -> Manifest:
+    """Validate `text` as the build.toml at `path` (errors name that file); `notify=False` keeps the
+    edition 4 notice back (kbuild update-build reads old manifests on purpose)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -187,7 +193,7 @@ def load_manifest(path: Path) -> Manifest:
         loc = f"{_display(path)}:{line.group(1)}" if line else _display(path)
         reason = re.sub(r" \(at line.*", "", str(e))
         raise ManifestError(f"{loc}: invalid TOML: {reason}") from None
-    return _Parser(path, data, key_lines(text), is_kernel_builder_project(path.parent)).manifest()
+    return _Parser(path, data, key_lines(text), is_kernel_builder_project(path.parent), notify).manifest()
 
 
 def check_python_package(m: Manifest) -> None:
@@ -223,9 +229,9 @@ class _Parser:
     a bad value is left out and checking goes on; what depends on it is not checked, so one
     mistake gives one line."""
 
-    def __init__(self, path: Path, data: dict, lines: dict, kernel_builder: bool = False):
+    def __init__(self, path: Path, data: dict, lines: dict, kernel_builder: bool = False, notify: bool = True):
         self.path, self.data, self.lines = path, data, lines
-        self.kernel_builder = kernel_builder
+        self.kernel_builder, self.notify = kernel_builder, notify
         self.w = _Where(path, lines)
         self.errors: list[ManifestError] = []
 
@@ -309,8 +315,9 @@ class _Parser:
             version = general.get("version")
             read = f" (its `version = {version}` is the kernel's major version, not the format's)" \
                 if isinstance(version, int) and not isinstance(version, bool) else ""
-            notice(f"{_display(self.path)}: edition 4 manifest (no [general] edition){read}, upgraded to "
-                   "edition 5 in memory; update it to edition 5 and add `edition = 5` to silence this")
+            if self.notify:
+                notice(f"{_display(self.path)}: edition 4 manifest (no [general] edition){read}, upgraded to "
+                       "edition 5 in memory; run `kbuild update-build` to rewrite it as edition 5")
             return 4
         if general["edition"] not in EDITIONS:
             raise self.w.error(("general", "edition"), f"unsupported edition {general['edition']} (supported: 4, 5)")

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARGS = {
     "init": ["my-scale"], "check": [], "variants": [], "build": [], "test": [], "publish": [], "matrix": [],
     "info": ["me/my-scale"], "lock": [], "download": [], "hub": ["serve"], "toolchain": ["list"], "clean": [],
-    "completion": ["bash"], "bench": [], "check-abi": ["x.so"],
+    "completion": ["bash"], "bench": [], "check-abi": ["x.so"], "update-build": [],
 }
 
 

@@ -230,7 +230,7 @@ def test_edition4_is_upgraded_with_a_warning(corpus):
     assert m.torch is not None and [k.name for k in m.kernels] == ["relu_cpu"]
     assert len(warned) == 1
     assert warned[0].startswith("good/edition4/build.toml: edition 4 manifest (no [general] edition)")
-    assert "add `edition = 5`" in warned[0]
+    assert "run `kbuild update-build` to rewrite it as edition 5" in warned[0]
 
 
 def test_edition4_universal_is_a_noarch_kernel():
@@ -244,8 +244,8 @@ def test_check_prints_the_edition4_warning(corpus, capsys):
     err = capsys.readouterr().err
     assert err.splitlines() == [
         "kbuild: warning: good/edition4/build.toml: edition 4 manifest (no [general] edition) (its `version = 1` "
-        "is the kernel's major version, not the format's), upgraded to edition 5 in memory; update it to edition 5 "
-        "and add `edition = 5` to silence this"]
+        "is the kernel's major version, not the format's), upgraded to edition 5 in memory; run `kbuild "
+        "update-build` to rewrite it as edition 5"]
 
 
 def test_torch_noarch():
