@@ -227,7 +227,11 @@ class Session:
             if self.offline:
                 raise OfflineMiss(f"{repo_id}@{commit[:12]} is not in the cache and offline mode is on "
                                   "(KBUILD_OFFLINE / HF_HUB_OFFLINE); load it once online or run `kbuild download`")
-            names = self.reader.variants(repo_id, commit)
+            try:
+                names = self.reader.variants(repo_id, commit)
+            except HubUnreachable as e:
+                self._say_cache_doubts(repo_id, commit, e)
+                raise
             self.cache.save_variants(*key, names)
         with _MEMO_LOCK:
             _VARIANTS[key] = names
@@ -295,6 +299,11 @@ class Session:
             doubt = None
         except IntegrityError as e:
             cached, doubt = None, e
+        if cached is None and doubt is None and not self.offline:
+            # refused a moment ago (reading its metadata.json with the hub down) or by an earlier
+            # process, and not fetched since: a failed fetch must say that first
+            refused = self.cache.refusal(self.reader.key, repo_id, commit, variant)
+            doubt = IntegrityError(f"{where}: {refused}") if refused else None
         if cached is not None:
             if not self.allow_no_digest and VariantMetadata.for_variant(cached).digest is None:
                 raise IntegrityError(no_digest_message(where))
@@ -316,10 +325,37 @@ class Session:
         except (OSError, IntegrityError) as e:
             if doubt is None:
                 raise
-            raise IntegrityError(f"{doubt}; fetching it again from {self.reader.describe()} failed: {e}") from None
+            kept = self.cache.variant_dir(self.reader.key, repo_id, commit, variant).exists()  # a read-only cache
+            raise IntegrityError(self._refetch_failed(doubt, e, kept)) from None
         if doubt is not None:
             _warn(f"{doubt}; fetched it again from {self.reader.describe()}")
         return path
+
+    def _say_cache_doubts(self, repo_id: str, commit: str, error: Exception) -> None:
+        """The hub cannot list a commit this cache holds variants of: when one of those copies fails
+        its check (or failed it before), that is what the user must hear first."""
+        folder = self.cache.commit_dir(self.reader.key, repo_id, commit)
+        names = {p.name.removesuffix(".refused") for p in folder.glob("*")
+                 if not p.name.startswith(".") and (p.is_dir() or p.name.endswith(".refused"))} if folder.is_dir() else ()
+        for name in sorted(names):
+            try:
+                if self.cache.cached(self.reader.key, repo_id, commit, name) is not None:
+                    continue
+                refused = self.cache.refusal(self.reader.key, repo_id, commit, name)
+                doubt = IntegrityError(f"{repo_id}@{commit[:12]} build/{name}: {refused}") if refused else None
+            except IntegrityError as e:
+                doubt = e
+            if doubt is not None:
+                kept = self.cache.variant_dir(self.reader.key, repo_id, commit, name).exists()
+                raise IntegrityError(self._refetch_failed(doubt, error, kept)) from None
+
+    def _refetch_failed(self, doubt: Exception, error: Exception, kept: bool = False) -> str:
+        """The cache's refusal first, then what a fresh copy needs and how to get one."""
+        fate = "could not be removed (a read-only cache) and is refused each time" if kept else "was removed"
+        return (f"{doubt}; that cached copy {fate} (what it held cannot be trusted). A fresh copy must come from "
+                f"{self.reader.describe()}, and fetching it failed: {error}. Reach that hub again (or pass hub= / set "
+                f"KBUILD_HUB to one that has it), or set KBUILD_CACHE to a cache that holds a verified copy (this one: "
+                f"{self.cache.root}); offline mode (KBUILD_OFFLINE) cannot help, nothing verified of it is left here")
 
     def install_best(self, found: Resolution) -> tuple[str, Path]:
         """The best variant whose installed metadata.json passes kbuild.fit's checks (ABI floor,

@@ -322,7 +322,8 @@ def test_a_doubtful_copy_and_an_unreachable_hub_say_both(hub, tmp_path):
     hub.rename(tmp_path / "hub-gone")
     new_process()
     with pytest.raises(IntegrityError, match=r"_ops.py was changed after it was downloaded and verified; "
-                                             r"fetching it again from .* failed"):
+                                             r"that cached copy was removed .* A fresh copy must come from .*, "
+                                             r"and fetching it failed"):
         get_kernel(f"org/tiny@{sha}", hub=str(hub))
     assert not any(n.startswith("_tiny_") for n in sys.modules)
 
@@ -486,6 +487,38 @@ def test_a_server_that_went_away_falls_back_with_a_warning(kernel, tmp_path, mon
     with pytest.warns(UserWarning, match="using the refs of .* recorded when it was last reached"):
         assert get_kernel("org/tiny@v1", hub=own.url, trust_remote_code=True).double(1) == 2
 
+
+
+@pytest.mark.parametrize("tamper", ["change", "add", "remove", "change, and the listing memo gone"])
+def test_a_tampered_cache_with_the_server_gone_says_what_failed_first(kernel, tmp_path, monkeypatch, runtime_env,
+                                                                      tamper):
+    """The cached copy fails its check while the hub is down: the refusal names the file and the variant,
+    that the copy was removed, then what a fresh copy needs (issue 35)."""
+    own, stop = start_server(tmp_path / "own")
+    monkeypatch.setenv("HF_TOKEN", own.token)
+    kernel.publish(own.url)
+    monkeypatch.delenv("HF_TOKEN")
+    monkeypatch.setenv("KBUILD_TRUSTED_ORGS", f"org@{own.url}")
+    path = install_kernel("org/tiny@v1", hub=own.url)
+    sha = branch_head(own.root, "org/tiny", "v1")
+    what = {"add": "extra.py was added", "remove": "_ops.py is missing"}.get(tamper, "_ops.py was changed")
+    if tamper.startswith("change"):
+        (path / "_ops.py").write_text("import os  # injected\n")
+    elif tamper == "add":
+        (path / "extra.py").write_text("")
+    else:
+        (path / "_ops.py").unlink()
+    if tamper.endswith("memo gone"):  # a cache filled by an older kbuild: the hub must list the commit again
+        (path.parent / "variants.json").unlink()
+    stop()
+    new_process()
+    with pytest.raises(IntegrityError) as refused:
+        get_kernel(f"org/tiny@{sha}", hub=own.url)
+    message = str(refused.value)
+    assert message.index(what) < message.index(own.url), message  # the cache first, then the hub
+    assert f"/{CHOSEN}: " in message and "was removed" in message, message  # the variant, named first
+    assert "KBUILD_CACHE" in message and str(runtime_env.parent) in message, message
+    assert not path.exists()  # the copy that failed is gone, not left to load later
 
 # -- trust -----------------------------------------------------------------------------------------
 
