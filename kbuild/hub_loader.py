@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import fit, hubs
-from .cache import Expect, KernelCache, no_digest_message
+from .cache import Expect, KernelCache, Unverifiable, no_digest_message
 from .errors import (HubUnreachable, IntegrityError, InvalidMetadata, KernelNotFound, MissingPin, NoVariantFits,
                      OfflineMiss, RepoNotFound, RevisionNotFound)
 from .gpu_arch import describe_device
@@ -299,11 +299,10 @@ class Session:
             doubt = None
         except IntegrityError as e:
             cached, doubt = None, e
-        if cached is None and doubt is None and not self.offline:
-            # refused a moment ago (reading its metadata.json with the hub down) or by an earlier
-            # process, and not fetched since: a failed fetch must say that first
-            refused = self.cache.refusal(self.reader.key, repo_id, commit, variant)
-            doubt = IntegrityError(f"{where}: {refused}") if refused else None
+        # a copy refused a moment ago (reading its metadata.json with the hub down) or by an earlier
+        # process, and not fetched since: a fetch that fails must say that first
+        refused = self.cache.refusal(self.reader.key, repo_id, commit, variant) \
+            if cached is None and doubt is None and not self.offline else None
         if cached is not None:
             if not self.allow_no_digest and VariantMetadata.for_variant(cached).digest is None:
                 raise IntegrityError(no_digest_message(where))
@@ -323,36 +322,42 @@ class Session:
                                       lambda dest: self.reader.fetch(repo_id, commit, variant, dest, cap),
                                       require_digest=not self.allow_no_digest, anchor=anchor, expect=expect)
         except (OSError, IntegrityError) as e:
-            if doubt is None:
+            if doubt is None and refused is None:
                 raise
-            kept = self.cache.variant_dir(self.reader.key, repo_id, commit, variant).exists()  # a read-only cache
-            raise IntegrityError(self._refetch_failed(doubt, e, kept)) from None
+            first = doubt or IntegrityError(f"{where}: the last copy of it was refused ({refused})")
+            raise IntegrityError(self._refetch_failed(first, e, self._fate(doubt, repo_id, commit, variant))) from None
         if doubt is not None:
             _warn(f"{doubt}; fetched it again from {self.reader.describe()}")
         return path
 
     def _say_cache_doubts(self, repo_id: str, commit: str, error: Exception) -> None:
         """The hub cannot list a commit this cache holds variants of: when one of those copies fails
-        its check (or failed it before), that is what the user must hear first."""
+        its check, that is what the user must hear first (an IntegrityError, not the hub's error)."""
         folder = self.cache.commit_dir(self.reader.key, repo_id, commit)
-        names = {p.name.removesuffix(".refused") for p in folder.glob("*")
-                 if not p.name.startswith(".") and (p.is_dir() or p.name.endswith(".refused"))} if folder.is_dir() else ()
-        for name in sorted(names):
+        names = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+            if folder.is_dir() else []
+        for name in names:
             try:
-                if self.cache.cached(self.reader.key, repo_id, commit, name) is not None:
-                    continue
-                refused = self.cache.refusal(self.reader.key, repo_id, commit, name)
-                doubt = IntegrityError(f"{repo_id}@{commit[:12]} build/{name}: {refused}") if refused else None
-            except IntegrityError as e:
-                doubt = e
-            if doubt is not None:
-                kept = self.cache.variant_dir(self.reader.key, repo_id, commit, name).exists()
-                raise IntegrityError(self._refetch_failed(doubt, error, kept)) from None
+                self.cache.cached(self.reader.key, repo_id, commit, name)
+            except Unverifiable:
+                continue  # not found wrong: only uncheckable without the hub, whose error says enough
+            except IntegrityError as doubt:
+                raise IntegrityError(self._refetch_failed(doubt, error, self._fate(doubt, repo_id, commit, name))) \
+                    from None
 
-    def _refetch_failed(self, doubt: Exception, error: Exception, kept: bool = False) -> str:
+    def _fate(self, doubt: Exception | None, repo_id: str, commit: str, variant: str) -> str:
+        """What became of the cached copy that `doubt` refused, for the message."""
+        if doubt is None:
+            return "nothing of it is cached"
+        if isinstance(doubt, Unverifiable):
+            return "that cached copy is kept (it could not be checked without the hub, not found wrong)"
+        if self.cache.variant_dir(self.reader.key, repo_id, commit, variant).exists():
+            return "that cached copy could not be removed (a read-only cache) and is refused each time"
+        return "that cached copy was removed (what it held cannot be trusted)"
+
+    def _refetch_failed(self, doubt: Exception, error: Exception, fate: str) -> str:
         """The cache's refusal first, then what a fresh copy needs and how to get one."""
-        fate = "could not be removed (a read-only cache) and is refused each time" if kept else "was removed"
-        return (f"{doubt}; that cached copy {fate} (what it held cannot be trusted). A fresh copy must come from "
+        return (f"{doubt}; {fate}. A fresh copy must come from "
                 f"{self.reader.describe()}, and fetching it failed: {error}. Reach that hub again (or pass hub= / set "
                 f"KBUILD_HUB to one that has it), or set KBUILD_CACHE to a cache that holds a verified copy (this one: "
                 f"{self.cache.root}); offline mode (KBUILD_OFFLINE) cannot help, nothing verified of it is left here")

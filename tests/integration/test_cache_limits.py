@@ -87,9 +87,10 @@ def test_a_doubtful_copy_with_the_hub_gone_says_both(served, runtime_env):
     (path / "_ops.py").write_text("import os  # injected\n")
     served.stop()
     new_process()
-    with pytest.raises(IntegrityError, match=r"_ops.py was changed after it was downloaded and verified; fetching it "
-                                             r"again from hub http://\S+ failed: cannot list build/torch-\w+/ at \w+ "
-                                             r"of org/tiny on hub http://\S+: .*Connection refused"):
+    with pytest.raises(IntegrityError, match=r"_ops.py was changed after it was downloaded and verified; that cached "
+                                             r"copy was removed .* A fresh copy must come from hub http://\S+, and "
+                                             r"fetching it failed: cannot list build/torch-\w+/ at \w+ of org/tiny on "
+                                             r"hub http://\S+: .*Connection refused"):
         get_kernel(f"org/tiny@{sha}", hub=served.url, trust_remote_code=True)
     assert nothing_cached(runtime_env)  # refused: removed, though nothing replaced it
 
@@ -102,8 +103,9 @@ def test_an_unverifiable_copy_with_the_hub_gone_says_both_and_is_kept(kernel, tm
     hub.rename(tmp_path / "hub-away")
     new_process()
     with pytest.raises(IntegrityError, match=r"verification record is missing or not signed by this user, and "
-                                             r"re-verifying it needs the hub: local hub .* does not exist.*; fetching "
-                                             r"it again from local hub .* failed"), \
+                                             r"re-verifying it needs the hub: local hub .* does not exist.*; that "
+                                             r"cached copy is kept .* A fresh copy must come from local hub .*, and "
+                                             r"fetching it failed"), \
             pytest.warns(UserWarning, match="using the refs of org/tiny recorded"):
         get_kernel("org/tiny@v1", hub=str(hub))
     assert path.is_dir()  # not refused, only not verifiable now: kept for when the hub is back
