@@ -42,6 +42,9 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
                                  reason=reason, details=details)
         relinked = outcome is not None and str(v.library) in outcome.step_times
         problems = library_violations(v.library, v.variant.kind == STABLE_ABI, None) if relinked else []
+        if sysroot is not None and (missing := sysroot.too_new(v.library)):  # before the undefined symbols: it says why
+            problems.append(f"{v.library.name} uses {', '.join(missing[:3])}, which glibc "
+                            f"{sysroot.glibc} does not have (declared by a newer glibc's header)")
         if relinked and not problems and (undefined := _undefined(v, manifest, toolchain)):
             _discard(v.library)
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
@@ -50,9 +53,6 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
             problems.append(f"{v.library.name} does not load in torch {toolchain.torch.torch_version}: {load_error}")
         if manylinux:  # checked on every build: the policy may be new, the library not
             problems += above_policy(v.library, manylinux)
-        if sysroot is not None and (missing := sysroot.too_new(v.library)):
-            problems.append(f"{v.library.name} uses {', '.join(missing[:3])}, which glibc "
-                            f"{sysroot.glibc} does not have (declared by a newer glibc's header)")
         if problems:
             if relinked:
                 _discard(v.library)
