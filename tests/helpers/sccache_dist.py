@@ -53,8 +53,9 @@ def sccache_dist(folder: Path, servers: int = 2, cpus: list[str] | None = None) 
         f'public_addr = "127.0.0.1:{port}"\n[client_auth]\ntype = "token"\ntoken = "{token}"\n'
         f'[server_auth]\ntype = "jwt_hs256"\nsecret_key = "{key}"\n')
     env = {**os.environ, "SCCACHE_NO_DAEMON": "1", "SCCACHE_LOG": "debug"}
+    logs = [(folder / "scheduler.log").open("wb")]  # each child writes its own; closed here when they stop
     procs = [subprocess.Popen([str(BIN / "sccache-dist"), "scheduler", "--config", str(folder / "scheduler.conf")],
-                              stdout=(folder / "scheduler.log").open("wb"), stderr=subprocess.STDOUT, env=env)]
+                              stdout=logs[0], stderr=subprocess.STDOUT, env=env)]
     addrs = []
     try:
         for i in range(1, servers + 1):
@@ -65,10 +66,10 @@ def sccache_dist(folder: Path, servers: int = 2, cpus: list[str] | None = None) 
                 f'[builder]\ntype = "overlay"\nbuild_dir = "{folder}/build{i}"\nbwrap_path = "{bwrap}"\n'
                 f'[scheduler_auth]\ntype = "jwt_token"\ntoken = "{server_token}"\n')
             pin = ["taskset", "-c", cpus[i - 1]] if cpus else []
+            logs.append((folder / f"server{i}.log").open("wb"))
             procs.append(subprocess.Popen([*pin, str(BIN / "sccache-dist"), "server", "--config",
                                            str(folder / f"server{i}.conf")],
-                                          stdout=(folder / f"server{i}.log").open("wb"), stderr=subprocess.STDOUT,
-                                          env=env))
+                                          stdout=logs[-1], stderr=subprocess.STDOUT, env=env))
             addrs.append(addr)
         deadline = time.monotonic() + 60
         while _registered(folder) < servers:
@@ -84,6 +85,9 @@ def sccache_dist(folder: Path, servers: int = 2, cpus: list[str] | None = None) 
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait(timeout=30)
+        for log in logs:
+            log.close()
 
 
 def _registered(folder: Path) -> int:

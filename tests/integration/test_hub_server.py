@@ -117,7 +117,9 @@ def test_hub_serve_command_generates_a_token_and_serves(tmp_path):
     finally:
         child.terminate()
         child.wait(10)
-    assert any(line.startswith("GET /api/whoami-v2 200 ") for line in child.stderr.read().splitlines())
+        rest = child.stderr.read()
+        child.stderr.close()
+    assert any(line.startswith("GET /api/whoami-v2 200 ") for line in rest.splitlines())
 
 
 # -- huggingface_hub against the server -------------------------------------------------------

@@ -42,7 +42,12 @@ def publish_at_once(root: Path, hub: str, names: list[str], env: dict) -> list[t
     procs = [subprocess.Popen([sys.executable, "-m", "builder.commands.main", "publish", str(root), "--hub", hub,
                                "--variant", name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for name in names]
-    return [(p.wait(timeout=600), p.stdout.read()) for p in procs]
+    results = []
+    for p in procs:
+        with p.stdout:  # closed when read: no pipe left for the garbage collector to warn about
+            output = p.stdout.read()
+        results.append((p.wait(timeout=600), output))
+    return results
 
 
 def check_branch(files: dict[str, bytes], names: list[str]) -> None:
