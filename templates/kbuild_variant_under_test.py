@@ -1,10 +1,12 @@
 """kbuild's pytest plugin for `kbuild test`, loaded with `-p` from the suite's temporary folder.
 
-1. The kernel's package is imported from the staged variant before any test module is: pytest runs
+1. The kernel's package is found in the staged variant before sys.path is searched: pytest runs
    with the kernel's root as its working folder, and `python -m pytest` (and pytest's rootdir
    insertion) put that folder first on sys.path, where a project may keep a source package of the
    same name (flash-mla's `flash_mla/`, which imports a `flash_mla.cuda` that only its own setup.py
-   builds). Once imported, every `import <package>` of the suite gets the variant under test.
+   builds). A finder first on sys.meta_path answers that one name from the variant's folder, when
+   the suite imports it (after its conftest.py ran, as without kbuild); its submodules follow
+   the package's own path.
 2. A test that calls Hugging Face's `kernels.get_kernel` without `version=`/`revision=` fails in
    `kernels` >= 0.16 before it reaches the variant (that loader now requires one): such a test is
    reported skipped, saying which call and why, instead of counted as the variant's failure.
@@ -13,10 +15,10 @@
    the script's routine, given values pytest does not have: skipped, saying so, not an error.
 
 $KBUILD_TEST_PACKAGE names the package, $KBUILD_TEST_PACKAGE_DIR the folder that holds it (a link
-to the variant); $KBUILD_IMPORT_ERROR is where a failed import of the variant is written.
+to the variant).
 """
 
-import importlib
+import importlib.machinery
 import os
 import re
 import sys
@@ -27,23 +29,20 @@ import pytest
 _UNVERSIONED = "version or revision must be specified"
 
 
-def _import_variant():
-    name, folder = os.environ.get("KBUILD_TEST_PACKAGE"), os.environ.get("KBUILD_TEST_PACKAGE_DIR")
-    if not name or not folder:
-        return
-    sys.path.insert(0, folder)
-    try:
-        importlib.import_module(name)
-    except BaseException as e:  # the suite reports it where it imports the package; kbuild says it first
-        out = os.environ.get("KBUILD_IMPORT_ERROR")
-        if out:
-            with open(out, "w", encoding="utf-8") as f:
-                f.write(f"{type(e).__name__}: {e}".splitlines()[0] + "\n")
-        return  # the folder stays first on the path, so no source folder stands in for the variant
-    sys.path.remove(folder)
+class _VariantFirst:
+    """Finds the package under test in the variant's folder, ahead of every sys.path entry."""
+
+    def __init__(self, name: str, folder: str):
+        self.name, self.folder = name, folder
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        return importlib.machinery.PathFinder.find_spec(fullname, [self.folder])
 
 
-_import_variant()
+if os.environ.get("KBUILD_TEST_PACKAGE") and os.environ.get("KBUILD_TEST_PACKAGE_DIR"):
+    sys.meta_path.insert(0, _VariantFirst(os.environ["KBUILD_TEST_PACKAGE"], os.environ["KBUILD_TEST_PACKAGE_DIR"]))
 
 
 def _unversioned_get_kernel(excinfo, root):
