@@ -3,8 +3,9 @@ comments, key order and formatting (tomlkit round-trips the file; only what chan
 
 Edition 4 differs from 5 in two ways kbuild reads (manifest.py): it has no `edition` key, and it
 spelled a Python-only kernel `universal = true` where edition 5 has a `[torch-noarch]` table. The
-rewrite adds `edition = 5` after `version` and turns `universal` into that table; then the new text
-is read back and must give the same manifest as the old one did (so the same variants are planned),
+rewrite adds `edition = 5` as the last key of `[general]` (tomlkit has no public insert at a
+position, and its private one changed between releases) and turns `universal` into that table;
+then the new text is read back and must give the same manifest as the old one did (so the same variants are planned),
 or nothing is written. The file is replaced atomically.
 """
 
@@ -44,10 +45,7 @@ def plan_upgrade(path: Path) -> Upgrade:
     if "edition" in general:
         return Upgrade(path, int(general["edition"]), None)
     changes = []
-    if "version" in general:
-        general.value._insert_after("version", "edition", CURRENT_EDITION)  # tomlkit's table has no public insert
-    else:
-        general.add("edition", CURRENT_EDITION)
+    general.add("edition", CURRENT_EDITION)  # after [general]'s last key, before its sub-tables
     changes.append(f"[general] edition = {CURRENT_EDITION}")
     if "universal" in general:
         universal = bool(general["universal"])
