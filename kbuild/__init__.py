@@ -20,11 +20,15 @@ __version__ = "0.1.0"
 # name -> the module that defines it
 _EXPORTS = {
     "digest_tree": "digest", "verify_tree": "digest",
-    "HubUnreachable": "errors", "IntegrityError": "errors", "KernelError": "errors", "KernelNotFound": "errors",
+    "HubUnreachable": "errors", "IntegrityError": "errors", "InvalidLayer": "errors", "KernelError": "errors",
+    "KernelNotFound": "errors",
     "NoVariantFits": "errors", "RepoNotFound": "errors", "RevisionNotFound": "errors",
     "Resolution": "hub_loader", "get_kernel": "hub_loader", "get_kernel_variants": "hub_loader",
     "has_kernel": "hub_loader", "install_kernel": "hub_loader", "resolve_kernel": "hub_loader",
-    "kernelize": "layers",
+    "CUDAProperties": "layers", "Device": "layers", "KernelizeFallback": "layers", "LayerRepository": "layers",
+    "LocalLayerRepository": "layers", "LockedLayerRepository": "layers", "Mode": "layers", "ROCMProperties": "layers",
+    "kernelize": "layers", "register_kernel_mapping": "layers", "replace_kernel_forward_from_hub": "layers",
+    "use_kernel_forward_from_hub": "layers", "use_kernel_mapping": "layers",
     "get_local_kernel": "local",
     "get_locked_kernel": "lock", "load_kernel": "lock",
     "VariantMetadata": "metadata",
@@ -49,10 +53,12 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .digest import digest_tree, verify_tree
-    from .errors import (HubUnreachable, IntegrityError, KernelError, KernelNotFound, NoVariantFits, RepoNotFound,
-                         RevisionNotFound)
+    from .errors import (HubUnreachable, IntegrityError, InvalidLayer, KernelError, KernelNotFound, NoVariantFits,
+                         RepoNotFound, RevisionNotFound)
     from .hub_loader import Resolution, get_kernel, get_kernel_variants, has_kernel, install_kernel, resolve_kernel
-    from .layers import kernelize
+    from .layers import (CUDAProperties, Device, KernelizeFallback, LayerRepository, LocalLayerRepository,
+                         LockedLayerRepository, Mode, ROCMProperties, kernelize, register_kernel_mapping,
+                         replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping)
     from .local import get_local_kernel
     from .lock import get_locked_kernel, load_kernel
     from .metadata import VariantMetadata

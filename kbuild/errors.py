@@ -67,6 +67,11 @@ class InvalidLockFile(KernelError, ValueError):
     """A kernels.lock that is malformed, or that does not lock the kernel asked for."""
 
 
+class InvalidLayer(KernelError, TypeError):
+    """A kernel's layer cannot replace the module it is mapped to: it keeps state of its own, or its
+    forward takes other arguments (a TypeError, as Hugging Face's kernels raises it)."""
+
+
 # -- what was found cannot be trusted (ValueError) --------------------------------------------------
 
 class IntegrityError(KernelError, ValueError):

@@ -1,6 +1,8 @@
-"""kernelize: a small Llama-style model built here gets a published kernel's RMSNorm layer bound
-onto its norms; outputs and a training step's gradients match the unpatched model. Nothing is
-downloaded from outside: the kernel is published to a local hub by the real `kbuild publish`."""
+"""kernelize with kbuild's short mapping ({"RMSNorm": "org/rmsnorm@v1:RMSNorm"}): a small Llama-style
+model built here gets a published kernel's RMSNorm layer bound onto its norms; outputs and a training
+step's gradients match the unpatched model. Nothing is downloaded from outside: the kernel is
+published to a local hub by the real `kbuild publish`. Hugging Face's spelling of the same API:
+test_layer_api.py."""
 
 from __future__ import annotations
 
@@ -11,44 +13,15 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn
 
-from kbuild import kernelize
+from kbuild import KernelizeFallback, NoVariantFits, kernelize
 from kbuild.layers import restore
 
-from runtime_hubs import Kernel, git, runtime_env, torch_probes
+from layer_kernel import publish_layer_kernel
+from runtime_hubs import Kernel, runtime_env, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 
 pytestmark = pytest.mark.usefixtures("runtime_env")
-
-LAYERS = '''import torch
-from torch import nn
-
-CALLS = {"RMSNorm": 0, "NormNoBackward": 0}
-
-
-class RMSNorm(nn.Module):
-    """Llama's RMSNorm, written another way: reads the host module's weight and variance_epsilon."""
-
-    can_torch_compile = True
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        CALLS["RMSNorm"] += 1
-        x = hidden_states.float()
-        x = x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * x.to(hidden_states.dtype)
-
-
-class NormNoBackward(nn.Module):
-    has_backward = False
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        CALLS["NormNoBackward"] += 1
-        with torch.no_grad():
-            x = hidden_states.float()
-            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
-'''
-INIT = "from . import layers\nfrom ._ops import ops\n\n__all__ = [\"layers\"]\n"
-
 
 class LlamaRMSNorm(nn.Module):
     """As in transformers: the hub layer is found through kernel_layer_name."""
@@ -108,13 +81,7 @@ def model() -> TinyLlama:
 
 @pytest.fixture
 def hub(tmp_path) -> Path:
-    kernel = Kernel(tmp_path / "rmsnorm", repo_id="org/rmsnorm").write()
-    package = kernel.root / "torch-ext" / "tiny"
-    (package / "__init__.py").write_text(INIT)
-    (package / "layers.py").write_text(LAYERS)
-    git(kernel.root, "add", "-A")
-    git(kernel.root, "commit", "-q", "-m", "layers")
-    kernel.build().publish(tmp_path / "hub")
+    publish_layer_kernel(tmp_path / "rmsnorm", tmp_path / "hub")
     return tmp_path / "hub"
 
 
@@ -159,7 +126,8 @@ def test_a_training_step_matches(hub):
 
 def test_a_layer_without_backward_is_not_used_for_training(hub):
     m = model()
-    with pytest.warns(UserWarning, match="keeps its own forward in training mode.*has_backward = False"):
+    with pytest.warns(UserWarning, match="keeps its own forward: .*NormNoBackward does not support mode "
+                                         r"Mode.TRAINING: it has no backward \(has_backward = False\)"):
         kernelize(m, {"RMSNorm": "org/rmsnorm@v1:NormNoBackward"}, mode="training", hub=str(hub))
     assert "forward" not in m.norm.__dict__
     kernelize(m, {"RMSNorm": "org/rmsnorm@v1:NormNoBackward"}, mode="inference", hub=str(hub))
@@ -190,21 +158,27 @@ def test_matching_by_class_name(hub):
     assert "forward" in block.input_layernorm.__dict__
 
 
-def test_no_fit_keeps_the_original_forward(tmp_path):
+def test_no_fit_raises_unless_fallback_allows_it(tmp_path):
+    """As in Hugging Face's kernels: a kernel that cannot be loaded is an error by default, and a
+    kept forward (with a warning) only with KernelizeFallback.CANNOT_LOAD (in ALL)."""
     kernel = Kernel(tmp_path / "rocm-only", repo_id="org/rocmnorm").write(backends=("rocm",)).build()
     kernel.publish(tmp_path / "hub")
     m = model()
-    with pytest.warns(UserWarning, match="RMSNorm keeps its own forward: no variant of org/rocmnorm@v1 fits"):
+    with pytest.raises(NoVariantFits, match="no variant of org/rocmnorm@v1 fits"):
         kernelize(m, {"RMSNorm": "org/rocmnorm@v1:RMSNorm"}, hub=str(tmp_path / "hub"))
+    with pytest.warns(UserWarning, match="RMSNorm keeps its own forward: no variant of org/rocmnorm@v1 fits"):
+        kernelize(m, {"RMSNorm": "org/rocmnorm@v1:RMSNorm"}, hub=str(tmp_path / "hub"),
+                  use_fallback=KernelizeFallback.ALL)
     assert "forward" not in m.norm.__dict__
 
 
 def test_mapping_errors(hub):
     with pytest.raises(ValueError, match="is not 'org/repo@v1:LayerName'"):
         kernelize(model(), {"RMSNorm": "org/rmsnorm@v1"}, hub=str(hub))
-    with pytest.raises(ValueError, match="mode must be one of"):
+    with pytest.raises(ValueError, match="mode must be a Mode or one of inference, training, got 'eval'"):
         kernelize(model(), {}, mode="eval")
-    with pytest.raises(AttributeError, match=r"has no layer 'Nope' \(its layers: NormNoBackward, RMSNorm\)"):
+    with pytest.raises(ValueError, match=r"has no layer 'Nope' \(its layers: KeywordOnly, NormNoBackward, "
+                                         r"RMSNorm, Stateful, TwoArgs, Version\)"):
         kernelize(model(), {"RMSNorm": "org/rmsnorm@v1:Nope"}, hub=str(hub))
-    with pytest.raises(ValueError, match="no version given"):
+    with pytest.raises(ValueError, match="is not 'org/repo@v1:LayerName'"):
         kernelize(model(), {"RMSNorm": "org/rmsnorm:RMSNorm"}, hub=str(hub))

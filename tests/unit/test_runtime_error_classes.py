@@ -31,4 +31,4 @@ def test_every_error_class_has_the_root_and_one_builtin_base():
     for c in classes:
         assert issubclass(c, errors.KernelError), c
         if c is not errors.KernelError:
-            assert any(issubclass(c, b) for b in (ValueError, OSError, ImportError, RuntimeError)), c
+            assert any(issubclass(c, b) for b in (ValueError, OSError, ImportError, RuntimeError, TypeError)), c

@@ -14,7 +14,7 @@ from kbuild.digest import is_bytecode
 from kbuild.hubs import cache_folder_name, safe_relpath
 from kbuild.hubs.http import HttpHubReader
 from kbuild.hubs.local_git import LocalGitHub
-from kbuild.layers import LayerRef
+from kbuild.layers.repository import parse_shorthand
 from kbuild.refs import KernelRef, Refs, parse_request, resolve
 from kbuild.settings import BUILTIN_TRUSTED_ORGS, Settings, from_environment, parse_local_kernels
 from kbuild.trust import check_trust
@@ -150,11 +150,15 @@ def test_no_fit_message():
 
 
 def test_layer_refs():
-    assert LayerRef.parse("RMSNorm", "org/k@v1:RMSNorm") == LayerRef("org/k@v1", "RMSNorm")
-    assert LayerRef.parse("X", f"org/k@{SHA}:Layer") == LayerRef(f"org/k@{SHA}", "Layer")
-    for bad in ("org/k@v1", "org/k@v1:", ":RMSNorm", "org/k@v1:Not-A-Name"):
+    from kbuild.layers import LayerRepository
+
+    assert parse_shorthand("RMSNorm", "org/k@v1:RMSNorm", None, False) == LayerRepository(
+        "org/k@v1", layer_name="RMSNorm")
+    assert parse_shorthand("X", f"org/k@{SHA}:Layer", "h", True) == LayerRepository(
+        f"org/k@{SHA}", layer_name="Layer", hub="h", trust_remote_code=True)
+    for bad in ("org/k@v1", "org/k@v1:", ":RMSNorm", "org/k@v1:Not-A-Name", "org/k:RMSNorm"):
         with pytest.raises(ValueError, match="is not 'org/repo@v1:LayerName'"):
-            LayerRef.parse("RMSNorm", bad)
+            parse_shorthand("RMSNorm", bad, None, False)
 
 
 def test_cache_paths_from_hub_names_are_checked(tmp_path):

@@ -1,0 +1,25 @@
+"""Kernel layers swapped into a model: Hugging Face `kernels`' layer API, on kbuild's loader
+(docs/formats.md, "Layers").
+
+    @use_kernel_forward_from_hub("RMSNorm")
+    class LlamaRMSNorm(nn.Module): ...
+
+    register_kernel_mapping({"RMSNorm": {"cuda": LayerRepository("org/rmsnorm", layer_name="RMSNorm", version=1)}})
+    kernelize(model, mode=Mode.TRAINING, device="cuda")
+
+Modules (each one job): mode.py (Mode, KernelizeFallback, which entry serves a mode), device.py
+(Device and capability ranges), repository.py (where a layer comes from, and the drop-in check),
+mapping.py (register / use_kernel_mapping), decorators.py (marking layer classes), kernelize.py.
+Importing this package does not import torch.
+"""
+
+from .decorators import replace_kernel_forward_from_hub, use_kernel_forward_from_hub
+from .device import CUDAProperties, Device, ROCMProperties
+from .kernelize import kernelize, restore
+from .mapping import register_kernel_mapping, use_kernel_mapping
+from .mode import KernelizeFallback, Mode
+from .repository import LayerRepository, LocalLayerRepository, LockedLayerRepository
+
+__all__ = ["CUDAProperties", "Device", "KernelizeFallback", "LayerRepository", "LocalLayerRepository",
+           "LockedLayerRepository", "Mode", "ROCMProperties", "kernelize", "register_kernel_mapping",
+           "replace_kernel_forward_from_hub", "restore", "use_kernel_forward_from_hub", "use_kernel_mapping"]
