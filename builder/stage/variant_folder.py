@@ -31,6 +31,7 @@ SKIPPED_SECTIONS = "skipped-sections"
 class Provenance:
     kernel: SourceId
     kbuild: SourceId | None
+    toolchain: dict | None = None  # what a compiled variant was built with (builder/stage/toolchain_record.py)
 
 
 def stage_variant(plan: VariantPlan, manifest, build_dir: Path, provenance: Provenance) -> tuple[Path, bool]:
@@ -109,7 +110,10 @@ def _provenance(provenance: Provenance) -> dict:
         builder.update(commit=provenance.kbuild.commit, dirty=provenance.kbuild.dirty)
     kernel = provenance.kernel
     record = {"commit": kernel.commit, "dirty": kernel.dirty, "tree": kernel.tree} if kernel.commit else None
-    return {"kernel-builder": builder, "kernel": record}
+    out = {"kernel-builder": builder, "kernel": record}
+    if provenance.toolchain is not None:
+        out["toolchain"] = provenance.toolchain
+    return out
 
 
 def _same(final: Path, metadata: dict) -> bool:

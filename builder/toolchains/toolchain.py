@@ -36,6 +36,15 @@ info = {
     "nvidia_include": [],
     "cmake_cuda_config": os.path.join(os.path.dirname(torch.__file__), "share", "cmake", "Caffe2", "public", "cuda.cmake"),
 }
+# The installed wheel's own files by their RECORD hashes (not the scripts pip writes outside
+# site-packages, whose shebang names this interpreter): the same torch wheel gives the same digest
+# in any environment on any machine.
+import hashlib
+from importlib import metadata
+record = metadata.distribution("torch").read_text("RECORD") or ""
+own = sorted(",".join(line.split(",")[:2]) for line in record.splitlines()
+             if line.count(",") >= 2 and line.split(",")[1] and not line.startswith("../") and "__pycache__/" not in line)
+info["files_sha256"] = hashlib.sha256("\n".join(own).encode()).hexdigest() if own else ""
 if torch.version.cuda:
     major = torch.version.cuda.split(".")[0]
     site = os.path.dirname(os.path.dirname(torch.__file__))
@@ -57,6 +66,7 @@ class TorchInfo:
     nvidia_include: tuple[str, ...]
     cmake_cuda_config: str = ""  # torch's CMake CUDA settings (share/cmake/Caffe2/public/cuda.cmake)
     cmake_nvcc_flags: tuple[str, ...] = ()  # what that file adds to every CUDA compile
+    files_sha256: str = ""  # the installed wheel's files (their RECORD lines); "" without a RECORD
 
     @property
     def torch(self) -> tuple[int, int]:
@@ -132,7 +142,7 @@ def cmake_nvcc_flags(config: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(flags))
 
 
-_PROBE_SCHEMA = 2  # bump when the probe reports new fields: cached probes are then redone
+_PROBE_SCHEMA = 3  # bump when the probe reports new fields: cached probes are then redone
 
 
 def _cache_key(python: str) -> str | None:

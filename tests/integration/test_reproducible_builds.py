@@ -1,0 +1,123 @@
+"""Issue 31, part 1: a variant is a function of its sources and its recorded toolchain, nothing else.
+
+One kernel with a CPU and a CUDA variant (nvcc, two archs; its sources use __FILE__ and an
+anonymous namespace, which name the source's path) and one Python-only kernel, from one git
+commit, are built twice by the real CLI in two processes that differ in every machine-specific
+thing a build could leak: the folder, HOME and USER, KBUILD_CACHE, -j1 against -j2, a cold compile
+cache against a warm one, and the wall-clock hour (faketime, five hours on). Every file of every
+variant folder must be byte-identical, no file may name either folder, home or user, and the
+toolchain each compiled variant records (provenance.toolchain) must be there and the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_compile_cache import BUILD_TOML, FILES
+
+REPO = Path(__file__).resolve().parents[2]
+NOARCH = """[general]
+name = "pyonly"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda"]
+
+[torch-noarch]
+"""
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+
+def source_repo(root: Path) -> Path:
+    """Both kernels in one committed repository (a workspace), so both builds read one commit."""
+    addone = root / "addone"
+    for rel, text in FILES.items():
+        (addone / rel).parent.mkdir(parents=True, exist_ok=True)
+        (addone / rel).write_text(text)
+    (addone / "build.toml").write_text(BUILD_TOML.replace('cuda-capabilities = ["8.0"]',
+                                                          'cuda-capabilities = ["8.0", "9.0"]'))
+    pyonly = root / "pyonly"
+    (pyonly / "torch-ext" / "pyonly").mkdir(parents=True)
+    (pyonly / "torch-ext" / "pyonly" / "__init__.py").write_text("def double(x):\n    return x * 2\n")
+    (pyonly / "build.toml").write_text(NOARCH)
+    (root / "build.toml").write_text('[workspace]\nmembers = ["addone", "pyonly"]\n')
+    (root / ".gitignore").write_text("build/\n.kbuild/\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "kernels"]):
+        subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True)
+    return root
+
+
+def clone(source: Path, dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", str(source), str(dest)], check=True, capture_output=True)
+    return dest
+
+
+def build(folder: Path, *, home: Path, user: str, cache: Path, jobs: int, later_hours: int = 0) -> str:
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KBUILD_", "CCACHE_"))}
+    env.update(HOME=str(home), USER=user, LOGNAME=user, KBUILD_CACHE=str(cache), PYTHONPATH=str(REPO))
+    command = [sys.executable, "-m", "builder.commands.main", "build", str(folder), "-j", str(jobs)]
+    if later_hours:
+        command = ["faketime", "-f", f"+{later_hours}h", *command]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, cwd=home)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+def variant_files(workspace: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(workspace)): p.read_bytes()
+            for p in sorted(workspace.glob("*/build/*/**/*")) if p.is_file()}
+
+
+def test_two_builds_that_differ_in_everything_but_the_sources_give_the_same_bytes(tmp_path):
+    if shutil.which("faketime") is None:
+        pytest.fail("faketime is not installed (ci/setup.sh installs it: apt-get install faketime)")
+    if shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
+        pytest.fail("no nvcc: this test builds a CUDA variant")
+    source = source_repo(tmp_path / "source")
+
+    first = clone(source, tmp_path / "alice-work" / "kernels")
+    out_a = build(first, home=tmp_path / "home-alice", user="alice", cache=tmp_path / "cache-a", jobs=1)
+
+    # the second build's compile cache is warm: a third folder filled it first
+    warm = clone(source, tmp_path / "warmup" / "kernels")
+    build(warm, home=tmp_path / "home-bob", user="bob", cache=tmp_path / "cache-b", jobs=2)
+    second = clone(source, tmp_path / "elsewhere" / "deeper" / "bob-kernels")
+    out_b = build(second, home=tmp_path / "home-bob", user="bob", cache=tmp_path / "cache-b", jobs=2, later_hours=5)
+    assert "compile cache: 0 hit(s)" in out_a and "miss(es)" in out_a, out_a
+    assert "compile cache: 0 hit(s)" not in out_b and ", 0 miss(es)" in out_b, out_b
+
+    a, b = variant_files(first), variant_files(second)
+    variants = sorted({Path(name).parts[2] for name in a})
+    assert len(variants) == 4 and variants[:2] == ["torch-cpu", "torch-cuda"], variants  # + a CPU and a CUDA build
+    assert sorted(a) == sorted(b)
+    differ = [name for name in a if a[name] != b[name]]
+    assert not differ, differ
+
+    for name, data in a.items():
+        for leak in (str(tmp_path).encode(), b"alice", b"bob", b"home-"):
+            assert leak not in data, (name, leak)
+
+    records = {}
+    for metadata in sorted(first.glob("*/build/*/metadata.json")):
+        provenance = json.loads(metadata.read_text())["provenance"]
+        records[metadata.parent.name] = provenance.get("toolchain")
+    compiled = {name: r for name, r in records.items() if name not in ("torch-cpu", "torch-cuda")}
+    assert records["torch-cpu"] is None and records["torch-cuda"] is None  # nothing compiled, nothing to record
+    for name, record in compiled.items():
+        assert record["torch"]["version"] and len(record["torch"]["files-sha256"]) == 64, record
+        assert record["cxx"] and record["ninja"] and record["edition"] == 5, record
+        assert record["source-date-epoch"] == "0", record
+        assert ("nvcc" in record) == ("cu1" in name), (name, record)
+    cuda = next(r for name, r in compiled.items() if "cu1" in name)
+    assert cuda["nvcc"]["version"].count(".") == 2 and cuda["nvcc"]["from"] in ("system", "wheel"), cuda
+    cuda_meta = json.loads(next(first.glob("addone/build/*cu1*/metadata.json")).read_text())
+    assert cuda_meta["backend"]["archs"] == ["8.0", "9.0"]
