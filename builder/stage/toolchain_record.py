@@ -29,10 +29,10 @@ def toolchain_record(toolchain: Toolchain, backend: str, *, cxx: str, edition: i
     if backend == "cuda" and toolchain.cuda is not None:
         nvcc = Path(toolchain.cuda.nvcc)
         record["nvcc"] = {"version": _nvcc_build(str(nvcc)), "from": _origin(nvcc)}
-    record["cxx"] = _compiler(cxx)
+    record["cxx"] = compiler(cxx)
     record["sysroot"] = {"glibc": sysroot.glibc} if sysroot is not None else None
     record["manylinux"] = manylinux
-    record["ninja"] = _ninja()
+    record["ninja"] = ninja_version()
     record["edition"] = edition
     record["source-date-epoch"] = source_date_epoch
     return record
@@ -52,10 +52,11 @@ def _origin(nvcc: Path) -> str:
 
 
 @lru_cache(maxsize=None)
-def _compiler(cxx: str) -> str:
+def compiler(cxx: str) -> str:
+    """The C++ compiler as recorded: its `--version` line."""
     return compiler_id(cxx)
 
 
 @lru_cache(maxsize=None)
-def _ninja() -> str:
+def ninja_version() -> str:
     return proc.run([ninja_binary(), "--version"], timeout=60, what="ninja --version").stdout.strip()
