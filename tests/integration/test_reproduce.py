@@ -134,5 +134,16 @@ def test_what_cannot_be_reproduced_is_one_line(published, capsys, tmp_path):
     assert code == 1 and "was not built by kbuild (its provenance names kernel-builder)" in out, out
     assert len([line for line in out.splitlines() if "error" in line]) == 1, out
 
+    newer = tmp_path / "newer" / published["cuda"]
+    shutil.copytree(published["repo"] / "build" / published["cuda"], newer)
+    metadata = json.loads((newer / "metadata.json").read_text())
+    metadata["provenance"]["toolchain"]["nvcc"]["version"] = "13.9.99"
+    (newer / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
+    upload_as_another_builder(published["hub"], REPO_ID, "v1", newer)
+    code, out = reproduce(capsys, "--hub", str(published["hub"]), "--source", str(published["repo"]),
+                          "--variant", published["cuda"])
+    assert code == 3 and "the variant was built with nvcc 13.9.99 (system); here: nvcc 13." in out, out
+    assert "the toolchain store knows no CUDA 13.9: install nvcc 13.9.99, set CUDA_HOME" in out, out
+
     code, out = reproduce(capsys, "--hub", str(published["hub"]), "--variant", "torch-nope")
     assert code == 1 and "has no variant 'torch-nope'" in out, out
