@@ -15,11 +15,10 @@ one, so that is refused unless asked for (`in_repo`, `--in-repo`: a workspace me
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from string import Template
 
-from builder import resources
+from builder import proc, resources
 from builder.errors import UsageError
 from builder.project.manifest import NAME_RE
 
@@ -82,7 +81,7 @@ def scaffold(dest: Path, name: str, backends: tuple[str, ...], org: str = "me", 
         path.write_text(_render(template, values), encoding="utf-8")
         written.append(path)
     if outer is None:
-        subprocess.run(["git", "init", "-q", str(dest)], check=True)
+        proc.run(["git", "init", "-q", str(dest)], what="git init")
     return written
 
 
@@ -95,5 +94,5 @@ def _repository_of(dest: Path) -> Path | None:
     folder = dest
     while not folder.is_dir():
         folder = folder.parent
-    done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    done = proc.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel"], check=False, what="git")
     return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None

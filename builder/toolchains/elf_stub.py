@@ -10,7 +10,6 @@ stubs the same way, from symbol lists.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerSymSection
 
+from builder import proc
 from builder.errors import ToolchainError
 
 
@@ -92,9 +92,9 @@ def write_stub(real: Path, dest: Path, keep: Callable[[str], bool], cc: str = "g
         script.write_text("".join(f"{v} {{ }};\n" for v in versions) + "LOCAL_STUB { local: *; };\n")
         cmd = [cc, "-shared", "-nostdlib", "-o", str(dest), str(asm), f"-Wl,-soname,{soname}",
                f"-Wl,--version-script,{script}"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        done = proc.run(cmd, check=False, what=f"{cc} (a link stub)")
         if done.returncode:
-            raise ToolchainError(f"making a stub of {real} failed: {done.stderr.strip().splitlines()[-1:]}")
+            raise ToolchainError(f"making a stub of {real} failed: {done.stdout.strip().splitlines()[-1:]}")
     return len(kept)
 
 

@@ -23,14 +23,14 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from builder.toolchains import elf_stub
 from builder.project.manylinux import policy_versions
-from builder.errors import ToolchainError
+from builder import proc
+from builder.errors import CommandError, ToolchainError
 
 # zig's libc header folders for x86_64 glibc, most specific first (its own search order)
 _HEADER_DIRS = ("x86-linux-gnu", "generic-glibc", "x86-linux-any", "any-linux-any")
@@ -176,11 +176,11 @@ def _glibc_stubs(zig: Path, dest: Path, glibc: str) -> None:
     work.mkdir()
     try:
         (work / "main.c").write_text("int main(void) { return 0; }\n")
-        env = {**os.environ, "ZIG_GLOBAL_CACHE_DIR": str(work / "cache"), "ZIG_LOCAL_CACHE_DIR": str(work / "local")}
-        done = subprocess.run([str(zig / "zig"), "cc", "-target", f"x86_64-linux-gnu.{glibc}", "main.c", "-o", "main"],
-                              cwd=work, env=env, capture_output=True, text=True)
+        env = {"ZIG_GLOBAL_CACHE_DIR": str(work / "cache"), "ZIG_LOCAL_CACHE_DIR": str(work / "local")}
+        done = proc.run([str(zig / "zig"), "cc", "-target", f"x86_64-linux-gnu.{glibc}", "main.c", "-o", "main"],
+                        cwd=work, env=env, check=False, what="zig cc")
         if done.returncode:
-            raise ToolchainError(f"zig could not link for glibc {glibc}: {done.stderr.strip()[-300:]}")
+            raise ToolchainError(f"zig could not link for glibc {glibc}: {done.stdout.strip()[-300:]}")
         made = {p.name: p for p in (work / "cache" / "o").glob("*/*") if p.is_file()}
         wanted = {**{lib: lib for lib in _GLIBC_LIBS}, "libld.so.2": "ld-linux-x86-64.so.2",
                   "libc_nonshared.a": "libc_nonshared.a", "crt1.o": "crt1.o"}
@@ -202,7 +202,7 @@ def _compiler_file(compiler: str, name: str) -> str:
 
 def _first_line(cmd: list[str]) -> str:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as e:
+        done = proc.run(cmd, timeout=60, what=cmd[0])
+    except CommandError as e:
         raise ToolchainError(f"{' '.join(cmd)} failed: {e}") from None
     return done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""

@@ -66,3 +66,18 @@ def test_the_check_reports_upward_sideways_and_relative_imports(tmp_path):
         (tmp_path / rel).write_text(text)
     assert _wrong(tmp_path) == ["errors.py (ground) imports plan", "plan/y.py (plan) imports relative",
                                 "project/manifest.py (project) imports commands", "publish/x.py (publish) imports verify"]
+
+
+def test_subprocesses_run_only_through_proc():
+    """docs/ARCHITECTURE.md: `proc.py` is the one place of builder/ that runs subprocesses (it
+    traces each command and turns failures and timeouts into one-line errors)."""
+    found = []
+    for path in sorted(BUILDER.rglob("*.py")):
+        if path == BUILDER / "proc.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "subprocess" or n.startswith("subprocess.") for n in names):
+                found.append(str(path.relative_to(BUILDER)))
+    assert not found, f"subprocess imported outside proc.py: {found}"
