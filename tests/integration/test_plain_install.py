@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARGS = {
     "init": ["my-scale"], "check": [], "variants": [], "build": [], "test": [], "publish": [], "matrix": [],
     "info": ["me/my-scale"], "lock": [], "download": [], "hub": ["serve"], "toolchain": ["list"], "clean": [],
-    "completion": ["bash"], "bench": [], "check-abi": ["x.so"], "update-build": [],
+    "completion": ["bash"], "bench": [], "check-abi": ["x.so"], "update-build": [], "reproduce": ["me/my-scale@v1"],
 }
 
 
