@@ -19,6 +19,7 @@ from builder.layout import WORK_DIR
 from builder.compile.ninja_run import NinjaOutcome, run_ninja
 from builder.config.options import BuildOptions
 from builder.report import Reporter
+from builder.toolchains.toolchain import nvcc_takes_random_seed
 
 
 def run_graph(options: BuildOptions, plans: list[ToolchainPlan], reporter: Reporter) -> NinjaOutcome | None:
@@ -118,8 +119,9 @@ def write_graph(options: BuildOptions, plans: list[ToolchainPlan], cache: Compil
     launcher = work / "bin" / "compile"
     compile_cache.install_script(launcher, dist.launcher_script(sccache) if sccache
                                  else compile_cache.launcher_script(cache))
+    seeded = frozenset(c for c in wrappers if nvcc_takes_random_seed(c))
     graph = ninja_file.render([v for j in plans for v in j.plan.variants], options.cxx, wrappers, options.folder,
-                              str(launcher))
+                              str(launcher), seeded=seeded)
     path = work / "build.ninja"
     if not path.is_file() or path.read_text() != graph.text:
         tmp = path.with_suffix(".tmp")

@@ -24,7 +24,8 @@ class Graph:
 
 
 def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None, root: Path | None = None,
-           launcher: str | None = None, maps: tuple[tuple[str, str], ...] = ()) -> Graph:
+           launcher: str | None = None, maps: tuple[tuple[str, str], ...] = (),
+           seeded: frozenset[str] = frozenset()) -> Graph:
     """build.ninja: compile and link every compiled variant; one phony per variant.
 
     `nvcc` maps each nvcc the plans name to the command that runs it (kbuild's wrapper); a plain
@@ -36,7 +37,8 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
     `../…` (as ccache's base_dir rewrites them), so the objects do not depend on where the project
     lies. `maps` are more (old prefix, new prefix) pairs, e.g. torch's headers, whose __FILE__
     strings would otherwise name the Python environment. `launcher` runs in front of every
-    compiler: the compile cache, or a pass-through.
+    compiler: the compile cache, or a pass-through. `seeded` are the nvccs that take
+    --frandom-seed (toolchain.py's nvcc_takes_random_seed); each of their units gets its path as seed.
     """
     out = io.StringIO()
     w = Writer(out, width=120)
@@ -81,7 +83,7 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
                     variables["header_maps"] = _join(header_maps)
                 if unit.tool == "nvcc":
                     variables["nvcc"] = wrappers[unit.compiler]
-                    variables["nvcc_source"] = _join(_nvcc_source_flags(unit.source, root))
+                    variables["nvcc_source"] = _join(_nvcc_source_flags(unit.source, root, unit.compiler in seeded))
                 w.build(_p(unit.output), unit.tool, _p(unit.source), implicit=[_p(h) for h in unit.implicit],
                         variables=variables)
             output, desc = edges[key]
@@ -118,12 +120,18 @@ def _nvcc_wrappers(plans: list[VariantPlan], nvcc: dict[str, str] | str | None) 
     return {c: (nvcc or {}).get(c, c) for c in compilers} if compilers or nvcc else {}
 
 
-def _nvcc_source_flags(source: Path, root: Path | None) -> list[str]:
+def _nvcc_source_flags(source: Path, root: Path | None, seeded: bool = False) -> list[str]:
     # nvcc names anonymous namespaces after a hash of the source's absolute path: give it the path
     # relative to the ninja folder instead (-Xcudafe splits on commas: such paths keep the default).
-    if root is None or not source.is_relative_to(root) or "," in str(source):
-        return []
-    return ["-Xcudafe", f"--orig_src_path_name=../{source.relative_to(root).as_posix()}"]
+    # Where a unit defines no external function first, it adds a random number and its process id
+    # to those names (libcu++'s and CUTLASS's headers hit this): seed it with the same path.
+    inside = root is not None and source.is_relative_to(root)
+    name = f"../{source.relative_to(root).as_posix()}" if inside else source.name
+    flags = ["-Xcudafe", f"--orig_src_path_name={name}"] if inside and "," not in str(source) else []
+    if seeded:
+        flags.append(f"-frandom-seed={name}")
+    return flags
+
 
 
 def _p(path: Path) -> str:

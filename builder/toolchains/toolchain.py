@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from builder import proc
@@ -212,6 +213,17 @@ def nvcc_version(nvcc: Path) -> NvccVersion:
     if not m:
         raise ToolchainError(f"cannot read the CUDA version from {nvcc} --version")
     return NvccVersion((int(m[1]), int(m[2])), m[3])
+
+
+@lru_cache(maxsize=None)
+def nvcc_takes_random_seed(nvcc: str) -> bool:
+    """Whether this nvcc has --frandom-seed (its --help lists it). Without a seed, nvcc names the
+    internal-linkage symbols of a unit that defines no external function first after a random
+    number and its process id, so two builds of one source differ."""
+    try:
+        return "--frandom-seed" in proc.run([nvcc, "--help"], timeout=60, what="nvcc --help").stdout
+    except CommandError:
+        return False
 
 
 def _probe_nvcc(home: Path, nvcc: Path) -> CudaInfo:

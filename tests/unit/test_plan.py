@@ -350,6 +350,22 @@ def test_ninja_render(tmp_path):
     assert "  description = $desc" in lines and f"  desc = LINK {plan.variants[0].library}" in lines
 
 
+def test_nvcc_units_are_seeded_by_their_path_when_nvcc_takes_a_seed(tmp_path):
+    m = write_kernel(tmp_path / "k", COMPILED.format(backends='["cpu", "cuda"]', cuda_extra="", torch_extra=""))
+    plan = plan_build(inputs(m))
+    cu = [u for v in plan.variants for u in v.units if u.tool == "nvcc"]
+    assert cu
+    nvcc = cu[0].compiler
+    plain = ninja_file.render(list(plan.variants), cxx="c++", nvcc=nvcc, root=m.root).text
+    seeded = ninja_file.render(list(plan.variants), cxx="c++", nvcc=nvcc, root=m.root, seeded=frozenset({nvcc})).text
+    assert "-frandom-seed" not in plain
+    for u in cu:  # the same relative path nvcc is told to name the source by: no folder in it
+        rel = f"../{u.source.relative_to(m.root).as_posix()}"
+        assert f"--orig_src_path_name={rel} -frandom-seed={rel}" in seeded.replace("\n", " "), rel
+    assert str(tmp_path) not in "".join(line for line in seeded.splitlines() if "frandom-seed" in line
+                                        for line in [line.split("-frandom-seed=")[1]])
+
+
 def test_ninja_render_without_nvcc_has_no_nvcc_rule(kernel):
     plan = plan_build(inputs(kernel(), torch_info(cuda=None)))
     text = ninja_file.render(list(plan.variants), cxx="/usr/bin/g++", nvcc=None).text
