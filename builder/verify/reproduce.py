@@ -157,7 +157,8 @@ def checkout(source: str, recorded: Recorded, request: str, dest: Path) -> tuple
     try:
         proc.run(["git", "clone", "--quiet", "--no-checkout", source, str(dest)], timeout=600, what="git clone")
     except CommandError as e:
-        raise UsageError(f"--source {source}: cannot clone it: {e.output_tail.strip().splitlines()[-1:] or e}") from None
+        why = (e.output_tail.strip().splitlines() or [str(e)])[-1]
+        raise UsageError(f"--source {source}: cannot clone it: {why}") from None
     try:
         proc.run(["git", "-C", str(dest), "checkout", "--quiet", "--detach", recorded.commit], timeout=600,
                  what="git checkout")
