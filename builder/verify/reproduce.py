@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbuild.digest import variant_files
+
 from builder import proc
 from builder.errors import BuildError, CommandError, KbuildError, ToolchainError, UsageError
 
@@ -131,7 +133,7 @@ def read_record(folder: Path, request: str) -> Recorded:
         raise KbuildError(f"{where} records no clean commit of its sources (kernel: {kernel or 'none'}): "
                           "it was built outside git or from uncommitted changes")
     backend = metadata.get("backend") or {}
-    compiled = any(p.suffix == ".so" for p in folder.rglob("*.so"))
+    compiled = any(folder.rglob("*.so"))
     toolchain = provenance.get("toolchain")
     if compiled and not toolchain:
         raise KbuildError(f"{where} records no toolchain (provenance.toolchain): it was built by a kbuild from "
@@ -268,5 +270,5 @@ def compare(published: Path, rebuilt: Path) -> list[FileRow]:
 
 
 def _digests(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    # the files of a variant by kbuild's one rule (kbuild/digest.py: metadata.json in, bytecode out)
+    return {rel: hashlib.sha256(path.read_bytes()).hexdigest() for rel, path in variant_files(folder).items()}
