@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,13 +18,12 @@ from kbuild import hub_loader
 from kbuild.digest import digest_tree
 
 from hubserver import TOKEN, ServerThread
-from runtime_hubs import runtime_env, torch_probes, upload_as_another_builder
+from runtime_hubs import git, runtime_env, torch_probes, upload_as_another_builder
 from test_compile_cache import BUILD_TOML, FILES
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 
 REPO_ID = "org/addone"
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +45,7 @@ def published(tmp_path, runtime_env, monkeypatch, compile_cache) -> dict:
     (repo / "build.toml").write_text(BUILD_TOML)
     (repo / ".gitignore").write_text("build/\n.kbuild/\n")
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "addone"]):
-        subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True)
+        git(repo, *args)
     assert main(["build", str(repo), "-j", "2"]) == 0
     hub = tmp_path / "hub"
     assert main(["publish", str(repo), "--hub", str(hub), "--repo-id", REPO_ID]) == 0
@@ -119,7 +117,7 @@ def test_what_cannot_be_reproduced_is_one_line(published, capsys, tmp_path):
     other.mkdir()
     (other / "README").write_text("another project\n")
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "other"]):
-        subprocess.run([*GIT, *args], cwd=other, check=True, capture_output=True)
+        git(other, *args)
     code, out = reproduce(capsys, "--hub", str(published["hub"]), "--source", str(other), "--variant", published["cpu"])
     assert code == 2 and f"--source {other} does not hold commit" in out, out
 

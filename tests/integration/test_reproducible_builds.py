@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime_hubs import git
 from test_compile_cache import BUILD_TOML, FILES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,7 +36,6 @@ backends = ["cpu", "cuda"]
 
 [torch-noarch]
 """
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 
 
 def source_repo(root: Path) -> Path:
@@ -53,7 +53,7 @@ def source_repo(root: Path) -> Path:
     (root / "build.toml").write_text('[workspace]\nmembers = ["addone", "pyonly"]\n')
     (root / ".gitignore").write_text("build/\n.kbuild/\n")
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "kernels"]):
-        subprocess.run([*GIT, *args], cwd=root, check=True, capture_output=True)
+        git(root, *args)
     return root
 
 
