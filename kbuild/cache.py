@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 from .cache_contents import strays
-from .digest import METADATA, file_digest, git_blob_oid, verify_tree
+from .digest import METADATA, SIGNATURES, file_digest, git_blob_oid, verify_tree
 from .errors import BadHubContent, CacheNotWritable, IntegrityError, KernelError, OversizedDownload
 from .hubs.base import RemoteFile
 from .metadata import VariantMetadata
@@ -288,7 +288,8 @@ def _reverify(variant_dir: Path, anchor: Callable[[], bytes] | None) -> None:
     if meta.digest is None:
         raise Unverifiable(f"kernel variant {variant_dir}: its verification record is missing and its "
                            f"metadata.json has no digest to check it with; delete {variant_dir} to fetch it again")
-    expected = set(meta.digest) | {METADATA}
+    # the signatures published with it are outside the digest; a signature check reads them on its own
+    expected = set(meta.digest) | {METADATA} | {s for s in SIGNATURES if (variant_dir / s).is_file()}
     _require_exactly(variant_dir, expected)  # a planted entry is refused whatever the hub says
     if anchor is None:
         raise Unverifiable(f"kernel variant {variant_dir}: its verification record is missing or not signed by "

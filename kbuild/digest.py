@@ -17,13 +17,17 @@ from .errors import IntegrityError
 
 ALGORITHM = "sha256"
 METADATA = "metadata.json"  # the file that records the digest, at the variant's root
+# Detached signatures over metadata.json, at the variant's root: kbuild's SSH signature and Hugging
+# Face's sigstore bundle. Like metadata.json they cannot be in the digest they vouch for, so the
+# digest leaves them out (as Hugging Face's verifier does); they are published and fetched all the same.
+SIGNATURES = ("metadata.json.sig", "metadata.json.sigstore")
 BYTECODE_DIR = "__pycache__"
 _CHUNK = 1 << 20
 
 
 def digest_tree(root: Path) -> dict[str, str]:
     """Relative posix path -> base64 sha256 for every file under `root` but the root's
-    metadata.json and bytecode, sorted by path."""
+    metadata.json, its signatures and bytecode, sorted by path."""
     root = Path(root)
     return {rel: file_digest(root / rel) for rel in sorted(_covered(root))}
 
@@ -75,10 +79,16 @@ def variant_files(root: Path, *, folders: bool = False) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
+def is_digested(rel: str) -> bool:
+    """Whether metadata.json's digest covers the variant file `rel` (a relative posix path): every
+    file but metadata.json and its detached signatures at the root (and bytecode, never listed)."""
+    return rel != METADATA and rel not in SIGNATURES and not is_bytecode(rel)
+
+
 def _covered(root: Path) -> set[str]:
-    """What the digest covers: the variant's files but metadata.json (which records it) and
-    anything that is not a readable file (a dangling link, a fifo)."""
-    return {rel for rel, path in variant_files(root).items() if rel != METADATA and path.is_file()}
+    """What the digest covers: the variant's files but metadata.json (which records it), its
+    signatures, and anything that is not a readable file (a dangling link, a fifo)."""
+    return {rel for rel, path in variant_files(root).items() if is_digested(rel) and path.is_file()}
 
 
 def _fail(root: Path, what: str) -> None:

@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from kbuild.digest import METADATA, file_digest, variant_files
+from kbuild.digest import file_digest, is_digested, variant_files
 
 from builder.errors import ExitCode, KbuildError
 
@@ -46,7 +46,7 @@ def _refuse_special(path: Path, st: os.stat_result) -> None:
 
 
 def verify_variant(folder: Path, metadata: dict) -> dict[str, Path]:
-    """The variant's files (metadata.json included) after checking every other one against the
+    """The variant's files (metadata.json and its signatures included) after checking every other one against the
     digest its metadata.json records; UnpublishableBuild names the first that does not match."""
     files = regular_files(folder)
     digest = (metadata.get("digest") or {}).get("files")
@@ -54,7 +54,8 @@ def verify_variant(folder: Path, metadata: dict) -> dict[str, Path]:
         raise UnpublishableBuild(f"{folder / 'metadata.json'}: no digest; publish uploads only what a build recorded",
                              hint=f"rebuild {folder.name} with kbuild build")
     rebuild = f"rebuild it (kbuild build --variant {folder.name}); a build's files are never edited in place"
-    for rel in sorted(set(files) - {METADATA} | set(digest)):
+    # metadata.json and a signature over it (a CI's sigstore bundle) are outside the digest
+    for rel in sorted({rel for rel in files if is_digested(rel)} | set(digest)):
         if rel not in files:
             raise UnpublishableBuild(f"{folder / rel}: listed in metadata.json's digest but missing", hint=rebuild)
         if rel not in digest:

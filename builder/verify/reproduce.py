@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild.digest import variant_files
+from kbuild.digest import SIGNATURES, variant_files
 
 from builder import proc
 from builder.errors import BuildError, CommandError, KbuildError, ToolchainError, UsageError
@@ -270,5 +270,7 @@ def compare(published: Path, rebuilt: Path) -> list[FileRow]:
 
 
 def _digests(folder: Path) -> dict[str, str]:
-    # the files of a variant by kbuild's one rule (kbuild/digest.py: metadata.json in, bytecode out)
-    return {rel: hashlib.sha256(path.read_bytes()).hexdigest() for rel, path in variant_files(folder).items()}
+    # the files of a variant by kbuild's one rule (kbuild/digest.py: metadata.json in, bytecode out), less
+    # the signatures a publish adds over metadata.json: a rebuild has none, and they vouch for no byte of it
+    return {rel: hashlib.sha256(path.read_bytes()).hexdigest() for rel, path in variant_files(folder).items()
+            if rel not in SIGNATURES}

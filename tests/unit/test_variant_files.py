@@ -12,6 +12,7 @@ import pytest
 
 from builder.publish.integrity import regular_files, verify_variant
 from kbuild.cache import verify_fetched
+from kbuild.errors import IntegrityError
 from kbuild.digest import digest_tree, git_blob_oid, is_bytecode, variant_files, verify_tree
 from kbuild.hubs.base import RemoteFile
 
@@ -95,3 +96,33 @@ def test_a_bytecode_folder_is_never_listed_even_as_a_folder(tmp_path, rel):
     (tmp_path / rel).mkdir(parents=True)
     (tmp_path / rel / "m.cpython-311.pyc").write_bytes(b"\0")
     assert rel not in variant_files(tmp_path, folders=True)
+
+
+@pytest.mark.parametrize("signature", ["metadata.json.sig", "metadata.json.sigstore"])
+def test_a_detached_signature_is_outside_the_digest_and_travels_with_the_variant(tmp_path, signature):
+    """A signature over metadata.json cannot be in the digest metadata.json records: the digest,
+    publish's check and the fetched copy's check all leave it out (as Hugging Face's verifier does),
+    while publish uploads it and a fetch keeps it. Only at the root: deeper, it is a file like any other."""
+    built = make_folder(tmp_path / "built")
+    (built / "layers" / signature).write_text("a file of the kernel's own")
+    digest = digest_tree(built)
+    assert f"layers/{signature}" in digest
+    meta = {"name": "demo", "version": 1, "license": "Apache-2.0", "python-depends": [], "id": "_demo_cpu_abc1234",
+            "backend": {"type": "cpu", "archs": []}, "digest": {"algorithm": "sha256", "files": digest}}
+    (built / "metadata.json").write_text(json.dumps(meta))
+    (built / signature).write_text("-----BEGIN SSH SIGNATURE-----\n")
+    assert digest_tree(built) == digest  # the signature changes no digest
+    verify_tree(built, digest)
+    uploaded = verify_variant(built, meta)
+    assert signature in uploaded and signature in variant_files(built)
+    fetched = tmp_path / "fetched"
+    for rel, path in uploaded.items():
+        (fetched / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fetched / rel).write_bytes(path.read_bytes())
+    listed = [RemoteFile(rel, git_blob_oid(path), path.stat().st_size) for rel, path in uploaded.items()]
+    marker = verify_fetched(fetched, listed, "o/demo@abc")
+    assert signature in marker["files"]
+    # a signature file the hub's listing vouches for is checked against its blob id like metadata.json
+    (fetched / signature).write_text("changed")
+    with pytest.raises(IntegrityError, match=f"{signature} does not match the hub's blob id"):
+        verify_fetched(fetched, listed, "o/demo@abc")
