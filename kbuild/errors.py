@@ -78,6 +78,12 @@ class IntegrityError(KernelError, ValueError):
     """A variant's files do not match the digest its metadata.json records (or the hub's listing)."""
 
 
+class SignatureRefused(IntegrityError):
+    """A signature rule refused a variant: unsigned, not a good signature of its metadata.json, or
+    made by a signer the organisation's trusted signers do not list (the message names the signer
+    when there is one, the rule and where it was set)."""
+
+
 class InvalidMetadata(KernelError, ValueError):
     """A variant's metadata.json is not valid JSON or has a field of the wrong shape."""
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
-from . import fit, hubs
+from . import fit, hubs, signature
 from .cache import Expect, KernelCache, Unverifiable, no_digest_message
 from .errors import (HubUnreachable, IntegrityError, InvalidMetadata, KernelNotFound, MissingPin, NoVariantFits,
-                     OfflineMiss, RepoNotFound, RevisionNotFound)
+                     OfflineMiss, RepoNotFound, RevisionNotFound, SignatureRefused)
 from .gpu_arch import describe_device
 from .kernel_deps import KernelPin, LoadOne
 from .loading import find_variant, load_variant
@@ -60,7 +60,8 @@ class Resolution:
 
 def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
                backend: str | None = None, trust_remote_code: bool | list[str] = False,
-               system: SystemInfo | None = None, allow_no_digest: bool = False, check_arch: bool = True) -> ModuleType:
+               system: SystemInfo | None = None, allow_no_digest: bool = False, check_arch: bool = True,
+               require_signature: bool | None = None) -> ModuleType:
     """Import the variant of `repo_id` that fits this system.
 
     Pin exactly once: `"org/repo@v1"` (or `version=1`) for a version branch, `"org/repo@<sha>"` or
@@ -71,6 +72,8 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     unless `allow_no_digest=True`: its files are then checked only against the hub's blob ids.
     A CUDA or ROCm variant whose recorded archs do not run on this GPU is skipped, unless
     `check_arch=False` (a kernel may cover other GPUs through, say, a Triton fallback).
+    `require_signature=True` loads only a variant a signer its organisation trusts signed (False: no
+    such check); None: as KBUILD_REQUIRE_SIGNATURE or the signatures file say (kbuild/signers.py).
     """
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
@@ -78,12 +81,13 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
 
     def dependency(pin: KernelPin) -> ModuleType:  # from the same hub, for the same system, trusted alike
         return get_kernel(pin.repo_id, version=pin.version, revision=pin.revision, hub=hub, backend=backend,
-                          trust_remote_code=trust_remote_code, system=target, allow_no_digest=allow_no_digest)
+                          trust_remote_code=trust_remote_code, system=target, allow_no_digest=allow_no_digest,
+                          require_signature=require_signature)
 
     if ref.repo_id in settings.local_kernels:
         return load_variant(find_variant(settings.local_kernels[ref.repo_id], target), load_dependency=dependency,
                             owner=ref.repo_id)
-    session = Session(hub, settings, allow_no_digest)
+    session = Session(hub, settings, allow_no_digest, require_signature)
     endpoint = None if session.reader.local else session.reader.endpoint
     check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
     return session.load_best(session.resolve(ref, target), dependency)
@@ -91,12 +95,13 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
 
 def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
                    backend: str | None = None, variant: str | None = None, system: SystemInfo | None = None,
-                   allow_no_digest: bool = False, check_arch: bool = True) -> Path:
+                   allow_no_digest: bool = False, check_arch: bool = True,
+                   require_signature: bool | None = None) -> Path:
     """Download and verify the variant that fits (or `variant`, by name) without importing it; its
-    folder. `allow_no_digest` and `check_arch` as for get_kernel."""
+    folder. `allow_no_digest`, `check_arch` and `require_signature` as for get_kernel."""
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
-    session = Session(hub, settings, allow_no_digest)
+    session = Session(hub, settings, allow_no_digest, require_signature)
     found = session.resolve(ref, _target(system, backend, check_arch))
     if variant is None:
         return session.install_best(found)[1]
@@ -176,9 +181,11 @@ def _request(repo_id: str, revision: str | None, version: int | None, hub, setti
 # -- one call's view of a hub and the cache -----------------------------------------------------
 
 class Session:
-    def __init__(self, hub: str | hubs.HubReader | None, settings: Settings, allow_no_digest: bool = False):
+    def __init__(self, hub: str | hubs.HubReader | None, settings: Settings, allow_no_digest: bool = False,
+                 require_signature: bool | None = None):
         self.settings = settings
         self.allow_no_digest = allow_no_digest
+        self.require_signature = require_signature  # the argument; the settings' rule applies when None
         self.reader = hub if hasattr(hub, "refs") else hubs.open(hub or settings.hub, settings.token)
         self.cache = KernelCache(settings.kernels_cache)
         self.offline = settings.offline and not self.reader.local
@@ -287,7 +294,10 @@ class Session:
     def install(self, repo_id: str, commit: str, variant: str, expect: Expect | None = None) -> Path:
         """The verified variant folder: the cached copy when it verifies, else fetched (again).
         `expect(folder)` is one more check (a lock file's): a cached copy that fails it is removed
-        and fetched again, a fetched one that fails it never enters the cache."""
+        and fetched again, a fetched one that fails it never enters the cache. The organisation's
+        require-signature rule is such a check too (kbuild/signature.py)."""
+        expect = self._with_signature_rule(repo_id, commit, variant, expect)
+
         def anchor() -> bytes:  # the hub's metadata.json: what a copy without a valid marker must match
             if self.offline:
                 raise OfflineMiss("offline mode is on (KBUILD_OFFLINE / HF_HUB_OFFLINE)")
@@ -297,6 +307,8 @@ class Session:
         try:
             cached = self.cache.cached(self.reader.key, repo_id, commit, variant, anchor, expect)
             doubt = None
+        except SignatureRefused as e:  # the commit's files are what the hub holds: fetching them again cannot help
+            raise SignatureRefused(f"{e}; {self._fate(e, repo_id, commit, variant)}") from None
         except IntegrityError as e:
             cached, doubt = None, e
         # a copy refused a moment ago (reading its metadata.json with the hub down) or by an earlier
@@ -322,13 +334,32 @@ class Session:
                                       lambda dest: self.reader.fetch(repo_id, commit, variant, dest, cap),
                                       require_digest=not self.allow_no_digest, anchor=anchor, expect=expect)
         except (OSError, IntegrityError) as e:
-            if doubt is None and refused is None:
-                raise
+            if doubt is None and refused is None or isinstance(e, SignatureRefused):
+                raise  # a signature refusal is the whole story: the hub's copy is the one refused
             first = doubt or IntegrityError(f"{where}: the last copy of it was refused ({refused})")
             raise IntegrityError(self._refetch_failed(first, e, self._fate(doubt, repo_id, commit, variant))) from None
         if doubt is not None:
             _warn(f"{doubt}; fetched it again from {self.reader.describe()}")
         return path
+
+    def signature_rule(self, repo_id: str):
+        """The require-signature rule for the repo's organisation: (Requirement, its trusted signers)."""
+        org = repo_id.split("/")[0]
+        return (self.settings.signatures.requirement(org, self.require_signature),
+                self.settings.signatures.signers(org))
+
+    def _with_signature_rule(self, repo_id: str, commit: str, variant: str, expect: Expect | None) -> Expect | None:
+        rule, signers = self.signature_rule(repo_id)
+        if not rule.required:
+            return expect  # without the rule nothing changes
+        signed = signature.requirement_check(signers, rule, f"{repo_id}@{commit[:12]} build/{variant}")
+        if expect is None:
+            return signed
+
+        def both(folder: Path) -> None:
+            expect(folder)
+            signed(folder)
+        return both
 
     def _say_cache_doubts(self, repo_id: str, commit: str, error: Exception) -> None:
         """The hub cannot list a commit this cache holds variants of: when one of those copies fails
@@ -379,7 +410,8 @@ class Session:
 
     def load_best(self, found: Resolution, dependency: LoadOne | None = None) -> ModuleType:
         key = (self.reader.key, found.ref.repo_id, found.commit, found.chosen)
-        module = _LOADED.get(key) if found.chosen else None
+        # under a signature rule the cached copy is checked again (an import made without the rule proves nothing)
+        module = _LOADED.get(key) if found.chosen and not self.signature_rule(found.ref.repo_id)[0].required else None
         if module is not None and key in _METADATA and fit.judge(_METADATA[key], found.chosen,
                                                                  found.system).reason is None:
             return module  # loaded before, and its metadata (read then) fits this system too

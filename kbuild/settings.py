@@ -12,6 +12,7 @@ Nothing else in the runtime reads `os.environ`; tests pass a Settings instead of
 | `LOCAL_KERNELS` | `org/a=/path:org/b=/path`: load these repos from local builds instead |
 | `HF_TOKEN` | the token for HTTP hubs (huggingface_hub also reads its own token file) |
 | `KBUILD_MAX_VARIANT_BYTES` | the most one variant's download may write (default 8G; a byte count, or with a K, M, G or T suffix, powers of 1024): a listing that claims more is refused before anything is downloaded, and a download stops once the hub has sent more than its listing's total or this cap |
+| `KBUILD_REQUIRE_SIGNATURE`, `KBUILD_ALLOWED_SIGNERS`, `KBUILD_SIGNATURES` | which organisations' variants must be signed, and by whom (kbuild/signers.py) |
 | `KBUILD_GPU_ARCH` | judge variants for a GPU of this arch (`9.0`, `gfx942`) instead of torch's current device: for tests, and to check on one machine what another would load |
 """
 
@@ -21,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import signers
 from .errors import InvalidSetting
 
 DEFAULT_LOCAL_HUB = Path.home() / ".cache" / "kbuild" / "hub"
@@ -44,6 +46,7 @@ class Settings:
     local_kernels: dict[str, Path] = field(default_factory=dict, compare=False)
     token: str | None = field(default=None, repr=False)
     max_variant_bytes: int = DEFAULT_MAX_VARIANT_BYTES
+    signatures: signers.SignatureSettings = field(default_factory=signers.SignatureSettings, compare=False)
 
     @property
     def kernels_cache(self) -> Path:
@@ -62,6 +65,7 @@ def from_environment(environ=None) -> Settings:
         local_kernels=parse_local_kernels(env.get("LOCAL_KERNELS", "")),
         token=env.get("HF_TOKEN") or None,
         max_variant_bytes=parse_byte_count("KBUILD_MAX_VARIANT_BYTES", env.get("KBUILD_MAX_VARIANT_BYTES", "")),
+        signatures=signers.from_environment(env),
     )
 
 

@@ -17,7 +17,7 @@ import warnings
 
 from builder import __version__
 from builder.commands import (bench, build, check, check_abi, clean, completion, hub, info, init, lock, matrix,
-                              publish, reproduce, test, toolchain, update_build, variants)
+                              publish, reproduce, test, toolchain, update_build, variants, verify)
 from builder.config.settings import from_environment as builder_settings
 from builder.errors import ExitCode, KbuildError
 
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from builder.report import Reporter
 
 # each adds its own parser(s): lock adds lock and download, hub its serve and gc
-COMMANDS = (init, check, update_build, variants, build, check_abi, test, bench, publish, reproduce, matrix, info, lock,
-            hub, toolchain, clean, completion)
+COMMANDS = (init, check, update_build, variants, build, check_abi, test, bench, publish, reproduce, verify, matrix, info,
+            lock, hub, toolchain, clean, completion)
 
 
 def main(argv: list[str] | None = None) -> int:

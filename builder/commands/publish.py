@@ -7,6 +7,7 @@ import json
 
 from builder.commands.arguments import add_dir, add_hub, folder
 from builder.config.settings import from_environment as builder_settings
+from builder.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +29,10 @@ def add_parser(sub) -> None:
                    help="publish variants built for fewer CUDA archs than the kernel lists (--cuda-archs)")
     p.add_argument("--with-bench", action="store_true",
                    help="attach kbuild bench's latest results (.kbuild/bench/) as benchmarks/results/ on the branch")
+    p.add_argument("--sign", action="store_true",
+                   help="sign each variant's metadata.json with an SSH key (metadata.json.sig, uploaded beside it)")
+    p.add_argument("--sign-key", default=None, metavar="KEY_FILE",
+                   help="the SSH key --sign uses (default: KBUILD_SIGNING_KEY, else the signatures file's sign-key)")
     p.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     p.set_defaults(handler=run)
@@ -39,11 +44,14 @@ def run(args, reporter: Reporter) -> int:
     from builder.publish.publish import PublishOptions
     from builder.publish.workspace import publish_members
 
+    settings = builder_settings()
+    if args.sign_key is not None and not args.sign:
+        raise UsageError("--sign-key: given without --sign; add --sign to sign the published variants")
     options = PublishOptions(folder=folder(args.dir).resolve(), repo_id=args.repo_id, branch=args.branch,
                              variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
                              dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs,
-                             with_bench=args.with_bench)
-    settings = builder_settings()  # the hub rule get_kernel and kbuild lock follow too
+                             with_bench=args.with_bench,
+                             sign_key=settings.signing_key_setting(args.sign_key) if args.sign else None)  # the hub rule get_kernel and kbuild lock follow too
     hub = open_hub(parse_hub(settings.hub_setting(args.hub).value), settings.token)
     summaries, refused, kernels = [], {}, 0
     for member in publish_members(options, hub, reporter):

@@ -15,6 +15,7 @@ builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
 | `TORCH_CUDA_ARCH_LIST` | the CUDA archs to build when `--cuda-archs` is not given |
 | `NVCC_THREADS` | threads per nvcc (default: sized from the free cores) |
 | `KBUILD_DIST_SCHEDULER`, `KBUILD_DIST_TOKEN` | distributed compiles: the sccache-dist scheduler (`off`), else the workspace's `[workspace.dist] scheduler`; its client token |
+| `KBUILD_SIGNING_KEY` | the SSH key `kbuild publish --sign` signs with (after `--sign-key`, before the signatures file's `sign-key`, kbuild/signers.py) |
 | `KBUILD_REMOTE_CACHE` | the shared compile cache (`redis://host:port`, …; `off`), else the workspace's `[workspace.cache] remote` |
 | `CI` | plain log lines instead of a live progress display |
 | `PYTHONPATH`, `LOCAL_KERNELS`, `HF_HUB_OFFLINE` | kept for a kernel's tests: `kbuild test` adds its own entries to the caller's |
@@ -30,6 +31,7 @@ from pathlib import Path
 from kbuild import settings as runtime
 
 from builder.config.cascade import DEFAULT, Setting, resolve
+from builder.errors import UsageError
 
 PYPI = "https://pypi.org/simple"
 DEFAULT_TOOLCHAINS = runtime.DEFAULT_CACHE / "toolchains"
@@ -58,6 +60,24 @@ class BuilderSettings:
     pythonpath: str | None = None
     local_kernels: str | None = None
     hf_hub_offline: str | None = None  # as written: an explicit value from the caller stands
+    signing_key: str | None = None  # KBUILD_SIGNING_KEY, as written
+    signing_key_file: tuple[Path, str] | None = None  # the signatures file's `sign-key` (key, file:line)
+    signatures_file: Path | None = None
+
+    def signing_key_setting(self, flag: str | None) -> Setting[Path]:
+        """The key `publish --sign` uses: --sign-key, else KBUILD_SIGNING_KEY, else the signatures
+        file's `sign-key` line; a private key file, or a public key whose private half ssh-agent holds."""
+        found = self.signing_key_file
+        setting = resolve(flag=("--sign-key", flag), env=("KBUILD_SIGNING_KEY", self.signing_key),
+                          toml=(lambda: (str(found[0]), found[1])) if found else None)
+        if setting is None:
+            raise UsageError("--sign: no signing key: pass --sign-key KEY_FILE, set KBUILD_SIGNING_KEY, or add a line "
+                             f"`sign-key KEY_FILE` to {self.signatures_file}")
+        path = Path(setting.value).expanduser()
+        if not path.is_file():
+            raise UsageError(f"{setting.origin}: {path} is not a file (expected an SSH private key, or the public key "
+                             "of one that ssh-agent holds)")
+        return Setting(path, setting.origin)
 
     def hub_setting(self, flag: str | None) -> Setting[str | None]:
         """The hub a command talks to through the one cascade: --hub, else KBUILD_HUB, else
@@ -99,4 +119,7 @@ def from_environment(environ=None) -> BuilderSettings:
         pythonpath=env.get("PYTHONPATH") or None,
         local_kernels=env.get("LOCAL_KERNELS") or None,
         hf_hub_offline=env.get("HF_HUB_OFFLINE"),
+        signing_key=env.get("KBUILD_SIGNING_KEY") or None,
+        signing_key_file=shared.signatures.sign_key,
+        signatures_file=runtime.signers.signatures_file(env),
     )

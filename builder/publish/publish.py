@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import random
 import re
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kbuild.digest import git_blob_oid
@@ -56,6 +57,7 @@ class PublishOptions:
     dry_run: bool = False
     allow_partial_archs: bool = False
     with_bench: bool = False  # attach `kbuild bench`'s latest results (benchmarks/results/)
+    sign_key: object = None  # a Setting[Path]: sign each variant's metadata.json with this SSH key (signing.py)
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,24 @@ def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, report
         check_current(manifest, variants)
     repo_id, branch = resolve_target(manifest, options, version)
     extra = _benchmarks(manifest, options.with_bench)
+    with tempfile.TemporaryDirectory(prefix="kbuild-sign-") as scratch:
+        if options.sign_key is not None:
+            variants = _signed(variants, options.sign_key, Path(scratch), reporter)
+        return _publish(manifest, options, hub, reporter, variants, repo_id, branch, extra)
+
+
+def _signed(variants: list[LocalVariant], key, scratch: Path, reporter) -> list[LocalVariant]:
+    """Each variant with `metadata.json.sig` over its metadata.json added to what it uploads."""
+    from builder.publish.signing import SIGNATURE, sign_metadata
+
+    signed = [replace(v, verified={**v.verified, SIGNATURE: sign_metadata(v.path / "metadata.json", key, scratch,
+                                                                          v.name)}) for v in variants]
+    reporter.info(f"signed metadata.json of {', '.join(v.name for v in variants)} with {key.value} ({key.origin})")
+    return signed
+
+
+def _publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, reporter, variants, repo_id, branch,
+             extra) -> PublishResult:
     if not options.dry_run:
         hub.ensure_repo(repo_id)
     for attempt in range(1, ATTEMPTS + 1):

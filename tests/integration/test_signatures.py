@@ -1,0 +1,334 @@
+"""Signed publishes and the require-signature rule (issue 31, part 3), with the real parts: keys
+made by the real ssh-keygen, `kbuild publish --sign` into a real local git hub and a real `kbuild
+hub serve`, get_kernel and `kbuild verify` against them, and Hugging Face's `kernels` 0.17 loading
+a signed variant.
+
+Every refusal is one line naming the signer (when there is one), the rule and where it was set,
+and leaves nothing of the refused variant in the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import hf_envs
+from builder.commands.main import main
+from kbuild import get_kernel
+from kbuild.errors import SignatureRefused
+
+from runtime_hubs import Kernel, git, new_process, runtime_env, start_server, torch_probes, upload_as_another_builder
+
+__all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
+
+pytestmark = pytest.mark.usefixtures("runtime_env")
+
+CHOSEN = "torch-cuda" if torch.cuda.is_available() else "torch-cpu"
+SIGNING = ("KBUILD_REQUIRE_SIGNATURE", "KBUILD_ALLOWED_SIGNERS", "KBUILD_SIGNATURES", "KBUILD_SIGNING_KEY")
+
+
+@pytest.fixture(autouse=True)
+def no_outside_signature_settings(monkeypatch):
+    for name in SIGNING:
+        monkeypatch.delenv(name, raising=False)
+
+
+def keygen(folder: Path, name: str) -> Path:
+    """A new ed25519 key pair made by ssh-keygen; the private key's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key = folder / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
+    return key
+
+
+def fingerprint(key: Path) -> str:
+    return subprocess.run(["ssh-keygen", "-l", "-f", f"{key}.pub"], check=True, capture_output=True,
+                          text=True).stdout.split()[1]
+
+
+def allowed_signers(path: Path, **principals: Path) -> Path:
+    """git's allowed_signers format: `principal key-type key` per line."""
+    lines = [f"{who} {' '.join(Path(f'{key}.pub').read_text().split()[:2])}" for who, key in principals.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def keys(tmp_path) -> dict[str, Path]:
+    return {"alice": keygen(tmp_path / "keys", "alice"), "mallory": keygen(tmp_path / "keys", "mallory")}
+
+
+@pytest.fixture
+def trusted(tmp_path, keys, monkeypatch) -> Path:
+    """org trusts alice (KBUILD_ALLOWED_SIGNERS)."""
+    listing = allowed_signers(tmp_path / "org.allowed_signers", **{"alice@example.com": keys["alice"]})
+    monkeypatch.setenv("KBUILD_ALLOWED_SIGNERS", f"org={listing}")
+    return listing
+
+
+@pytest.fixture
+def kernel(tmp_path) -> Kernel:
+    return Kernel(tmp_path / "tiny").write().build()
+
+
+def publish(kernel: Kernel, hub, *args: str) -> str:
+    return kernel.publish(hub, *args)
+
+
+def hub_file(hub: Path, rev: str, path: str) -> bytes:
+    bare = hub / "kernels" / "org" / "tiny.git"
+    return subprocess.run(["git", "--git-dir", str(bare), "show", f"{rev}:{path}"], check=True,
+                          capture_output=True).stdout
+
+
+def cached(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.glob("*/*/*/*/*") if p.is_dir())
+
+
+def refused(call) -> str:
+    with pytest.raises(SignatureRefused) as caught:
+        call()
+    message = str(caught.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+# -- signing -------------------------------------------------------------------------------------
+
+def test_publish_sign_puts_an_ssh_signature_of_metadata_json_beside_it(tmp_path, kernel, keys, trusted):
+    hub = tmp_path / "hub"
+    commit = publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]))
+    for variant in ("torch-cpu", "torch-cuda"):
+        (tmp_path / "check").mkdir(exist_ok=True)
+        meta = hub_file(hub, commit, f"build/{variant}/metadata.json")
+        sig = tmp_path / "check" / f"{variant}.sig"
+        sig.write_bytes(hub_file(hub, commit, f"build/{variant}/metadata.json.sig"))
+        # git's own tool, as a user would check it by hand
+        done = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(trusted), "-I", "alice@example.com",
+                               "-n", "kbuild", "-s", str(sig)], input=meta, capture_output=True)
+        assert done.returncode == 0, done.stderr
+        assert meta == (kernel.variant(variant) / "metadata.json").read_bytes()  # the build's own bytes
+    assert not list(kernel.root.glob("build/*/metadata.json.sig"))  # the build folder is not touched
+
+
+def test_the_signing_key_comes_from_the_flag_the_variable_or_the_signatures_file(tmp_path, kernel, keys, monkeypatch,
+                                                                                 capsys):
+    hub = tmp_path / "hub"
+    monkeypatch.setenv("KBUILD_SIGNING_KEY", str(keys["alice"]))
+    publish(kernel, hub, "--sign")
+    assert "with " + str(keys["alice"]) + " (KBUILD_SIGNING_KEY)" in capsys.readouterr().err
+    monkeypatch.delenv("KBUILD_SIGNING_KEY")
+    config = tmp_path / "config" / "kbuild"
+    config.mkdir(parents=True)
+    (config / "signatures").write_text(f"# the publisher's key\nsign-key {keys['mallory']}\n")
+    kernel.write(variant="again").build()
+    publish(kernel, hub, "--sign")
+    assert f"with {keys['mallory']} ({config / 'signatures'}:2)" in capsys.readouterr().err
+
+    # no key anywhere, a missing key file, --sign-key alone: one line each, exit 2
+    (config / "signatures").write_text("")
+    assert main(["publish", str(kernel.root), "--hub", str(hub), "--sign"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--sign: no signing key: pass --sign-key KEY_FILE, set KBUILD_SIGNING_KEY, or add a line" in err
+    assert len(err.splitlines()) <= 2 and "Traceback" not in err
+    assert main(["publish", str(kernel.root), "--hub", str(hub), "--sign", "--sign-key", str(tmp_path / "nokey")]) == 2
+    assert f"--sign-key: {tmp_path / 'nokey'} is not a file" in capsys.readouterr().err
+    assert main(["publish", str(kernel.root), "--hub", str(hub), "--sign-key", str(keys["alice"])]) == 2
+    assert "--sign-key: given without --sign" in capsys.readouterr().err
+
+
+# -- the require-signature rule --------------------------------------------------------------------
+
+def test_a_variant_signed_by_a_trusted_key_loads_under_the_rule(tmp_path, kernel, keys, trusted, runtime_env):
+    hub = tmp_path / "hub"
+    publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]))
+    module = get_kernel("org/tiny@v1", hub=str(hub), require_signature=True)
+    assert module.double(21) == 42
+    assert (Path(module.__file__).parent / "metadata.json.sig").is_file()  # cached with the variant
+    new_process()
+    assert get_kernel("org/tiny@v1", hub=str(hub), require_signature=True).double(2) == 4  # the cached copy
+
+
+def test_unsigned_is_refused_and_nothing_is_cached(tmp_path, kernel, trusted, runtime_env):
+    hub = tmp_path / "hub"
+    publish(kernel, hub)
+    message = refused(lambda: get_kernel("org/tiny@v1", hub=str(hub), require_signature=True))
+    assert message.startswith(f"org/tiny@") and f"build/{CHOSEN}: unsigned" in message
+    assert "refused by the require-signature rule for org (set by require_signature=True)" in message
+    assert str(trusted) in message  # the trusted signers it would have taken
+    assert cached(runtime_env) == []
+    # without the rule nothing changes
+    assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
+
+
+def test_signed_by_an_unlisted_key_is_refused_naming_the_key(tmp_path, kernel, keys, trusted, runtime_env,
+                                                             monkeypatch):
+    hub = tmp_path / "hub"
+    publish(kernel, hub, "--sign", "--sign-key", str(keys["mallory"]))
+    monkeypatch.setenv("KBUILD_REQUIRE_SIGNATURE", "other,org")
+    message = refused(lambda: get_kernel("org/tiny@v1", hub=str(hub)))
+    assert f"signed by ED25519 key {fingerprint(keys['mallory'])}, which no trusted allowed_signers file lists" \
+        in message
+    assert "(set by KBUILD_REQUIRE_SIGNATURE=other,org)" in message
+    assert cached(runtime_env) == []
+    # the argument wins over the variable, both ways
+    assert get_kernel("org/tiny@v1", hub=str(hub), require_signature=False).double(1) == 2
+    monkeypatch.setenv("KBUILD_REQUIRE_SIGNATURE", "off")
+    new_process()
+    assert "require_signature=True" in refused(lambda: get_kernel("org/tiny@v1", hub=str(hub),
+                                                                  require_signature=True))
+
+
+def test_a_signature_over_other_digests_is_refused_naming_the_signer(tmp_path, kernel, keys, trusted, runtime_env):
+    """A good signature by a trusted key, over a metadata.json with other digests (an older build's,
+    say) beside this build's metadata.json."""
+    hub = tmp_path / "hub"
+    publish(kernel, hub)
+    folder = tmp_path / "upload" / CHOSEN
+    shutil.copytree(kernel.variant(CHOSEN), folder)
+    meta = json.loads((folder / "metadata.json").read_text())
+    meta["digest"]["files"]["__init__.py"] = "A" * 43 + "="  # the digests of other files
+    other = tmp_path / "other-metadata.json"
+    other.write_text(json.dumps(meta))
+    subprocess.run(["ssh-keygen", "-Y", "sign", "-n", "kbuild", "-f", str(keys["alice"]), str(other)], check=True,
+                   capture_output=True)
+    shutil.copy(f"{other}.sig", folder / "metadata.json.sig")
+    upload_as_another_builder(hub, "org/tiny", "v1", folder)
+    message = refused(lambda: get_kernel("org/tiny@v1", hub=str(hub), require_signature=True))
+    assert f"metadata.json.sig by alice@example.com (listed in {trusted}) is not a good signature of this " \
+           "metadata.json" in message
+    assert cached(runtime_env) == []
+
+
+def test_a_signature_for_another_namespace_or_garbage_is_refused(tmp_path, kernel, keys, trusted, runtime_env):
+    hub = tmp_path / "hub"
+    publish(kernel, hub)
+    folder = tmp_path / "upload" / CHOSEN
+    shutil.copytree(kernel.variant(CHOSEN), folder)
+    subprocess.run(["ssh-keygen", "-Y", "sign", "-n", "git", "-f", str(keys["alice"]), str(folder / "metadata.json")],
+                   check=True, capture_output=True)  # a git commit signature's namespace: never counts here
+    upload_as_another_builder(hub, "org/tiny", "v1", folder)
+    assert "is not a good signature of this metadata.json" in refused(
+        lambda: get_kernel("org/tiny@v1", hub=str(hub), require_signature=True))
+    (folder / "metadata.json.sig").write_text("not a signature\n")
+    upload_as_another_builder(hub, "org/tiny", "v1", folder)
+    assert "is not a good signature" in refused(lambda: get_kernel("org/tiny@v1", hub=str(hub), require_signature=True))
+    assert cached(runtime_env) == []
+    # without the rule a bad signature changes nothing
+    assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
+
+
+def test_a_cached_copy_that_fails_the_rule_is_removed(tmp_path, kernel, trusted, runtime_env):
+    hub = tmp_path / "hub"
+    publish(kernel, hub)
+    get_kernel("org/tiny@v1", hub=str(hub))  # cached without the rule
+    assert cached(runtime_env) == [CHOSEN]
+    new_process()
+    message = refused(lambda: get_kernel("org/tiny@v1", hub=str(hub), require_signature=True))
+    assert "unsigned" in message and "that cached copy was removed" in message
+    assert cached(runtime_env) == []
+
+
+def test_the_rule_and_the_signers_from_the_signatures_file(tmp_path, kernel, keys, runtime_env):
+    hub = tmp_path / "hub"
+    publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]))
+    config = tmp_path / "config" / "kbuild"
+    config.mkdir(parents=True)
+    allowed_signers(config / "org.allowed_signers", **{"bob@example.com": keys["mallory"]})
+    (config / "signatures").write_text("require org\nssh org org.allowed_signers   # relative to this file\n")
+    message = refused(lambda: get_kernel("org/tiny@v1", hub=str(hub)))
+    assert f"(set by {config / 'signatures'}:1)" in message and "which no trusted allowed_signers file lists" in message
+    allowed_signers(config / "org.allowed_signers", **{"alice@example.com": keys["alice"]})
+    new_process()
+    assert get_kernel("org/tiny@v1", hub=str(hub)).double(3) == 6
+    # a malformed line is one error naming the file and line
+    (config / "signatures").write_text("require org\nssh org\n")
+    with pytest.raises(ValueError, match=rf"^{config / 'signatures'}:2: expected `ssh ORG ALLOWED_SIGNERS_FILE`"):
+        get_kernel("org/tiny@v1", hub=str(hub))
+
+
+def test_the_rule_over_kbuild_hub_serve(tmp_path, kernel, keys, trusted, runtime_env, monkeypatch):
+    served, stop = start_server(tmp_path / "served")
+    try:
+        monkeypatch.setenv("HF_TOKEN", served.token)
+        kernel.repo_id = "org/tiny"
+        publish(kernel, served.url, "--sign", "--sign-key", str(keys["alice"]))
+        monkeypatch.delenv("HF_TOKEN")
+        monkeypatch.setenv("KBUILD_TRUSTED_ORGS", f"org@{served.url}")
+        assert get_kernel("org/tiny@v1", hub=served.url, require_signature=True).double(4) == 8
+        # republished unsigned: the branch's new commit is refused, and not cached
+        new_process()
+        kernel.write(variant="unsigned").build()
+        monkeypatch.setenv("HF_TOKEN", served.token)
+        publish(kernel, served.url)
+        monkeypatch.delenv("HF_TOKEN")
+        assert "unsigned" in refused(lambda: get_kernel("org/tiny@v1", hub=served.url, require_signature=True))
+        assert cached(runtime_env) == [CHOSEN]  # the signed commit's copy only
+    finally:
+        stop()
+
+
+# -- kbuild verify ---------------------------------------------------------------------------------
+
+def test_kbuild_verify_prints_who_signed_each_variant(tmp_path, kernel, keys, trusted, capsys, monkeypatch):
+    hub = tmp_path / "hub"
+    publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]), "--variant", "torch-cpu")
+    publish(kernel, hub, "--variant", "torch-cuda")
+    capsys.readouterr()
+    assert main(["verify", "org/tiny@v1", "--hub", str(hub)]) == 0  # no rule: reported, not refused
+    out = capsys.readouterr().out
+    assert "no require-signature rule for org" in out
+    assert f"torch-cpu   signed by alice@example.com (ED25519 key {fingerprint(keys['alice'])}, listed in {trusted})" \
+        in out
+    assert "torch-cuda  unsigned" in out
+    assert main(["verify", "org/tiny@v1", "--hub", str(hub), "--require"]) == 1
+    assert "FAILED: the require-signature rule for org (set by require_signature=True) refuses a variant" in \
+        capsys.readouterr().out
+    monkeypatch.setenv("KBUILD_REQUIRE_SIGNATURE", "*")
+    assert main(["verify", "org/tiny@v1", "--hub", str(hub), "--variant", "torch-cpu", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["required"] and record["ok"]
+    assert [(v["variant"], v["trusted"]) for v in record["variants"]] == [("torch-cpu", True)]
+    assert main(["verify", "org/tiny@v1", "--hub", str(hub), "--variant", "torch-nope"]) == 1
+    err = capsys.readouterr().err
+    assert "has no variant 'torch-nope'" in err and "Traceback" not in err
+
+
+def test_kbuild_verify_names_an_untrusted_signer(tmp_path, kernel, keys, trusted, capsys):
+    hub = tmp_path / "hub"
+    publish(kernel, hub, "--sign", "--sign-key", str(keys["mallory"]))
+    capsys.readouterr()
+    assert main(["verify", "org/tiny@v1", "--hub", str(hub), "--require"]) == 1
+    out = capsys.readouterr().out
+    assert f"REFUSED (signed by ED25519 key {fingerprint(keys['mallory'])})" in out
+
+
+# -- Hugging Face's loader -------------------------------------------------------------------------
+
+def test_hugging_faces_loader_loads_a_signed_kbuild_variant(tmp_path, kernel, keys, monkeypatch):
+    python = hf_envs.HOME / "kernels-0.17" / "bin" / "python"
+    if not python.is_file():
+        pytest.skip(f"no Hugging Face environment at {python.parent.parent} (ci/setup.sh makes it)")
+    served, stop = start_server(tmp_path / "served")
+    try:
+        monkeypatch.setenv("HF_TOKEN", served.token)
+        publish(kernel, served.url, "--sign", "--sign-key", str(keys["alice"]))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KBUILD_", "HF_", "HUGGING", "KERNELS_"))}
+        env.update(HF_ENDPOINT=served.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_PROGRESS_BARS="1")
+        script = ("import json, kernels, pathlib\n"
+                  "k = kernels.get_kernel('org/tiny', version=1, backend='cpu', trust_remote_code=True)\n"
+                  "folder = pathlib.Path(k.__file__).parent\n"
+                  "print(json.dumps({'double': k.double(21), 'files': sorted(p.name for p in folder.iterdir())}))\n")
+        done = subprocess.run([str(python), "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen["double"] == 42 and "metadata.json.sig" in seen["files"]
+    finally:
+        stop()
