@@ -23,12 +23,14 @@ fi
 # tests/integration/test_remote_cache_builds.py) and bubblewrap (sccache-dist build servers' sandbox, tests/integration/test_dist.py);
 # chromium, the browser playwright drives through the hub's pages (tests/integration/test_hub_pages_browser.py);
 # faketime, a later wall-clock hour for one of two builds that must give the same bytes
-# (tests/integration/test_reproducible_builds.py)
+# (tests/integration/test_reproducible_builds.py); openssh-client, whose ssh-keygen makes and checks kbuild's signatures
+# (tests/integration/test_signatures.py)
 debs=()
 command -v redis-server >/dev/null || debs+=(redis-server)
 command -v bwrap >/dev/null || debs+=(bubblewrap)
 command -v chromium >/dev/null || debs+=(chromium)
 command -v faketime >/dev/null || debs+=(faketime)
+command -v ssh-keygen >/dev/null || debs+=(openssh-client)
 if [ ${#debs[@]} -gt 0 ]; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
   { $sudo apt-get install -y --no-install-recommends "${debs[@]}" >>"$log" 2>&1 \

@@ -75,7 +75,10 @@ def verdict(folder: Path, signers: OrgSigners, where: str) -> Verdict:
         signer = None
         if (folder / ssh_signature.SIGNATURE).is_file() and ssh_signature.ssh_keygen_found():
             signer = ssh_signature.key_of(folder / ssh_signature.SIGNATURE, (folder / METADATA).read_bytes())
-        return Verdict(signer or "an untrusted or bad signature", str(e))
+        if signer is None and (folder / sigstore_signature.BUNDLE).is_file():
+            claimed = sigstore_signature.claimed_signer((folder / sigstore_signature.BUNDLE).read_bytes())
+            signer = claimed.describe() if claimed else None
+        return Verdict(signer or "an unreadable signature", str(e))
 
 
 def requirement_check(signers: OrgSigners, rule: Requirement, where: str):

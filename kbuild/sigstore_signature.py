@@ -84,6 +84,17 @@ def verify(metadata: bytes, bundle_bytes: bytes, identities: list[SigstoreIdenti
     return signer
 
 
+def claimed_signer(bundle_bytes: bytes) -> SigstoreSigner | None:
+    """Who the bundle's certificate names, unchecked (for a report of a refused bundle); None when
+    sigstore-python is missing or the bundle cannot be read."""
+    try:
+        from sigstore.models import Bundle
+
+        return signer_of(Bundle.from_json(bundle_bytes))
+    except Exception:  # noqa: BLE001 - any failure only means there is no name to report
+        return None
+
+
 def signer_of(bundle) -> SigstoreSigner:
     """The identity and issuer the bundle's signing certificate names (not checked here)."""
     from cryptography import x509
