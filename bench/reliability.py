@@ -49,7 +49,8 @@ class World:
         self.root = root
         os.environ.update(KBUILD_CACHE=str(root / "cache"), XDG_CONFIG_HOME=str(root / "config"),
                           HF_HOME=str(root / "hf-home"))
-        for name in ("KBUILD_HUB", "HF_ENDPOINT", "KBUILD_OFFLINE", "HF_HUB_OFFLINE", "KBUILD_TRUSTED_ORGS"):
+        for name in ("KBUILD_HUB", "HF_ENDPOINT", "KBUILD_OFFLINE", "HF_HUB_OFFLINE", "KBUILD_TRUSTED_ORGS",
+                     "KBUILD_REQUIRE_SIGNATURE", "KBUILD_ALLOWED_SIGNERS", "KBUILD_SIGNATURES", "KBUILD_SIGNING_KEY"):
             os.environ.pop(name, None)
         self.kernel = Kernel(root / "tiny").write().build()
         self.hub = root / "hub"
@@ -598,6 +599,79 @@ def probe_read_only_empty_cache(world: World) -> str:
         subprocess.run(["umount", str(view)], check=False)
 
 
+# -- signatures: the require-signature rule (kbuild/signature.py) against what a hub may hold -------
+
+def _keys(world: World) -> dict[str, Path]:
+    """alice (whom org trusts, KBUILD_ALLOWED_SIGNERS) and mallory (whom it does not): real ssh-keygen keys."""
+    keys = {}
+    for name in ("alice", "mallory"):
+        keys[name] = world.root / "keys" / name
+        keys[name].parent.mkdir(exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(keys[name])], check=True)
+    listing = world.root / "org.allowed_signers"
+    listing.write_text("alice@example.com " + " ".join(Path(f"{keys['alice']}.pub").read_text().split()[:2]) + "\n")
+    os.environ["KBUILD_ALLOWED_SIGNERS"] = f"org={listing}"
+    return keys
+
+
+def _refused_uncached(world: World, expect: str) -> str:
+    """get_kernel under the rule: refused in one line saying `expect`, with nothing of it in the cache."""
+    new_process()
+    try:
+        module = get_kernel("org/tiny@v1", hub=str(world.hub), require_signature=True)
+    except kbuild.errors.SignatureRefused as e:
+        cached = [p for p in (world.root / "cache" / "kernels").glob("*/*/*/*/*") if p.is_dir()]
+        if cached:
+            return "refused, but cached"
+        return "refused, not cached" if expect in str(e) and "\n" not in str(e) else f"refused: {str(e)[:80]}"
+    return "loaded" if module.double(1) == 2 else "tampered code loaded"
+
+
+def probe_signature_unsigned(world: World) -> str:
+    _keys(world)
+    world.kernel.publish(world.hub)
+    return _refused_uncached(world, "unsigned")
+
+
+def probe_signature_unlisted_key(world: World) -> str:
+    keys = _keys(world)
+    world.kernel.publish(world.hub, "--sign", "--sign-key", str(keys["mallory"]))
+    return _refused_uncached(world, "which no trusted allowed_signers file lists")
+
+
+def probe_signature_over_other_digests(world: World) -> str:
+    """alice's good signature of another build's metadata.json, beside this build's."""
+    from runtime_hubs import upload_as_another_builder
+
+    keys = _keys(world)
+    world.kernel.publish(world.hub, "--sign", "--sign-key", str(keys["alice"]))
+    variant = world.kernel.variant("torch-cuda" if _gpu() else "torch-cpu")
+    folder = world.root / "upload" / variant.name
+    shutil.copytree(variant, folder)
+    meta = json.loads((folder / "metadata.json").read_text())
+    meta["digest"]["files"]["__init__.py"] = "A" * 43 + "="
+    other = world.root / "other.json"
+    other.write_text(json.dumps(meta))
+    subprocess.run(["ssh-keygen", "-Y", "sign", "-n", "kbuild", "-f", str(keys["alice"]), str(other)], check=True,
+                   capture_output=True)
+    shutil.copy(f"{other}.sig", folder / "metadata.json.sig")
+    upload_as_another_builder(world.hub, "org/tiny", "v1", folder)
+    return _refused_uncached(world, "is not a good signature of this metadata.json")
+
+
+def probe_signature_cached_then_required(world: World) -> str:
+    _keys(world)
+    world.kernel.publish(world.hub)
+    get_kernel("org/tiny@v1", hub=str(world.hub))  # cached before the rule
+    return _refused_uncached(world, "that cached copy was removed")
+
+
+def _gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 PROBES = {  # name -> (probe, the outcome that means it held)
     "publish: a link to a secret in a variant": (probe_publish_symlink, "refused"),
     "publish: a same-size, mtime-restored edit after the build": (probe_publish_edited, "refused"),
@@ -627,6 +701,11 @@ PROBES = {  # name -> (probe, the outcome that means it held)
     "serve: an oversized upload, declared and chunked": (probe_serve_oversized_upload, "refused"),
     "serve: the campaign's malformed preupload bodies": (probe_serve_malformed_bodies, "4xx naming the field"),
     "serve: NUL and newline in request paths": (probe_serve_nul_path, "clean 400"),
+    "signatures: an unsigned variant, signature required": (probe_signature_unsigned, "refused, not cached"),
+    "signatures: signed by a key the org does not list": (probe_signature_unlisted_key, "refused, not cached"),
+    "signatures: a trusted signature over other digests": (probe_signature_over_other_digests, "refused, not cached"),
+    "signatures: an unsigned copy cached before the rule": (probe_signature_cached_then_required,
+                                                              "refused, not cached"),
 }
 
 
