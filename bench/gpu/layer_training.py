@@ -4,7 +4,7 @@ step with its RMSNorms swapped by kbuild's layer API for kbuild/rmsnorm's CUDA l
 `kbuild hub serve` (HF_ENDPOINT), against the same model untouched. Written as a user of Hugging
 Face's `kernels` layer API writes it, with `kbuild` in place of `kernels`. Prints one JSON object.
 
-    python bench/gpu/layer_training.py OUT.json
+    python bench/gpu/layer_training.py OUT.json [DTYPE]     (DTYPE: bfloat16 on a GPU, else float32)
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ if getattr(LlamaRMSNorm, "kernel_layer_name", None) is None:  # transformers mar
 
 GPU = torch.cuda.is_available()
 device, dtype = ("cuda", torch.bfloat16) if GPU else ("cpu", torch.float32)
+if len(sys.argv) > 2:  # float32 on the GPU tells the kernel's own error from bf16 rounding
+    dtype = getattr(torch, sys.argv[2])
 here = None
 if GPU:
     major, minor = torch.cuda.get_device_capability()
@@ -56,7 +58,7 @@ norms = [m for m in patched.modules() if isinstance(m, LlamaRMSNorm)]
 bound = sorted({m.forward.__func__.__module__ + "." + m.forward.__func__.__qualname__ for m in norms})
 
 ids = torch.randint(0, config.vocab_size, (4, 1024 if GPU else 64), device=device)
-result = {"gpu": torch.cuda.get_device_name() if GPU else None, "capability": here, "torch": torch.__version__,
+result = {"dtype": str(dtype).removeprefix("torch."), "gpu": torch.cuda.get_device_name() if GPU else None, "capability": here, "torch": torch.__version__,
           "norms": len(norms), "bound": bound, "kernelize_s": round(kernelize_s, 3), "steps": []}
 optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in (reference, patched)]
 for step in range(3):
