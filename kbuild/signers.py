@@ -18,7 +18,8 @@ the file's folder:
     sign-key KEY_FILE                # the SSH key `kbuild publish --sign` signs with (read by the builder)
 
 Precedence, as for every setting: get_kernel's `require_signature=` argument, then the variable,
-then the file; signers per organisation: `KBUILD_ALLOWED_SIGNERS`'s entry for it, then the file.
+then the file; signers per organisation: `KBUILD_ALLOWED_SIGNERS`'s entry for it, then the file
+(and for kernels-community's sigstore signers, then Hugging Face's build workflows).
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ from .sigstore_signature import SigstoreIdentity
 
 ALL = "*"
 OFF = "off"
+# Who signs kernels-community's builds: Hugging Face's build workflows (its `kernels verify-signature`
+# trusts the same), the default until the signatures file names sigstore signers for that org.
+_HF_WORKFLOWS = "https://github.com/huggingface/kernels-community/.github/workflows/"
+BUILTIN_SIGSTORE = {"kernels-community": tuple(
+    (SigstoreIdentity(f"{_HF_WORKFLOWS}{workflow}@refs/heads/main", github_repo="huggingface/kernels-community"),
+     "built in: Hugging Face's kernels-community workflows")
+    for workflow in ("build.yaml", "build-mac.yaml", "build-windows.yaml", "sign-old-builds.yaml"))}
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ def from_environment(env) -> SignatureSettings:
     ssh = dict(from_file.ssh)
     for org, files in _allowed_signers(env.get("KBUILD_ALLOWED_SIGNERS", "")).items():
         ssh[org] = files
-    return SignatureSettings(require, ssh, from_file.sigstore, from_file.sign_key)
+    return SignatureSettings(require, ssh, {**BUILTIN_SIGSTORE, **from_file.sigstore}, from_file.sign_key)
 
 
 def signatures_file(env=None) -> Path:
