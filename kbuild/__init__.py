@@ -22,7 +22,7 @@ _EXPORTS = {
     "digest_tree": "digest", "verify_tree": "digest",
     "HubUnreachable": "errors", "IntegrityError": "errors", "InvalidLayer": "errors", "KernelError": "errors",
     "KernelNotFound": "errors",
-    "NoVariantFits": "errors", "RepoNotFound": "errors", "RevisionNotFound": "errors",
+    "NoVariantFits": "errors", "RepoNotFound": "errors", "RevisionNotFound": "errors", "SignatureRefused": "errors",
     "Resolution": "hub_loader", "get_kernel": "hub_loader", "get_kernel_variants": "hub_loader",
     "has_kernel": "hub_loader", "install_kernel": "hub_loader", "resolve_kernel": "hub_loader",
     "CUDAProperties": "layers", "Device": "layers", "KernelizeFallback": "layers", "LayerRepository": "layers",
@@ -54,7 +54,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from .digest import digest_tree, verify_tree
     from .errors import (HubUnreachable, IntegrityError, InvalidLayer, KernelError, KernelNotFound, NoVariantFits,
-                         RepoNotFound, RevisionNotFound)
+                         RepoNotFound, RevisionNotFound, SignatureRefused)
     from .hub_loader import Resolution, get_kernel, get_kernel_variants, has_kernel, install_kernel, resolve_kernel
     from .layers import (CUDAProperties, Device, KernelizeFallback, LayerRepository, LocalLayerRepository,
                          LockedLayerRepository, Mode, ROCMProperties, kernelize, register_kernel_mapping,
