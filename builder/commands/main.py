@@ -41,8 +41,15 @@ def main(argv: list[str] | None = None) -> int:
         parser_.error(f"arguments after -- are for kbuild test only, got {' '.join(passthrough)}")
     args.pytest_args = passthrough
     args.cli_parser = parser_  # for `kbuild completion`, which generates its script from it
+    from kbuild.errors import InvalidSetting
+
     try:
         return _run(args)
+    except InvalidSetting as e:  # a variable or config file the settings read (each command's) is malformed
+        if args.debug:
+            raise
+        print(f"kbuild: error: {e}", file=sys.stderr)
+        return ExitCode.USAGE
     except ModuleNotFoundError as e:
         from builder.extras import missing_extra_message
 

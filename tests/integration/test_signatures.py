@@ -235,7 +235,7 @@ def test_a_cached_copy_that_fails_the_rule_is_removed(tmp_path, kernel, trusted,
     assert cached(runtime_env) == []
 
 
-def test_the_rule_and_the_signers_from_the_signatures_file(tmp_path, kernel, keys, runtime_env):
+def test_the_rule_and_the_signers_from_the_signatures_file(tmp_path, kernel, keys, runtime_env, capsys):
     hub = tmp_path / "hub"
     publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]))
     config = tmp_path / "config" / "kbuild"
@@ -251,6 +251,10 @@ def test_the_rule_and_the_signers_from_the_signatures_file(tmp_path, kernel, key
     (config / "signatures").write_text("require org\nssh org\n")
     with pytest.raises(ValueError, match=rf"^{config / 'signatures'}:2: expected `ssh ORG ALLOWED_SIGNERS_FILE`"):
         get_kernel("org/tiny@v1", hub=str(hub))
+    capsys.readouterr()
+    assert main(["verify", "org/tiny@v1", "--hub", str(hub)]) == 2  # and every command says the same, in one line
+    assert capsys.readouterr().err == (f"kbuild: error: {config / 'signatures'}:2: expected `ssh ORG "
+                                       "ALLOWED_SIGNERS_FILE`, got 'ssh org'\n")
 
 
 def test_the_rule_over_kbuild_hub_serve(tmp_path, kernel, keys, trusted, runtime_env, monkeypatch):
