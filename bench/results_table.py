@@ -1,7 +1,7 @@
 """The Markdown table of `kbuild bench --json` results, as bench/RESULTS.md shows them.
 
-    python bench/results_table.py bench/gpu/run11/*.json            # print the table
-    python bench/results_table.py --check bench/RESULTS.md bench/gpu/run11/*.json
+    python bench/results_table.py bench/gpu/results/run11/*.json            # print the table
+    python bench/results_table.py --check bench/RESULTS.md bench/gpu/results/run11/*.json
 
 RESULTS.md's tables of kbuild bench figures are made from the JSON files, never typed: `--check`
 fails when the table in RESULTS.md differs from what the JSON says (tests/unit/test_results_table.py).

@@ -4,7 +4,7 @@
 # waits for it and brings the logs back. Four lanes side by side:
 #   A  taskset -c 0-11: bench/nvcc_parallel.py on paged-attention's heaviest .cu (full default
 #      arch list, kbuild vs torch.utils.cpp_extension.load). No other lane runs on these 12 vCPUs.
-#      (causal-conv1d's unit was measured in run 4: bench/gpu/corpus_run4/.)
+#      (causal-conv1d's unit was measured in run 4: bench/gpu/results/corpus_run4/.)
 #   E  then B, GPU 1, vCPUs 12-31, nice 5: first the first-party kernels built here against the
 #      glibc 2.28 sysroot (`kbuild build --manylinux 2_28`, carried as .device/ml: activation's
 #      stable-ABI 2.10 and rmsnorm's torch 2.11 CUDA variants) run their own tests (issue 11);
@@ -19,7 +19,7 @@
 set -uo pipefail
 run=/tmp/run; rm -rf $run /tmp/site; mkdir -p $run/A $run/B $run/C $run/D $run/E
 here=$PWD
-source bench/gpu/run_setup.sh
+source bench/gpu/lane_setup.sh
 
 # On a one-GPU machine (16 vCPUs) every lane shares GPU 0 and all cores, flash-attn2's build gets
 # the most (nice 0), and lane A is left out: its baseline outlasts a session there.

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-RUN = REPO / "bench" / "gpu" / "run11"
+RUN = REPO / "bench" / "gpu" / "results" / "run11"
 JSON = [RUN / f"{k}.json" for k in ("activation", "rmsnorm", "rotary")]
 
 

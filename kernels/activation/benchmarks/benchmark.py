@@ -148,7 +148,7 @@ class ActivationBenchmark(Benchmark):
     seed = 0
     # fp16: the eager reference rounds twice (the activation, then the product), the kernel once
     # from fp32; where products reach 16-32 an ulp is 0.0156, over atol 1e-2 alone (the H200 run,
-    # bench/gpu/run11). 2e-3 relative is about two fp16 roundings, and no more
+    # bench/gpu/results/run11). 2e-3 relative is about two fp16 roundings, and no more
     rtol = 2e-3
 
     def setup(self):

@@ -20,14 +20,14 @@
 # LANES picks some (default "S A B"): LANES=A is the parallel-nvcc figure alone, which needs about
 # 1200 s of baseline to show its target (bench/RESULTS.md).
 # Carry: .device/wheels .device/prebuilt/paged-attention .device/corpus/paged-attention .device/debs
-#   setsid bash bench/gpu/run7.sh >/tmp/run.log 2>&1 < /dev/null &
+#   setsid bash bench/gpu/scale_and_nvcc_parallel.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
 lanes=" ${LANES:-S A B} "; lane() { [[ $lanes == *" $1 "* ]]; }
 run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/bc; mkdir -p $run/A $run/B $run/S
 # a snapshot of the checkout: later device calls sync the working tree again while this runs
 cp -r . /tmp/snap && cd /tmp/snap || exit 1
 here=$PWD
-source bench/gpu/run_setup.sh
+source bench/gpu/lane_setup.sh
 echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs" > $run/machine
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 

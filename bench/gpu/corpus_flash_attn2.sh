@@ -9,13 +9,13 @@
 #      nice 10: head size 128 of test_paged_attention (v1 and v2, every dtype/alibi/block/kv-cache
 #      dtype: 96 cases) and the 1024-block, block-size-16 cases of test_cache.py.
 # The full suites do not fit a session beside flash-attn2's ~1200 s build (run 5: > 1650 s).
-#   setsid bash bench/gpu/corpus_run6.sh >/tmp/run.log 2>&1 < /dev/null &
+#   setsid bash bench/gpu/corpus_flash_attn2.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
 run=/tmp/run; rm -rf $run /tmp/site /tmp/snap; mkdir -p $run/B $run/C
 # a snapshot of the checkout: later device calls sync the working tree again while this runs
 cp -r . /tmp/snap && cd /tmp/snap || exit 1
 here=$PWD
-source bench/gpu/run_setup.sh
+source bench/gpu/lane_setup.sh
 echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs" > $run/machine
 
 ( export OUT=$run/B CUDA_VISIBLE_DEVICES=0 TEST_TIMEOUT=1500 PREBUILT=.device/prebuilt

@@ -1,4 +1,4 @@
-# Sourced by the detached device runs (corpus_x2.sh, corpus_run6.sh) with $run and $here set: the
+# Sourced by the detached device runs (corpus_x2.sh, corpus_flash_attn2.sh, scale_and_nvcc_parallel.sh) with $run and $here set: the
 # carried wheels, the environment every lane shares, and the machine's facts under $run.
 python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
   .device/wheels/{rich,markdown_it,mdurl,pygments,pyelftools,kernels,einops,auditwheel,abi3info}*.whl || exit 1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 36, second H200 run (after run12.sh): flash-mla again with kbuild test's plugin taking its
+# Issue 36, second H200 run (after build_for_my_gpu.sh): flash-mla again with kbuild test's plugin taking its
 # unversioned get_kernel call and its script routines as skips that say why; punica-sgmv with the
 # CUTLASS 3.8 wheel run12 lacked; and what the pre-staging checks cost on each library
-# (bench/gpu/check_cost.py). Detached like run12.sh; bench/gpu/collect.sh brings /tmp/run back.
+# (bench/gpu/check_cost.py). Detached like build_for_my_gpu.sh; bench/gpu/collect.sh brings /tmp/run back.
 set -uo pipefail
 run=/tmp/run; rm -rf $run /tmp/site /tmp/snap; mkdir -p $run/M $run/P
 cp -r . /tmp/snap && cd /tmp/snap || exit 1

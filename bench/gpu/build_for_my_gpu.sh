@@ -9,7 +9,7 @@
 #   S2  sage-attention at exactly the archs S1's refusal named, then its suite;
 #   C   relu tinygrad-rms rotary punica-sgmv causal-conv1d at 9.0a, one graph, then their suites.
 # Detached (setsid) so it outlives one device call; bench/gpu/collect.sh waits and brings /tmp/run back.
-#   setsid bash bench/gpu/run12.sh >/tmp/run.log 2>&1 < /dev/null &
+#   setsid bash bench/gpu/build_for_my_gpu.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
 run=/tmp/run; rm -rf $run /tmp/site /tmp/snap; mkdir -p $run/S1 $run/M $run/S2 $run/C
 cp -r . /tmp/snap && cd /tmp/snap || exit 1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# run9.sh's lane T (sourced environment: $run, $HUB, HF_ENDPOINT, the publish function): flash-attn2's
+# trl_attention.sh's lane T (sourced environment: $run, $HUB, HF_ENDPOINT, the publish function): flash-attn2's
 # build published to the hub as kernels-community/flash-attn2@v3, then bench/gpu/trl_attention.py.
 # Run again from a later device call (the synced tree) with the same environment, if it failed:
-#   run=/tmp/run HUB=... bash bench/gpu/run9_t.sh
+#   run=/tmp/run HUB=... bash bench/gpu/trl_attention_lane.sh
 set -uo pipefail
 t0=$(date +%s)
 publish /tmp/fa/flash-attn2 --allow-partial-archs --json > $run/T/publish.json 2> $run/T/publish.err

@@ -10,17 +10,17 @@
 #      one Qwen3-shaped training step per attention (MHA, GQA) x implementation (sdpa, eager, the
 #      hub kernel) at S=4096, then time-to-ready cold and warm through Hugging Face's `kernels`
 #      (0.16.2, what the device's transformers 5.17 accepts) and through kbuild's loader
-#      (bench/gpu/run9_t.sh: a later call can run it again from the synced tree).
+#      (bench/gpu/trl_attention_lane.sh: a later call can run it again from the synced tree).
 #   P  while F compiles: the first-party activation (CUDA, 9.0a) built, published over HTTP and
 #      loaded by both loaders, so a broken publish or load path shows within minutes, not after F.
 # Publishing runs with huggingface_hub >= 2.3 from .device/wheels/pub (2.4.0, httpx2, httpcore2,
 # truststore): the image's 1.33.0 (pinned below 2.0 by transformers 5.17) cannot commit to kernel
 # repos (run 9: the first try failed there); transformers keeps the image's own.
-# Run 10 (2026-12-02) measured everything; its outputs are bench/gpu/run10/, summed up in bench/RESULTS.md.
+# Run 10 (2026-12-02) measured everything; its outputs are bench/gpu/results/run10/, summed up in bench/RESULTS.md.
 # Carry: .device/clean (`git archive HEAD`), .device/wheels (pyelftools, auditwheel, abi3info,
 # starlette, uvicorn, shtab, kernels 0.16.2, kernels-data 0.16.2, tomlkit, nvidia-cutlass 3.6,
 # pub/) and .device/corpus/flash-attn2.
-#   setsid bash bench/gpu/run9.sh >/tmp/run.log 2>&1 < /dev/null &
+#   setsid bash bench/gpu/trl_attention.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
 run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/fa /tmp/hub /tmp/hfhome /tmp/kbcache; mkdir -p $run/F $run/T $run/P
 # kbuild as committed (.device/clean: `git archive HEAD`), not the working tree, which helpers may be editing
@@ -69,5 +69,5 @@ du -sh /tmp/fa/flash-attn2/build/* >> $run/F/log 2>&1
 cp /tmp/fa/flash-attn2/build/*/metadata.json $run/F/ 2>/dev/null
 touch $run/F/done
 
-bash bench/gpu/run9_t.sh
+bash bench/gpu/trl_attention_lane.sh
 touch $run/done
