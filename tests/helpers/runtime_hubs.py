@@ -176,7 +176,8 @@ def torch_probes(tmp_path_factory) -> Path:
 def runtime_env(tmp_path, monkeypatch, torch_probes):
     """A private cache, no hub or offline settings from the outside, and a fresh process memory."""
     for name in ("KBUILD_HUB", "HF_ENDPOINT", "KBUILD_OFFLINE", "HF_HUB_OFFLINE", "KBUILD_TRUSTED_ORGS",
-                 "LOCAL_KERNELS", "HF_TOKEN"):
+                 "LOCAL_KERNELS", "HF_TOKEN", "KBUILD_REQUIRE_SIGNATURE", "KBUILD_ALLOWED_SIGNERS", "KBUILD_SIGNATURES",
+                 "KBUILD_SIGNING_KEY"):
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "probes").symlink_to(torch_probes)

@@ -30,15 +30,6 @@ __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 pytestmark = pytest.mark.usefixtures("runtime_env")
 
 CHOSEN = "torch-cuda" if torch.cuda.is_available() else "torch-cpu"
-SIGNING = ("KBUILD_REQUIRE_SIGNATURE", "KBUILD_ALLOWED_SIGNERS", "KBUILD_SIGNATURES", "KBUILD_SIGNING_KEY")
-
-
-@pytest.fixture(autouse=True)
-def no_outside_signature_settings(monkeypatch):
-    for name in SIGNING:
-        monkeypatch.delenv(name, raising=False)
-
-
 def keygen(folder: Path, name: str) -> Path:
     """A new ed25519 key pair made by ssh-keygen; the private key's path."""
     folder.mkdir(parents=True, exist_ok=True)

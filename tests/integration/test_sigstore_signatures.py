@@ -109,8 +109,6 @@ def hub_with_bundle(tmp_path) -> Path:
 @pytest.mark.usefixtures("runtime_env")
 def test_the_loader_checks_a_sigstore_bundle_under_the_rule(tmp_path, hub_with_bundle, runtime_env, offline,
                                                             monkeypatch, capsys):
-    for name in ("KBUILD_REQUIRE_SIGNATURE", "KBUILD_ALLOWED_SIGNERS", "KBUILD_SIGNATURES"):
-        monkeypatch.delenv(name, raising=False)
     config = tmp_path / "config" / "kbuild"
     config.mkdir(parents=True)
     (config / "signatures").write_text(f"require org\nsigstore-github org {REPO} {WORKFLOW}\n")
