@@ -39,23 +39,23 @@ def verify(metadata: bytes, signature: Path, allowed_signers: list[Path], where:
     if not ssh_keygen_found():
         raise SignatureRefused(f"{where}: checking its SSH signature needs ssh-keygen (OpenSSH), which is not on PATH; "
                                "install openssh-client")
+    listed = [(listing, principal) for listing in allowed_signers for principal in _principals(signature, listing)]
+    for listing, principal in listed:  # the good path: two ssh-keygen runs
+        ok, answer = _run(["-Y", "verify", "-f", str(listing), "-I", principal, "-n", NAMESPACE,
+                           "-s", str(signature)], metadata)
+        if ok:
+            key = _KEY.search(answer)
+            return SshSigner(principal, key.group(1) if key else "key", listing)
+    # refused: say whether the signature is bad (and whose it claims to be) or good but by an unlisted key
     good, out = _run(["-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(signature)], metadata)
-    for listing in allowed_signers:
-        principals = _principals(signature, listing)
-        if not good:
-            who = f"{principals[0]} (listed in {listing})" if principals else "a key no allowed_signers file lists"
-            raise SignatureRefused(f"{where}: {SIGNATURE} by {who} is not a good signature of this metadata.json "
-                                   f"(made over other content, or not a {NAMESPACE!r} SSH signature): {out}")
-        for principal in principals:
-            ok, answer = _run(["-Y", "verify", "-f", str(listing), "-I", principal, "-n", NAMESPACE,
-                               "-s", str(signature)], metadata)
-            if ok:
-                key = _KEY.search(answer)
-                return SshSigner(principal, key.group(1) if key else "key", listing)
     if not good:
-        raise SignatureRefused(f"{where}: {SIGNATURE} is not a good signature of this metadata.json "
+        who = f"{listed[0][1]} (listed in {listed[0][0]})" if listed else "a key no allowed_signers file lists"
+        raise SignatureRefused(f"{where}: {SIGNATURE} by {who} is not a good signature of this metadata.json "
                                f"(made over other content, or not a {NAMESPACE!r} SSH signature): {out}")
     key = _KEY.search(out)
+    if listed:  # a good signature by a listed key that its line does not allow here (namespaces=, valid-before=)
+        raise SignatureRefused(f"{where}: signed by {listed[0][1]} ({key.group(1) if key else 'an SSH key'}), whose "
+                               f"line in {listed[0][0]} does not allow this signature (its namespaces or validity)")
     raise SignatureRefused(f"{where}: signed by {key.group(1) if key else 'an SSH key'}, which no trusted "
                            "allowed_signers file lists")
 

@@ -327,3 +327,23 @@ def test_hugging_faces_loader_loads_a_signed_kbuild_variant(tmp_path, kernel, ke
         assert seen["double"] == 42 and "metadata.json.sig" in seen["files"]
     finally:
         stop()
+
+
+def test_an_allowed_signers_line_that_does_not_allow_the_signature_is_refused(tmp_path, keys):
+    """git's allowed_signers options count: a key listed for git commits only (namespaces="git")
+    signs no kernel, and the refusal says why."""
+    from kbuild.ssh_signature import verify
+
+    meta = tmp_path / "metadata.json"
+    meta.write_text('{"name": "tiny"}\n')
+    subprocess.run(["ssh-keygen", "-Y", "sign", "-n", "kbuild", "-f", str(keys["alice"]), str(meta)], check=True,
+                   capture_output=True)
+    listing = tmp_path / "allowed_signers"
+    key = " ".join(Path(f"{keys['alice']}.pub").read_text().split()[:2])
+    listing.write_text(f'alice@example.com namespaces="git" {key}\n')
+    with pytest.raises(SignatureRefused, match=rf"^v: signed by alice@example.com \(ED25519 key "
+                                               rf"{fingerprint(keys['alice'])}\), whose line in {listing} does not "
+                                               r"allow this signature"):
+        verify(meta.read_bytes(), Path(f"{meta}.sig"), [listing], "v")
+    listing.write_text(f'alice@example.com namespaces="git,kbuild" {key}\n')
+    assert verify(meta.read_bytes(), Path(f"{meta}.sig"), [listing], "v").principal == "alice@example.com"
