@@ -295,7 +295,8 @@ class Session:
         """The verified variant folder: the cached copy when it verifies, else fetched (again).
         `expect(folder)` is one more check (a lock file's): a cached copy that fails it is removed
         and fetched again, a fetched one that fails it never enters the cache. The organisation's
-        require-signature rule is such a check too (kbuild/signature.py)."""
+        require-signature rule is such a check too (kbuild/signature.py), except that a cached copy it
+        refuses is removed and not fetched again: the hub holds the very same files at that commit."""
         expect = self._with_signature_rule(repo_id, commit, variant, expect)
 
         def anchor() -> bytes:  # the hub's metadata.json: what a copy without a valid marker must match
