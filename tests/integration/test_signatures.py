@@ -352,3 +352,16 @@ def test_an_allowed_signers_line_that_does_not_allow_the_signature_is_refused(tm
                                  f"line in {listing} does not allow this signature (its namespaces or validity)")
     listing.write_text(f'alice@example.com namespaces="git,kbuild" {key}\n')
     assert verify(meta.read_bytes(), Path(f"{meta}.sig"), [listing], "v").principal == "alice@example.com"
+
+
+def test_without_ssh_keygen_the_rule_says_what_to_install(tmp_path, kernel, keys, trusted, runtime_env, monkeypatch):
+    hub = tmp_path / "hub"
+    publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]))
+    bin_dir = tmp_path / "bin"  # git (the local hub's reader) and nothing of OpenSSH
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    message = refused(lambda: get_kernel("org/tiny@v1", hub=str(hub), require_signature=True))
+    assert "checking its SSH signature needs ssh-keygen (OpenSSH), which is not on PATH; install openssh-client" \
+        in message
+    assert cached(runtime_env) == []
