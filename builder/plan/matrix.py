@@ -12,14 +12,14 @@ from pathlib import Path
 
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
 
-from builder.project.cuda_arch import default_capabilities
-from builder.project.cuda_arch import select as select_archs
+from builder.backends import compiled, in_range, not_compiled
+from builder.backends.cuda_arch import default_capabilities
+from builder.backends.cuda_arch import select as select_archs
 from builder.errors import ManifestError
 from builder.project.manifest import Manifest
-from builder.plan.steps import in_range, stable_abi
+from builder.plan.steps import stable_abi
 from builder.toolchains.versions import SOURCE, load_versions_table
 
-COMPILED_BACKENDS = ("cpu", "cuda")
 _MATRIX_KEYS = ("torch", "cuda")
 
 Version = tuple[int, int]
@@ -145,9 +145,8 @@ def matrix_variants(m: Manifest, matrix: Matrix) -> tuple[list[MatrixVariant], l
         return [MatrixVariant(Variant(NOARCH, b), None) for b in m.backends], []
     out, skips = [], []
     for backend in m.backends:
-        if backend not in COMPILED_BACKENDS:
-            skips.append(MatrixSkip(backend, f"{backend} kernels cannot be compiled on this machine "
-                                             "(kbuild compiles cpu and cuda)"))
+        if compiled(backend) is None:
+            skips.append(MatrixSkip(backend, not_compiled(backend)))
             continue
         found = _stable(m, backend, matrix) if stable_abi(m, backend) else _classic(m, backend, matrix)
         if not found:
@@ -161,10 +160,9 @@ def _classic(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
     for release in matrix.torch:
         if not in_range(release.series, m.torch.minver, m.torch.maxver):
             continue
-        if backend == "cpu":
-            out.append(MatrixVariant(_compiled(backend, release.series, None), Target(release)))
-        for cuda in (_cudas(m, matrix, release) if backend == "cuda" else []):
-            out.append(MatrixVariant(_compiled(backend, release.series, cuda.version), Target(release, cuda)))
+        for toolkit in compiled(backend).matrix_toolkits(m, matrix, release):
+            compute = toolkit.version if toolkit else None
+            out.append(MatrixVariant(_compiled(backend, release.series, compute), Target(release, toolkit)))
     return out
 
 
@@ -176,14 +174,8 @@ def _stable(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
     if not newest:
         return []
     release = newest[-1]
-    if backend == "cpu":
-        return [MatrixVariant(Variant(STABLE_ABI, "cpu", abi, None, host_cpu(), host_os()), Target(release))]
-    return [MatrixVariant(Variant(STABLE_ABI, "cuda", abi, c.version, host_cpu(), host_os()), Target(release, c))
-            for c in _cudas(m, matrix, release)]
-
-
-def _cudas(m: Manifest, matrix: Matrix, release: TorchRelease) -> list[CudaRelease]:
-    return [c for c in matrix.cuda_for(release) if in_range(c.version, m.cuda_minver, m.cuda_maxver)]
+    return [MatrixVariant(Variant(STABLE_ABI, backend, abi, t.version if t else None, host_cpu(), host_os()),
+                          Target(release, t)) for t in compiled(backend).matrix_toolkits(m, matrix, release)]
 
 
 def _compiled(backend: str, series: Version, cuda: Version | None) -> Variant:
@@ -192,9 +184,9 @@ def _compiled(backend: str, series: Version, cuda: Version | None) -> Variant:
 
 def _why_none(m: Manifest, backend: str, matrix: Matrix) -> str:
     torches = ", ".join(r.version for r in matrix.torch) or "none"
-    if backend == "cuda" and not any(_cudas(m, matrix, r) for r in matrix.torch):
-        cudas = ", ".join(_dotted(c.version) for c in matrix.cuda) or "none"
-        return f"no CUDA version of the matrix ({cudas}) is inside [general.cuda] minver/maxver"
+    why = compiled(backend).why_no_matrix_variant(m, matrix)
+    if why:
+        return why
     abi = stable_abi(m, backend)
     if abi:
         return f"no torch of the matrix ({torches}) is >= the stable ABI {_dotted(abi)} and inside [torch] minver/maxver"

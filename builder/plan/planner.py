@@ -10,8 +10,9 @@ from dataclasses import dataclass, field, replace
 from kbuild.variants import parse_variant
 
 from builder.project.manylinux import policy_glibc
-from builder.project.cuda_arch import Capability, parse_arch_list, parse_capability
-from builder.project.dependencies import BUILT_BACKENDS, parse_dependency, pick_cutlass
+from builder.backends.cuda_arch import Capability, parse_arch_list, parse_capability
+from builder.backends import compiled
+from builder.project.dependencies import parse_dependency, pick_cutlass
 from builder.errors import KbuildError, ToolchainError, UsageError
 from builder.notices import notice
 from builder.project.gitid import SourceId, source_id
@@ -37,7 +38,7 @@ class Toolchain:
         if self.torch is None:
             return ""
         text = f"torch {self.torch.torch_version} ({self.torch.python})"
-        if self.cuda and backend == "cuda":
+        if self.cuda and compiled(backend) is not None and compiled(backend).needs_toolkit:
             text += f" + nvcc {self.cuda.version[0]}.{self.cuda.version[1]} ({self.cuda.nvcc})"
         return text
 
@@ -146,7 +147,8 @@ def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, So
     for m, _ in kernels:
         mine = {}
         for section in m.kernels:
-            if section.backend not in BUILT_BACKENDS or (section.backend == "cuda" and not cuda):
+            backend = compiled(section.backend)
+            if backend is None or (backend.needs_toolkit and not cuda):
                 continue
             for name in section.depends:
                 dep = parse_dependency(name)

@@ -38,7 +38,7 @@ def estimate(m: Manifest, mv: MatrixVariant) -> float:
     if mv.target is None:
         return PYTHON_ONLY
     backend = mv.variant.backend
-    cuda = mv.target.cuda if backend == "cuda" else None
+    cuda = mv.target.cuda
     archs = len(variant_archs(m, cuda)) if cuda else 0
     sources = [s for s in (m.torch.src if m.torch else ()) if s.endswith(_COMPILED)]
     sources += [s for section in m.kernels_for(backend) for s in section.src if s.endswith(_COMPILED)]

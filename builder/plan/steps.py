@@ -11,24 +11,21 @@ from typing import TYPE_CHECKING
 
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
 
+from builder.backends import DEVICE_SOURCES, compiled, in_range, not_compiled
+from builder.backends.cuda_arch import Capability
 from builder.config.cascade import Setting
-from builder.project.cuda_arch import Capability, default_capabilities, restrict, select
-from builder.project.dependencies import BUILT_BACKENDS, parse_dependency
-from builder.errors import KbuildError, ManifestError, ToolchainError
+from builder.project.dependencies import parse_dependency
+from builder.errors import KbuildError, ToolchainError
 from builder.project.manifest import KernelSection, Manifest
 from builder.toolchains.toolchain import CudaInfo, TorchInfo
 
 if TYPE_CHECKING:
     from builder.toolchains.sysroot import Sysroot
 
-COMPILED_BACKENDS = BUILT_BACKENDS
-SOURCE_SUFFIXES = {".cpp": "cxx", ".cc": "cxx", ".cxx": "cxx", ".c": "cxx", ".cu": "nvcc"}
-# torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
-# kernel-builder projects are written without.
-_DROPPED_NVCC_FLAGS = {
-    "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
-    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
-}
+# a source suffix -> its compile rule: the host C++ compiler's, and each backend's own (builder/backends/)
+SOURCE_SUFFIXES = {".cpp": "cxx", ".cc": "cxx", ".cxx": "cxx", ".c": "cxx",
+                   **{suffix: tool for suffix, (tool, _) in DEVICE_SOURCES.items()}}
+_RULE_OWNERS = {tool: backend for tool, backend in DEVICE_SOURCES.values()}
 _HOST_FLAGS = ("-O3", "-fPIC", "-fno-gnu-unique")
 LIMITED_API = "-DPy_LIMITED_API=0x03090000"
 
@@ -148,36 +145,15 @@ def plan_build(inputs: PlanInputs, only: tuple[str, ...] = (), isolate: bool = F
 
 def _cannot_build(inputs: PlanInputs, backend: str) -> str | None:
     m, torch = inputs.manifest, inputs.torch
-    if backend not in COMPILED_BACKENDS:
-        return f"{backend} kernels cannot be compiled on this machine (kbuild compiles cpu and cuda)"
+    if compiled(backend) is None:
+        return not_compiled(backend)
     abi = stable_abi(m, backend)
     if abi and abi > torch.torch:
         return (f"[torch] stable-abi {abi[0]}.{abi[1]} is newer than torch {torch.torch_version} building it "
                 f"(build with torch >= {abi[0]}.{abi[1]})")
     if not in_range(torch.torch, m.torch.minver, m.torch.maxver):
         return f"torch {torch.torch_version} is outside [torch] minver/maxver"
-    if backend == "cuda":
-        if torch.cuda is None:
-            return f"torch {torch.torch_version} is a CPU build (install a CUDA build of torch)"
-        if inputs.cuda is None:
-            return "no nvcc found (set CUDA_HOME)"
-        # Same major: one libcudart soname. A newer minor builds that CUDA's variant (torch's
-        # headers do not depend on the minor; the toolkit's headers come from that nvcc alone).
-        if inputs.cuda.version[0] != torch.cuda_version[0]:
-            have = ".".join(map(str, inputs.cuda.version))
-            return f"nvcc is CUDA {have} but torch was built with CUDA {torch.cuda} (the major versions must match)"
-        if not in_range(inputs.cuda.version, m.cuda_minver, m.cuda_maxver):
-            have = ".".join(map(str, inputs.cuda.version))
-            return f"CUDA {have} (nvcc) is outside [general.cuda] minver/maxver"
-    return None
-
-
-def in_range(version: tuple[int, int], lo: str | None, hi: str | None) -> bool:
-    def two(v: str) -> tuple[int, int]:
-        major, minor = v.split(".")[:2]
-        return int(major), int(minor)
-
-    return (lo is None or version >= two(lo)) and (hi is None or version <= two(hi))
+    return compiled(backend).cannot_build(inputs)
 
 
 def stable_abi(m: Manifest, backend: str) -> tuple[int, int] | None:
@@ -208,7 +184,7 @@ def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
 
 
 def _variant(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> Variant:
-    compute = inputs.cuda.version if backend == "cuda" else None
+    compute = compiled(backend).compute(inputs)
     if abi:
         return Variant(STABLE_ABI, backend, abi, compute, host_cpu(), host_os())
     return Variant(COMPILED, backend, inputs.torch.torch, compute, host_cpu(), host_os(), inputs.torch.cxx11)
@@ -230,9 +206,9 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         tool = SOURCE_SUFFIXES.get(Path(src).suffix)
         if tool == "cxx":
             units.append(_unit(inputs, obj_dir, src, tool, binding_flags, headers))
-        elif tool == "nvcc":
+        elif tool is not None:
             device = [f for f in binding_flags if f not in _host_flags(inputs) and not f.startswith("-std")]
-            units.append(_unit(inputs, obj_dir, src, tool, _nvcc_flags(inputs, caps, None) + device, headers))
+            units.append(_unit(inputs, obj_dir, src, tool, _device_flags(inputs, tool, caps, None) + device, headers))
     for section in _sections(inputs, backend):
         if section not in left_out:
             units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
@@ -241,83 +217,27 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
         link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps), partial_archs=partial,
         skipped_sections=tuple((s.name, tuple(map(str, s.cuda_capabilities))) for s in left_out),
-        cuda_archs=inputs.cuda_archs if backend == "cuda" else None,
+        cuda_archs=compiled(backend).requested_archs(inputs),
     )
 
 
 def _device_caps(inputs: PlanInputs, backend: str) -> tuple[dict[str, list[Capability]], list[Capability],
                                                              list[KernelSection]]:
-    """Each section's GPU capabilities, the variant's, and the sections left out: only sections
-    with device code compile for GPU archs (metadata lists what was compiled); a binding .cu alone
-    gets the defaults. Under --cuda-archs a section that lists its own capabilities but none of
-    those is left out (kernel-builder's rule; a library that still calls into it is refused after
-    the link, stage/undefined_symbols.py); a kernel whose
-    every such section is left out has nothing to compile, which is an error."""
-    if backend != "cuda":
-        return {}, [], []
-    section_caps, left_out = {}, []
-    for s in _sections(inputs, backend):
-        if _has_cu(s.src):
-            caps = _capabilities(inputs, s)
-            if caps:
-                section_caps[s.name] = caps
-            else:
-                left_out.append(s)
-    if left_out and not section_caps:
-        raise _nothing_to_compile(inputs, left_out)
-    caps = sorted({c for cs in section_caps.values() for c in cs})
-    if not caps and _has_cu(inputs.manifest.torch.src):
-        caps = _capabilities(inputs, None)
-    return section_caps, caps, left_out
-
-
-def _nothing_to_compile(inputs: PlanInputs, left_out: list[KernelSection]) -> ManifestError:
-    def listed(s: KernelSection) -> str:
-        return ", ".join(map(str, s.cuda_capabilities))
-
-    first, *rest = left_out
-    others = "".join(f", nor any of [kernel.{s.name}]'s {listed(s)}" for s in rest)
-    asked = inputs.cuda_archs
-    return ManifestError(f"{inputs.manifest.where('kernel', first.name, 'cuda-capabilities')}: none of "
-                         f"{listed(first)} is in {asked.origin} {';'.join(map(str, asked.value))}"
-                         f"{others}, and no other section has CUDA code: nothing to compile (build with archs "
-                         "this kernel lists)")
+    """Each section's device capabilities, the variant's, and the sections left out (the backend's rule)."""
+    return compiled(backend).device_capabilities(inputs, _sections(inputs, backend))
 
 
 def _sections(inputs: PlanInputs, backend: str) -> list[KernelSection]:
-    """The kernel sections this toolchain compiles: a section's `cuda-minver` leaves it out of
-    variants built with an older CUDA (kernel-builder's rule)."""
-    return [s for s in inputs.manifest.kernels_for(backend)
-            if not (backend == "cuda" and s.cuda_minver and not in_range(inputs.cuda.version, s.cuda_minver, None))]
-
-
-def _has_cu(sources) -> bool:
-    return any(SOURCE_SUFFIXES.get(Path(src).suffix) == "nvcc" for src in sources)
+    """The kernel sections this toolchain compiles (the backend may leave some out)."""
+    return [s for s in inputs.manifest.kernels_for(backend) if compiled(backend).builds_section(inputs, s)]
 
 
 def _unit(inputs: PlanInputs, obj_dir: Path, src: str, tool: str, flags, implicit,
           section: KernelSection | None = None) -> CompileUnit:
     out = obj_dir / "obj" / PurePosixPath(src).with_suffix(PurePosixPath(src).suffix + ".o")
-    compiler = inputs.cuda.nvcc if tool == "nvcc" else ""
+    compiler = _RULE_OWNERS[tool].compiler(inputs, tool) if tool in _RULE_OWNERS else ""
     return CompileUnit(inputs.manifest.root / src, out, tool, tuple(flags), tuple(implicit), compiler,
                        section.name if section else "", section.depends if section else ("torch",))
-
-
-def _capabilities(inputs: PlanInputs, section: KernelSection | None) -> list[Capability]:
-    """What `section` (None: the binding) compiles for; empty when it lists its own capabilities
-    and --cuda-archs names none of them (the section is then left out)."""
-    explicit = bool(section and section.cuda_capabilities)
-    listed = section.cuda_capabilities if explicit else default_capabilities(inputs.cuda.version)
-    requested = restrict(list(listed), inputs.cuda_archs.value if inputs.cuda_archs else None, explicit)
-    where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
-    if not requested:
-        return []
-    ok, _ = select(list(requested), inputs.cuda.archs)
-    if not ok:
-        have = ".".join(map(str, inputs.cuda.version))
-        raise ManifestError(f"{where}: none of {', '.join(map(str, requested))} is supported by nvcc {have} "
-                                f"(it supports {', '.join(sorted(inputs.cuda.archs, key=int))})")
-    return sorted(ok)
 
 
 def _std(torch: TorchInfo) -> str:
@@ -325,13 +245,7 @@ def _std(torch: TorchInfo) -> str:
 
 
 def _torch_includes(inputs: PlanInputs, backend: str) -> list[str]:
-    dirs = list(inputs.torch.include_paths)
-    if backend == "cuda":
-        # The toolkit's headers first; the wheel's nvidia/cuXX/include only fills in the
-        # cuBLAS/cuSPARSE headers that ATen/cuda includes and a bare nvcc install lacks.
-        dirs.append(str(Path(inputs.cuda.home) / "include"))
-        if inputs.cuda.version == inputs.torch.cuda_version:  # never two CUDA minors' headers
-            dirs += list(inputs.torch.nvidia_include)
+    dirs = [*inputs.torch.include_paths, *compiled(backend).toolkit_includes(inputs)]
     return [f"-I{d}" for d in dirs]
 
 
@@ -371,14 +285,14 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
     if uses_torch:
         common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.torch, abi),
                    *_torch_includes(inputs, section.backend), f"-I{inputs.torch.python_include}"]
-    elif section.backend == "cuda":
-        common += [f"-I{Path(inputs.cuda.home) / 'include'}"]
+    else:
+        common += compiled(section.backend).standalone_flags(inputs)
     headers = tuple(m.root / s for s in section.src if Path(s).suffix not in SOURCE_SUFFIXES)
     units = []
     for src in section.src:
         tool = SOURCE_SUFFIXES.get(Path(src).suffix)
-        if tool == "nvcc":
-            flags = _nvcc_flags(inputs, caps, section) + common
+        if tool in _RULE_OWNERS:
+            flags = _device_flags(inputs, tool, caps, section) + common
         elif tool == "cxx":
             flags = [*_host_flags(inputs), _std(inputs.torch), *common, *section.cxx_flags]
         else:
@@ -410,16 +324,9 @@ def _host_flags(inputs: PlanInputs) -> tuple[str, ...]:
     return (*_HOST_FLAGS, *(inputs.sysroot.cxx_flags if inputs.sysroot else ()))
 
 
-def _nvcc_flags(inputs: PlanInputs, caps, section: KernelSection | None) -> list[str]:
-    # torch.utils.cpp_extension's flags, plus what torch's CMake config adds to every CUDA compile
-    # of a CMake-built extension (--expt-extended-lambda, ...): kernel-builder builds with CMake.
-    common = [f for f in inputs.torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS]
-    common += [f for f in inputs.torch.cmake_nvcc_flags if f not in common]
-    fp8 = ["-DENABLE_FP8"] if inputs.cuda.version >= (11, 8) else []
-    host = [x for f in _host_flags(inputs) for x in ("-Xcompiler", f)]
-    gencode = [g for c in caps for g in c.gencode_flags()]
-    extra = list(section.cuda_flags) if section else []
-    return [*common, *fp8, _std(inputs.torch), *host, *gencode, *extra]
+def _device_flags(inputs: PlanInputs, tool: str, caps, section: KernelSection | None) -> list[str]:
+    """A device unit's flags: the rule's backend makes them (builder/backends/)."""
+    return _RULE_OWNERS[tool].compile_flags(inputs, tool, caps, section, _host_flags(inputs), _std(inputs.torch))
 
 
 # torch's own libstdc++, by soname and ahead of the compiler driver's libraries: a g++ whose
@@ -437,19 +344,7 @@ def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = 
 
 def _torch_libraries(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> list[str]:
     libs = [f"-L{d}" for d in inputs.torch.library_paths]
-    if abi:
-        # The stable C shim (aoti_torch_*, torch_*) lives in libtorch_cpu and, for CUDA streams
-        # and devices, libtorch_cuda: libraries every torch >= the ABI ships under these names.
-        libs += ["-ltorch", "-ltorch_cpu"]
-        if backend == "cuda":
-            libs += ["-ltorch_cuda", *_cudart(inputs.cuda)]
-        return libs
-    libs += ["-lc10", "-ltorch", "-ltorch_cpu"]
-    if backend == "cuda":
-        libs += ["-lc10_cuda", "-ltorch_cuda", *_cudart(inputs.cuda)]
-    return libs
-
-
-def _cudart(cuda: CudaInfo) -> list[str]:
-    # By soname: NVIDIA's nvcc wheels ship libcudart.so.13 in lib/ and no libcudart.so link name.
-    return [f"-L{cuda.lib_dir}", f"-l:libcudart.so.{cuda.version[0]}"]
+    # The stable C shim (aoti_torch_*, torch_*) lives in libtorch_cpu (and the backend's torch
+    # library): libraries every torch >= the ABI ships under these names.
+    libs += ["-ltorch", "-ltorch_cpu"] if abi else ["-lc10", "-ltorch", "-ltorch_cpu"]
+    return libs + compiled(backend).libraries(inputs, stable=bool(abi))

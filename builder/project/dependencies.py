@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Backends whose sections kbuild compiles; dependencies of the others are never resolved.
-BUILT_BACKENDS = ("cpu", "cuda")
+from builder.backends import COMPILED_BACKENDS
+
+# Backends whose sections kbuild compiles (builder/backends/); dependencies of the others are never resolved.
+BUILT_BACKENDS = COMPILED_BACKENDS
 
 _CUTLASS = re.compile(r"^cutlass_(\d+)_(\d+)\Z")
 # kernel-builder's other dependency names, by what they are to a build.

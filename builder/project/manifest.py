@@ -13,7 +13,7 @@ from pathlib import Path
 from kbuild.kernel_deps import KernelPin
 from kbuild.variants import BACKENDS
 
-from builder.project.cuda_arch import Capability, parse_capability, well_formed_capability
+from builder.backends.cuda_arch import Capability, parse_capability, well_formed_capability
 from builder.project.dependencies import BUILT_BACKENDS, check_dependency, check_python_dependency
 from builder.errors import ManifestError
 from builder.notices import notice

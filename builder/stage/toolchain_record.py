@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from builder import proc
+from builder.backends import compiled
 from builder.compile.ninja_run import ninja_binary
 from builder.toolchains.sysroot import Sysroot, compiler_id
 from builder.toolchains.toolchain import nvcc_version
@@ -26,7 +27,7 @@ def toolchain_record(toolchain: Toolchain, backend: str, *, cxx: str, edition: i
     """The record for a variant of `backend` compiled with `toolchain` (keys in a fixed order)."""
     torch = toolchain.torch
     record: dict = {"torch": {"version": torch.torch_version, "files-sha256": torch.files_sha256 or None}}
-    if backend == "cuda" and toolchain.cuda is not None:
+    if toolchain.cuda is not None and compiled(backend) is not None and compiled(backend).needs_toolkit:
         nvcc = Path(toolchain.cuda.nvcc)
         record["nvcc"] = {"version": _nvcc_build(str(nvcc)), "from": _origin(nvcc)}
     record["cxx"] = compiler(cxx)

@@ -17,7 +17,7 @@ from pathlib import Path
 from builder import proc
 from builder.errors import CommandError
 from builder.plan.steps import SOURCE_SUFFIXES, VariantPlan
-from builder.project.cuda_arch import parse_capability
+from builder.backends.cuda_arch import parse_capability
 from builder.project.manifest import KernelSection, Manifest
 from builder.stage.link_check import LinkCheck, object_references
 

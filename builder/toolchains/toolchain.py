@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from builder import proc
-from builder.project.cuda_arch import parse_supported_archs
+from builder.backends.cuda_arch import parse_supported_archs
 from builder.errors import CommandError, ToolchainError
 
 # Runs inside the target interpreter; prints one JSON object.

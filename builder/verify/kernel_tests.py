@@ -19,6 +19,7 @@ from kbuild.variants import NOARCH, SystemInfo, Variant, host_cpu, host_os, pars
 
 from builder import proc
 from builder import resources
+from builder.backends import compiled
 from builder._toml import tomllib
 from builder.errors import UsageError
 from builder.layout import BUILD_DIR
@@ -79,9 +80,10 @@ def cannot_load(variant: Variant, torch: TorchInfo) -> str | None:
     variants always run: Triton kernels fall back to Triton's interpreter on CPU tensors."""
     if variant.kind == NOARCH:
         return None
-    if variant.backend == "cuda" and torch.cuda is None:
-        return "it is a CPU build of torch"
-    compute = torch.cuda_version if variant.backend == "cuda" else None
+    backend = compiled(variant.backend)  # None: a backend kbuild does not build; its variant's name decides
+    if backend is not None and (why := backend.cannot_load(torch)):
+        return why
+    compute = backend.runtime_compute(torch) if backend is not None else None
     system = SystemInfo(torch.torch, variant.backend, compute, host_cpu(), host_os(), torch.cxx11)
     return why_not(variant, system)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 BUILDER = Path(__file__).resolve().parents[2] / "builder"
 # from the top of the pipeline down; stages on one level do not import each other
 LEVELS = [("commands",), ("pipeline",), ("publish", "verify"), ("stage",), ("compile",), ("plan",), ("toolchains",),
-          ("config",), ("project",), ("hub",), ("ground",)]
+          ("config",), ("project",), ("hub",), ("backends",), ("ground",)]
 RANK = {name: depth for depth, names in enumerate(LEVELS) for name in names}
 GROUND = {"errors", "report", "notices", "proc", "layout", "_toml", "resources", "extras", "__init__", "__main__"}
 

@@ -16,7 +16,7 @@ import pytest
 
 from builder.compile.graph import nvcc_threads
 from builder.config.cascade import Setting
-from builder.project.cuda_arch import parse_arch_list, parse_capability
+from builder.backends.cuda_arch import parse_arch_list, parse_capability
 from builder.project.dependencies import check_dependency, cutlass_for, parse_dependency, pick_cutlass, provider_of
 from builder.compile.diagnose import failure_reason
 from builder.errors import ManifestError, ToolchainError

@@ -169,7 +169,7 @@ def test_this_python_is_detected_as_it_is():
 
 def test_every_arch_spelling_the_builder_records_is_understood():
     # metadata.json backend.archs is str(Capability) (builder/stage/variant_folder.py): the runtime reads each alike
-    from builder.project.cuda_arch import KNOWN_BASES, parse_capability
+    from builder.backends.cuda_arch import KNOWN_BASES, parse_capability
 
     for base in KNOWN_BASES:
         for suffix in ("", "a", "f") if float(base) >= 9.0 else ("",):

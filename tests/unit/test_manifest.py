@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from builder.project.cuda_arch import Capability
+from builder.backends.cuda_arch import Capability
 from builder.errors import ManifestError
 from builder.project.manifest import load_manifest
 from builder.project.toml_lines import key_lines

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from builder.compile import ninja_file
-from builder.project.cuda_arch import default_capabilities, parse_capability
+from builder.backends.cuda_arch import default_capabilities, parse_capability
 from builder.errors import ManifestError
 from builder.project.manifest import load_manifest
 from builder.plan.steps import Skip, VariantPlan, plan_build

@@ -1,0 +1,154 @@
+"""The CUDA backend: `.cu` units compiled by nvcc for the capabilities each section lists (or the
+CUDA version's defaults, builder/backends/cuda_arch.py), linked against torch's CUDA libraries
+and the CUDA runtime of that nvcc's major version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from builder.backends.base import Backend, in_range
+from builder.backends.cuda_arch import default_capabilities, restrict, select
+from builder.errors import ManifestError
+
+# torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
+# kernel-builder projects are written without.
+_DROPPED_NVCC_FLAGS = {
+    "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+}
+
+
+class Cuda(Backend):
+    name = "cuda"
+    device = "cuda"
+    needs_toolkit = True
+    source_tools = {".cu": "nvcc"}
+
+    def cannot_build(self, inputs) -> str | None:
+        m, torch = inputs.manifest, inputs.torch
+        if torch.cuda is None:
+            return f"torch {torch.torch_version} is a CPU build (install a CUDA build of torch)"
+        if inputs.cuda is None:
+            return "no nvcc found (set CUDA_HOME)"
+        # Same major: one libcudart soname. A newer minor builds that CUDA's variant (torch's
+        # headers do not depend on the minor; the toolkit's headers come from that nvcc alone).
+        if inputs.cuda.version[0] != torch.cuda_version[0]:
+            have = ".".join(map(str, inputs.cuda.version))
+            return f"nvcc is CUDA {have} but torch was built with CUDA {torch.cuda} (the major versions must match)"
+        if not in_range(inputs.cuda.version, m.cuda_minver, m.cuda_maxver):
+            have = ".".join(map(str, inputs.cuda.version))
+            return f"CUDA {have} (nvcc) is outside [general.cuda] minver/maxver"
+        return None
+
+    def compute(self, inputs):
+        return inputs.cuda.version
+
+    def builds_section(self, inputs, section) -> bool:
+        # a section's `cuda-minver` leaves it out of variants built with an older CUDA (kernel-builder's rule)
+        return not (section.cuda_minver and not in_range(inputs.cuda.version, section.cuda_minver, None))
+
+    def device_capabilities(self, inputs, sections):
+        """Only sections with device code compile for GPU archs (metadata lists what was compiled);
+        a binding .cu alone gets the defaults. Under --cuda-archs a section that lists its own
+        capabilities but none of those is left out (kernel-builder's rule; a library that still
+        calls into it is refused after the link, stage/undefined_symbols.py); a kernel whose every
+        such section is left out has nothing to compile, which is an error."""
+        section_caps, left_out = {}, []
+        for s in sections:
+            if self._has_device_code(s.src):
+                caps = _capabilities(inputs, s)
+                if caps:
+                    section_caps[s.name] = caps
+                else:
+                    left_out.append(s)
+        if left_out and not section_caps:
+            raise _nothing_to_compile(inputs, left_out)
+        caps = sorted({c for cs in section_caps.values() for c in cs})
+        if not caps and self._has_device_code(inputs.manifest.torch.src):
+            caps = _capabilities(inputs, None)
+        return section_caps, caps, left_out
+
+    def requested_archs(self, inputs):
+        return inputs.cuda_archs
+
+    def toolkit_includes(self, inputs) -> list[str]:
+        # The toolkit's headers first; the wheel's nvidia/cuXX/include only fills in the
+        # cuBLAS/cuSPARSE headers that ATen/cuda includes and a bare nvcc install lacks.
+        dirs = [str(Path(inputs.cuda.home) / "include")]
+        if inputs.cuda.version == inputs.torch.cuda_version:  # never two CUDA minors' headers
+            dirs += list(inputs.torch.nvidia_include)
+        return dirs
+
+    def standalone_flags(self, inputs) -> list[str]:
+        return [f"-I{Path(inputs.cuda.home) / 'include'}"]
+
+    def compile_flags(self, inputs, tool, capabilities, section, host, std) -> list[str]:
+        # torch.utils.cpp_extension's flags, plus what torch's CMake config adds to every CUDA compile
+        # of a CMake-built extension (--expt-extended-lambda, ...): kernel-builder builds with CMake.
+        common = [f for f in inputs.torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS]
+        common += [f for f in inputs.torch.cmake_nvcc_flags if f not in common]
+        fp8 = ["-DENABLE_FP8"] if inputs.cuda.version >= (11, 8) else []
+        host_flags = [x for f in host for x in ("-Xcompiler", f)]
+        gencode = [g for c in capabilities for g in c.gencode_flags()]
+        extra = list(section.cuda_flags) if section else []
+        return [*common, *fp8, std, *host_flags, *gencode, *extra]
+
+    def compiler(self, inputs, tool: str) -> str:
+        return inputs.cuda.nvcc
+
+    def libraries(self, inputs, stable: bool) -> list[str]:
+        # By soname: NVIDIA's nvcc wheels ship libcudart.so.13 in lib/ and no libcudart.so link name.
+        cudart = [f"-L{inputs.cuda.lib_dir}", f"-l:libcudart.so.{inputs.cuda.version[0]}"]
+        # the stable C shim's CUDA streams and devices live in libtorch_cuda
+        return ["-ltorch_cuda", *cudart] if stable else ["-lc10_cuda", "-ltorch_cuda", *cudart]
+
+    def matrix_toolkits(self, m, matrix, release):
+        return [c for c in matrix.cuda_for(release) if in_range(c.version, m.cuda_minver, m.cuda_maxver)]
+
+    def why_no_matrix_variant(self, m, matrix) -> str | None:
+        if not any(self.matrix_toolkits(m, matrix, r) for r in matrix.torch):
+            cudas = ", ".join(f"{c.version[0]}.{c.version[1]}" for c in matrix.cuda) or "none"
+            return f"no CUDA version of the matrix ({cudas}) is inside [general.cuda] minver/maxver"
+        return None
+
+    def cannot_load(self, torch) -> str | None:
+        return "it is a CPU build of torch" if torch.cuda is None else None
+
+    def runtime_compute(self, torch):
+        return torch.cuda_version
+
+    def _has_device_code(self, sources) -> bool:
+        return any(Path(src).suffix in self.source_tools for src in sources)
+
+
+def _capabilities(inputs, section):
+    """What `section` (None: the binding) compiles for; empty when it lists its own capabilities
+    and --cuda-archs names none of them (the section is then left out)."""
+    explicit = bool(section and section.cuda_capabilities)
+    listed = section.cuda_capabilities if explicit else default_capabilities(inputs.cuda.version)
+    requested = restrict(list(listed), inputs.cuda_archs.value if inputs.cuda_archs else None, explicit)
+    where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
+    if not requested:
+        return []
+    ok, _ = select(list(requested), inputs.cuda.archs)
+    if not ok:
+        have = ".".join(map(str, inputs.cuda.version))
+        raise ManifestError(f"{where}: none of {', '.join(map(str, requested))} is supported by nvcc {have} "
+                            f"(it supports {', '.join(sorted(inputs.cuda.archs, key=int))})")
+    return sorted(ok)
+
+
+def _nothing_to_compile(inputs, left_out) -> ManifestError:
+    def listed(s) -> str:
+        return ", ".join(map(str, s.cuda_capabilities))
+
+    first, *rest = left_out
+    others = "".join(f", nor any of [kernel.{s.name}]'s {listed(s)}" for s in rest)
+    asked = inputs.cuda_archs
+    return ManifestError(f"{inputs.manifest.where('kernel', first.name, 'cuda-capabilities')}: none of "
+                         f"{listed(first)} is in {asked.origin} {';'.join(map(str, asked.value))}"
+                         f"{others}, and no other section has CUDA code: nothing to compile (build with archs "
+                         "this kernel lists)")
+
+
+CUDA = Cuda()
