@@ -599,7 +599,7 @@ def probe_read_only_empty_cache(world: World) -> str:
         subprocess.run(["umount", str(view)], check=False)
 
 
-# -- signatures: the require-signature rule (kbuild/signature.py) against what a hub may hold -------
+# -- signatures: the require-signature rule (kbuild/signatures/check.py) against what a hub may hold -------
 
 def _keys(world: World) -> dict[str, Path]:
     """alice (whom org trusts, KBUILD_ALLOWED_SIGNERS) and mallory (whom it does not): real ssh-keygen keys."""

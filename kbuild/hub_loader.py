@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
-from . import fit, hubs, signature
+from . import fit, hubs
+from .signatures import check as signature
 from .cache import Expect, KernelCache, Unverifiable, no_digest_message
 from .errors import (HubUnreachable, IntegrityError, InvalidMetadata, KernelNotFound, MissingPin, NoVariantFits,
                      OfflineMiss, RepoNotFound, RevisionNotFound, SignatureRefused)
@@ -73,7 +74,7 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
     A CUDA or ROCm variant whose recorded archs do not run on this GPU is skipped, unless
     `check_arch=False` (a kernel may cover other GPUs through, say, a Triton fallback).
     `require_signature=True` loads only a variant a signer its organisation trusts signed (False: no
-    such check); None: as KBUILD_REQUIRE_SIGNATURE or the signatures file say (kbuild/signers.py).
+    such check); None: as KBUILD_REQUIRE_SIGNATURE or the signatures file say (kbuild/signatures/rules.py).
     """
     settings = from_environment()
     ref = _request(repo_id, revision, version, hub, settings)
@@ -295,7 +296,7 @@ class Session:
         """The verified variant folder: the cached copy when it verifies, else fetched (again).
         `expect(folder)` is one more check (a lock file's): a cached copy that fails it is removed
         and fetched again, a fetched one that fails it never enters the cache. The organisation's
-        require-signature rule is such a check too (kbuild/signature.py), except that a cached copy it
+        require-signature rule is such a check too (kbuild/signatures/check.py), except that a cached copy it
         refuses is removed and not fetched again: the hub holds the very same files at that commit."""
         expect = self._with_signature_rule(repo_id, commit, variant, expect)
 

@@ -12,7 +12,7 @@ Nothing else in the runtime reads `os.environ`; tests pass a Settings instead of
 | `LOCAL_KERNELS` | `org/a=/path:org/b=/path`: load these repos from local builds instead |
 | `HF_TOKEN` | the token for HTTP hubs (huggingface_hub also reads its own token file) |
 | `KBUILD_MAX_VARIANT_BYTES` | the most one variant's download may write (default 8G; a byte count, or with a K, M, G or T suffix, powers of 1024): a listing that claims more is refused before anything is downloaded, and a download stops once the hub has sent more than its listing's total or this cap |
-| `KBUILD_REQUIRE_SIGNATURE`, `KBUILD_ALLOWED_SIGNERS`, `KBUILD_SIGNATURES` | which organisations' variants must be signed, and by whom (kbuild/signers.py) |
+| `KBUILD_REQUIRE_SIGNATURE`, `KBUILD_ALLOWED_SIGNERS`, `KBUILD_SIGNATURES` | which organisations' variants must be signed, and by whom (kbuild/signatures/rules.py) |
 | `KBUILD_GPU_ARCH` | judge variants for a GPU of this arch (`9.0`, `gfx942`) instead of torch's current device: for tests, and to check on one machine what another would load |
 """
 
@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import signers
+from .signatures import rules as signers
 from .errors import InvalidSetting
 
 DEFAULT_LOCAL_HUB = Path.home() / ".cache" / "kbuild" / "hub"

@@ -15,7 +15,7 @@ builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
 | `TORCH_CUDA_ARCH_LIST` | the CUDA archs to build when `--cuda-archs` is not given |
 | `NVCC_THREADS` | threads per nvcc (default: sized from the free cores) |
 | `KBUILD_DIST_SCHEDULER`, `KBUILD_DIST_TOKEN` | distributed compiles: the sccache-dist scheduler (`off`), else the workspace's `[workspace.dist] scheduler`; its client token |
-| `KBUILD_SIGNING_KEY` | the SSH key `kbuild publish --sign` signs with (after `--sign-key`, before the signatures file's `sign-key`, kbuild/signers.py) |
+| `KBUILD_SIGNING_KEY` | the SSH key `kbuild publish --sign` signs with (after `--sign-key`, before the signatures file's `sign-key`, kbuild/signatures/rules.py) |
 | `KBUILD_REMOTE_CACHE` | the shared compile cache (`redis://host:port`, …; `off`), else the workspace's `[workspace.cache] remote` |
 | `CI` | plain log lines instead of a live progress display |
 | `PYTHONPATH`, `LOCAL_KERNELS`, `HF_HUB_OFFLINE` | kept for a kernel's tests: `kbuild test` adds its own entries to the caller's |

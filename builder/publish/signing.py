@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbuild.ssh_signature import NAMESPACE, SIGNATURE
+from kbuild.signatures.ssh import NAMESPACE, SIGNATURE
 
 from builder import proc
 from builder.config.cascade import Setting

@@ -50,7 +50,7 @@ def verify_signatures(request: str, hub: str | None, variant: str | None = None,
     from kbuild.hub_loader import Session
     from kbuild.refs import parse_request
     from kbuild.settings import from_environment
-    from kbuild.signature import verdict
+    from kbuild.signatures.check import verdict
     from kbuild.variants import detect_system
 
     ref = parse_request(request)

@@ -23,7 +23,7 @@ from builder.commands.main import main
 from kbuild import get_kernel
 from kbuild.errors import SignatureRefused
 
-from runtime_hubs import Kernel, git, new_process, runtime_env, start_server, torch_probes, upload_as_another_builder
+from runtime_hubs import Kernel, new_process, runtime_env, start_server, torch_probes, upload_as_another_builder
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 
@@ -150,7 +150,7 @@ def test_unsigned_is_refused_and_nothing_is_cached(tmp_path, kernel, trusted, ru
     hub = tmp_path / "hub"
     publish(kernel, hub)
     message = refused(lambda: get_kernel("org/tiny@v1", hub=str(hub), require_signature=True))
-    assert message.startswith(f"org/tiny@") and f"build/{CHOSEN}: unsigned" in message
+    assert message.startswith("org/tiny@") and f"build/{CHOSEN}: unsigned" in message
     assert "refused by the require-signature rule for org (set by require_signature=True)" in message
     assert str(trusted) in message  # the trusted signers it would have taken
     assert cached(runtime_env) == []
@@ -337,7 +337,7 @@ def test_hugging_faces_loader_loads_a_signed_kbuild_variant(tmp_path, kernel, ke
 def test_an_allowed_signers_line_that_does_not_allow_the_signature_is_refused(tmp_path, keys):
     """git's allowed_signers options count: a key listed for git commits only (namespaces="git")
     signs no kernel, and the refusal says why."""
-    from kbuild.ssh_signature import verify
+    from kbuild.signatures.ssh import verify
 
     meta = tmp_path / "metadata.json"
     meta.write_text('{"name": "tiny"}\n')

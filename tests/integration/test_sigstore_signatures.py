@@ -18,9 +18,10 @@ import pytest
 import torch
 
 from builder.commands.main import main
-from kbuild import get_kernel, sigstore_signature
+from kbuild import get_kernel
+from kbuild.signatures import sigstore_bundle as sigstore_signature
 from kbuild.errors import SignatureRefused
-from kbuild.sigstore_signature import SigstoreIdentity, verify
+from kbuild.signatures.sigstore_bundle import SigstoreIdentity, verify
 
 from runtime_hubs import Kernel, runtime_env, torch_probes, upload_as_another_builder
 

@@ -1,4 +1,4 @@
-"""The signature settings (kbuild/signers.py): the require-signature rule and each organisation's
+"""The signature settings (kbuild/signatures/rules.py): the require-signature rule and each organisation's
 trusted signers through the cascade (argument, variable, signatures file, default), each keeping
 where it was set; a malformed entry is one line naming the file and line or the variable. And
 `kbuild publish --sign`'s key through the builder's cascade."""
@@ -12,8 +12,8 @@ import pytest
 from builder.config.settings import from_environment as builder_settings
 from builder.errors import UsageError
 from kbuild.errors import InvalidSetting
-from kbuild.signers import BUILTIN_SIGSTORE, from_environment
-from kbuild.sigstore_signature import SigstoreIdentity
+from kbuild.signatures.rules import BUILTIN_SIGSTORE, from_environment
+from kbuild.signatures.sigstore_bundle import SigstoreIdentity
 
 WORKFLOW = "https://github.com/acme/kernels/.github/workflows/build.yaml@refs/heads/main"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SignatureRefused
+from ..errors import SignatureRefused
 
 BUNDLE = "metadata.json.sigstore"
 EXTRA = 'pip install "kbuild[sigstore]"'

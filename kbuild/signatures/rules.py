@@ -28,8 +28,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InvalidSetting
-from .sigstore_signature import SigstoreIdentity
+from ..errors import InvalidSetting
+from .sigstore_bundle import SigstoreIdentity
 
 ALL = "*"
 OFF = "off"

@@ -8,13 +8,13 @@ No cryptography is done here: ssh-keygen does all of it, this module runs it and
 
 from __future__ import annotations
 
-import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SignatureRefused
+from ..errors import SignatureRefused
 
 NAMESPACE = "kbuild"  # ssh-keygen -Y -n: a signature made for git or for a file elsewhere never counts here
 SIGNATURE = "metadata.json.sig"
@@ -68,7 +68,7 @@ def key_of(signature: Path, metadata: bytes) -> str | None:
 
 
 def ssh_keygen_found() -> bool:
-    return any(os.access(Path(d, "ssh-keygen"), os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep) if d)
+    return shutil.which("ssh-keygen") is not None
 
 
 def _principals(signature: Path, listing: Path) -> list[str]:

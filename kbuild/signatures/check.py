@@ -1,11 +1,11 @@
 """Who signed a variant, and the require-signature rule (docs/formats.md, "Signatures").
 
 A variant is signed when its folder holds a detached signature over its metadata.json: kbuild's
-SSH signature (`metadata.json.sig`, kbuild/ssh_signature.py) or Hugging Face's sigstore bundle
-(`metadata.json.sigstore`, kbuild/sigstore_signature.py). metadata.json records every other file's
+SSH signature (`metadata.json.sig`, kbuild/signatures/ssh.py) or Hugging Face's sigstore bundle
+(`metadata.json.sigstore`, kbuild/signatures/sigstore_bundle.py). metadata.json records every other file's
 digest, which the loader checks anyway, so a good signature over it vouches for the whole variant.
 
-Under the rule (kbuild/signers.py) a variant loads only when one of its signatures is good and by a
+Under the rule (kbuild/signatures/rules.py) a variant loads only when one of its signatures is good and by a
 signer its organisation trusts; the check runs on the fetched folder before the cache keeps it,
 and on a cached copy before it is used (a copy that fails is removed: kbuild/cache.py).
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import sigstore_signature, ssh_signature
-from .digest import METADATA
-from .errors import SignatureRefused
-from .signers import OrgSigners, Requirement
+from ..digest import METADATA
+from ..errors import SignatureRefused
+from . import sigstore_bundle, ssh
+from .rules import OrgSigners, Requirement
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Verdict:
 
 def signatures(folder: Path) -> list[str]:
     """The detached signatures the variant folder holds, kbuild's first."""
-    return [name for name in (ssh_signature.SIGNATURE, sigstore_signature.BUNDLE) if (Path(folder) / name).is_file()]
+    return [name for name in (ssh.SIGNATURE, sigstore_bundle.BUNDLE) if (Path(folder) / name).is_file()]
 
 
 def check(folder: Path, signers: OrgSigners, where: str) -> str:
@@ -45,7 +45,7 @@ def check(folder: Path, signers: OrgSigners, where: str) -> str:
     folder = Path(folder)
     found = signatures(folder)
     if not found:
-        raise SignatureRefused(f"{where}: unsigned (no {ssh_signature.SIGNATURE} or {sigstore_signature.BUNDLE} "
+        raise SignatureRefused(f"{where}: unsigned (no {ssh.SIGNATURE} or {sigstore_bundle.BUNDLE} "
                                "beside its metadata.json)")
     for path, origin in signers.ssh:
         if not path.is_file():
@@ -54,9 +54,9 @@ def check(folder: Path, signers: OrgSigners, where: str) -> str:
     refusals = []
     for name in found:
         try:
-            if name == ssh_signature.SIGNATURE:
-                return ssh_signature.verify(metadata, folder / name, [p for p, _ in signers.ssh], where).describe()
-            return sigstore_signature.verify(metadata, (folder / name).read_bytes(), [i for i, _ in signers.sigstore],
+            if name == ssh.SIGNATURE:
+                return ssh.verify(metadata, folder / name, [p for p, _ in signers.ssh], where).describe()
+            return sigstore_bundle.verify(metadata, (folder / name).read_bytes(), [i for i, _ in signers.sigstore],
                                              where).describe()
         except SignatureRefused as e:
             refusals.append(str(e))
@@ -73,10 +73,10 @@ def verdict(folder: Path, signers: OrgSigners, where: str) -> Verdict:
         return Verdict(check(folder, signers, where))
     except SignatureRefused as e:
         signer = None
-        if (folder / ssh_signature.SIGNATURE).is_file() and ssh_signature.ssh_keygen_found():
-            signer = ssh_signature.key_of(folder / ssh_signature.SIGNATURE, (folder / METADATA).read_bytes())
-        if signer is None and (folder / sigstore_signature.BUNDLE).is_file():
-            claimed = sigstore_signature.claimed_signer((folder / sigstore_signature.BUNDLE).read_bytes())
+        if (folder / ssh.SIGNATURE).is_file() and ssh.ssh_keygen_found():
+            signer = ssh.key_of(folder / ssh.SIGNATURE, (folder / METADATA).read_bytes())
+        if signer is None and (folder / sigstore_bundle.BUNDLE).is_file():
+            claimed = sigstore_bundle.claimed_signer((folder / sigstore_bundle.BUNDLE).read_bytes())
             signer = claimed.describe() if claimed else None
         return Verdict(signer or "an unreadable signature", str(e))
 
