@@ -39,7 +39,6 @@ def add_parser(sub) -> None:
 
 
 def run(args, reporter: Reporter) -> int:
-    from builder.hub.address import parse_hub
     from builder.hub.open import open_hub
     from builder.publish.publish import PublishOptions
     from builder.publish.workspace import publish_members
@@ -51,8 +50,9 @@ def run(args, reporter: Reporter) -> int:
                              variants=tuple(args.variant), allow_dirty=args.allow_dirty, force=args.force,
                              dry_run=args.dry_run, allow_partial_archs=args.allow_partial_archs,
                              with_bench=args.with_bench,
-                             sign_key=settings.signing_key_setting(args.sign_key) if args.sign else None)  # the hub rule get_kernel and kbuild lock follow too
-    hub = open_hub(parse_hub(settings.hub_setting(args.hub).value), settings.token)
+                             sign_key=settings.signing_key_setting(args.sign_key) if args.sign else None)
+    # the hub rule get_kernel and kbuild lock follow too, parsed once
+    hub = open_hub(settings.hub_address(args.hub), settings.token)
     summaries, refused, kernels = [], {}, 0
     for member in publish_members(options, hub, reporter):
         kernels += 1

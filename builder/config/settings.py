@@ -83,12 +83,18 @@ class BuilderSettings:
         """The hub a command talks to through the one cascade: --hub, else KBUILD_HUB, else
         HF_ENDPOINT (the runtime's rule), else the default local hub (value None); checked, so a
         bad address is a one-line error naming the flag or variable it came from."""
+        return self._hub(flag)[0]
+
+    def hub_address(self, flag: str | None):
+        """hub_setting's hub, parsed (a kbuild.hubs.HubAddress), for the commands that open it."""
+        return self._hub(flag)[1]
+
+    def _hub(self, flag: str | None):
         from builder.hub.address import parse_hub  # the hub package loads only for hub commands
 
         env = (self.hub_from, self.hub) if self.hub_from else None
         setting = resolve(flag=("--hub", flag), env=env) or Setting(None, f"{DEFAULT} ({runtime.DEFAULT_LOCAL_HUB})")
-        parse_hub(setting.value, setting.origin)
-        return setting
+        return setting, parse_hub(setting.value, setting.origin)
 
     @property
     def probe_dir(self) -> Path:

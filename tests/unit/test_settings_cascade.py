@@ -168,4 +168,4 @@ def test_every_command_with_a_hub_reads_it_through_the_settings_cascade():
         text = path.read_text()
         assert "settings.hub " not in text and "settings.hub)" not in text and "or settings.hub" not in text, path
         if "args.hub" in text:
-            assert "hub_setting(args.hub)" in text, path
+            assert "hub_setting(args.hub)" in text or "hub_address(args.hub)" in text, path
