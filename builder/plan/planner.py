@@ -24,23 +24,9 @@ from builder.config.options import BuildOptions
 from builder.plan.steps import BuildPlan, PlanInputs, Skip, plan_build
 from builder.report import Reporter, VariantResult
 from builder.toolchains.sysroot import Sysroot
-from builder.toolchains.toolchain import CudaInfo, TorchInfo, find_cuda, probe_torch
+from builder.toolchains.toolchain import Toolchain, find_cuda, probe_torch
 from builder.toolchains.versions import load_versions_table
 from builder.project.workspace import kernel_dirs, workspace_matrix
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    torch: TorchInfo | None  # None plans Python-only (noarch) kernels
-    cuda: CudaInfo | None
-
-    def describe(self, backend: str = "cuda") -> str:
-        if self.torch is None:
-            return ""
-        text = f"torch {self.torch.torch_version} ({self.torch.python})"
-        if self.cuda and compiled(backend) is not None and compiled(backend).needs_toolkit:
-            text += f" + nvcc {self.cuda.version[0]}.{self.cuda.version[1]} ({self.cuda.nvcc})"
-        return text
 
 
 def find_toolchain(options: BuildOptions) -> Toolchain:

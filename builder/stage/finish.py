@@ -16,7 +16,7 @@ from builder.stage.abi_floor import above_policy
 from builder.compile.diagnose import failure_reason, first_error
 from builder.errors import BuildError
 from builder.project.gitid import source_id
-from builder.plan.planner import Toolchain
+from builder.toolchains.toolchain import Toolchain
 from builder.layout import BUILD_DIR
 from builder.project.manifest import Manifest
 from builder.report import VariantResult

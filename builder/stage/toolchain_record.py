@@ -19,7 +19,7 @@ from builder.toolchains.toolchain import nvcc_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from builder.plan.planner import Toolchain
+    from builder.toolchains.toolchain import Toolchain
 
 
 def toolchain_record(toolchain: Toolchain, backend: str, *, cxx: str, edition: int, source_date_epoch: str,

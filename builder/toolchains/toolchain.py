@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from builder import proc
+from builder.backends import compiled
 from builder.backends.cuda_arch import parse_supported_archs
 from builder.errors import CommandError, ToolchainError
 
@@ -89,6 +90,23 @@ class CudaInfo:
     @property
     def lib_dir(self) -> str:
         return self.lib or str(Path(self.home) / "lib64")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """What compiles one kernel's variants: a torch (None plans Python-only, noarch, kernels)
+    and, for backends with a device toolkit, an nvcc."""
+
+    torch: TorchInfo | None
+    cuda: CudaInfo | None
+
+    def describe(self, backend: str = "cuda") -> str:
+        if self.torch is None:
+            return ""
+        text = f"torch {self.torch.torch_version} ({self.torch.python})"
+        if self.cuda and compiled(backend) is not None and compiled(backend).needs_toolkit:
+            text += f" + nvcc {self.cuda.version[0]}.{self.cuda.version[1]} ({self.cuda.nvcc})"
+        return text
 
 
 def _two(version: str) -> tuple[int, int]:
