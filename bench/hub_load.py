@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4, help="client processes the clients are spread over")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    from builder.hub.gitstore import FileAdd, GitStore
+    from kbuild_hub.gitstore import FileAdd, GitStore
 
     size = args.size_mb << 20
     with tempfile.TemporaryDirectory(prefix="kbuild-hub-load-") as tmp:

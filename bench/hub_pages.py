@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
-from builder.hub.gitstore import FileAdd, GitStore  # noqa: E402
+from kbuild_hub.gitstore import FileAdd, GitStore  # noqa: E402
 
 TARGET_MS = 50.0
 VARIANTS = ("torch-stable-abi210-cu130-x86_64-linux", "torch214-cxx11-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux")

@@ -220,9 +220,9 @@ class _LimitedServer:
 
         import uvicorn
 
-        from builder.hub.gitstore import FileAdd, GitStore
-        from builder.hub.server import ServerConfig, Tokens, build_app, listen
-        from builder.hub.server.connections import Limits, uvicorn_config
+        from kbuild_hub.gitstore import FileAdd, GitStore
+        from kbuild_hub.server import ServerConfig, Tokens, build_app, listen
+        from kbuild_hub.server.connections import Limits, uvicorn_config
 
         limits = limits or Limits()
         store = GitStore(root)  # without the served limits: the fixture may be larger
@@ -319,7 +319,7 @@ def probe_serve_slowloris(world: World) -> str:
 def probe_serve_non_reading_downloads(world: World) -> str:
     """100 downloads started and never read: no process each, real requests served, and every
     one of them closed by the send timeout."""
-    from builder.hub.server.connections import Limits
+    from kbuild_hub.server.connections import Limits
 
     with _LimitedServer(world.root / "served", Limits(send_timeout=2.0)) as server:
         held = _hold(server, 100, b"GET /kernels/org/big/resolve/main/big.bin HTTP/1.1\r\nHost: x\r\n\r\n", 4096)

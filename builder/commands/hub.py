@@ -1,6 +1,6 @@
 """`kbuild hub serve` and `kbuild hub gc`: their arguments and their handlers (parse → one library
-call): the local hub served over the Hugging Face Hub HTTP API (builder/hub/server/), and what
-failed publishes left in it collected (builder/hub/gitstore.py)."""
+call): the local hub served over the Hugging Face Hub HTTP API (kbuild_hub/server/), and what
+failed publishes left in it collected (kbuild_hub/gitstore.py)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def run_gc(args, reporter) -> int:
     root = args.root.expanduser()
     if not root.is_dir():
         raise UsageError(f"--root: no local hub at {root}")
-    from builder.hub.gitstore import GitStore
+    from kbuild_hub.gitstore import GitStore
 
     done = GitStore(root).gc(args.grace)
     reporter.info(f"{root}: {done['repos']} repo(s) collected, {done['scratch_removed']} scratch folder(s) "
@@ -105,7 +105,7 @@ def run(args, reporter) -> int:
         raise UsageError(f"--header-timeout: expected a positive number of seconds, got {args.header_timeout}")
     if args.token_file is not None and not args.token_file.is_file():
         raise UsageError(f"--token-file: no file at {args.token_file}", hint="write one token per line")
-    from builder.hub.server import serve  # deferred: starlette and uvicorn load only for `hub serve`
+    from kbuild_hub.server import serve  # deferred: starlette and uvicorn load only for `hub serve`
 
     serve(args.root.expanduser(), host=args.host, port=args.port, token_file=args.token_file,
           public_read=args.public_read, max_file_size=args.max_file_size, trusted_orgs=tuple(args.trusted_org),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from builder.errors import ToolchainError
 from builder.hub.backend import REPO_TYPE, RemoteFile, Upload
-from builder.hub.errors import HubError, RefConflict
+from kbuild_hub.errors import HubError, RefConflict
 
 # huggingface_hub reads kernel repos since 1.x but commits to them only since 2.3 (before, its
 # create_commit refuses repo_type="kernel"); pyproject's `build` extra asks for this release.

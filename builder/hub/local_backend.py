@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.hub.backend import REPO_TYPE, RemoteFile, Upload
-from builder.hub.errors import EntryNotFound
-from builder.hub.gitstore import FileAdd, GitStore
+from kbuild_hub.errors import EntryNotFound
+from kbuild_hub.gitstore import FileAdd, GitStore
 
 
 class LocalHubBackend:

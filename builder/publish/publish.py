@@ -22,7 +22,7 @@ from builder.publish.card import render_card
 from builder.errors import ExitCode, KbuildError, UsageError
 from builder.project.gitid import source_id
 from builder.hub.backend import HubBackend, RemoteFile, Upload
-from builder.hub.errors import HubError, RefConflict
+from kbuild_hub.errors import HubError, RefConflict
 from builder.project.gitid import stale_reason
 from builder.publish.integrity import regular_files, verify_variant
 from builder.layout import BENCH_DIR, BUILD_DIR, PUBLISHED_BENCH_DIR, WORK_DIR

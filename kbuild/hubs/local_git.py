@@ -2,7 +2,7 @@
 `v<N>` branches hold `build/<variant>/**`.
 
 `BareRepo` is the one local-git reader of kbuild: `LocalGitHub` reads published kernels with it,
-and the builder's hub store (`builder/hub/gitstore.py`) reads with it too and adds its writes on
+and the hub service's store (`kbuild_hub/gitstore.py`) reads with it too and adds its writes on
 top, through the same pinned environment. Who runs git is pluggable (`runner`): the runtime runs
 it here, the builder through its logged subprocess helper.
 """

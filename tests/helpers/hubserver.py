@@ -10,8 +10,8 @@ from pathlib import Path
 
 import uvicorn
 
-from builder.hub.server import ServerConfig, Tokens, build_app, listen
-from builder.hub.server.connections import HEADER_TIMEOUT_S, MAX_CONNECTIONS, uvicorn_config
+from kbuild_hub.server import ServerConfig, Tokens, build_app, listen
+from kbuild_hub.server.connections import HEADER_TIMEOUT_S, MAX_CONNECTIONS, uvicorn_config
 
 TOKEN = "kb_test_write_token"
 

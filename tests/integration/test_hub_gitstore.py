@@ -19,10 +19,10 @@ import pytest
 
 from builder import proc
 from builder.errors import CommandError
-from builder.hub import gitstore
+from kbuild_hub import gitstore
 from builder.notices import BuildNotice
-from builder.hub.errors import EntryNotFound, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, HubRevisionNotFound, TooLarge
-from builder.hub.gitstore import FileAdd, GitStore, InvalidRevision, TreeEntry, with_retry
+from kbuild_hub.errors import EntryNotFound, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, HubRevisionNotFound, TooLarge
+from kbuild_hub.gitstore import FileAdd, GitStore, InvalidRevision, TreeEntry, with_retry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 K = ("kernel", "org/k")
@@ -251,7 +251,7 @@ def for_each_ref(repo: Path) -> dict[str, str]:
 
 
 def test_refs_read_in_process_agree_with_git_through_packing_and_updates(store):
-    """The store reads refs itself (builder/hub/refs_reader.py): loose, packed, a loose ref newer
+    """The store reads refs itself (kbuild_hub/refs_reader.py): loose, packed, a loose ref newer
     than its packed line, a deleted one, a branch with a slash and tags of both kinds, as git sees them."""
     repo = store.repo_dir(*K)
     c1 = put(store, {"a": b"1"})
@@ -382,7 +382,7 @@ def test_git_clone_shows_the_files(store, tmp_path):
 KILL_CHILD = """
 import sys
 from pathlib import Path
-from builder.hub.gitstore import FileAdd, GitStore
+from kbuild_hub.gitstore import FileAdd, GitStore
 root, trial, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 store = GitStore(Path(root))
 head = store.resolve("kernel", "org/k", "main")
@@ -460,7 +460,7 @@ def test_gc_collects_what_failed_publishes_left(tmp_path):
     import subprocess
     import sys
 
-    from builder.hub.gitstore import GitStore
+    from kbuild_hub.gitstore import GitStore
 
     store = GitStore(tmp_path / "hub")
     store.create_repo("kernel", "org/k")
@@ -487,8 +487,8 @@ def test_a_full_disk_is_named_as_such(tmp_path):
     system: a 2 MiB tmpfs (root can mount one; skipped elsewhere)."""
     import subprocess
 
-    from builder.hub.errors import NoSpace
-    from builder.hub.gitstore import GitStore
+    from kbuild_hub.errors import NoSpace
+    from kbuild_hub.gitstore import GitStore
 
     small = tmp_path / "small"
     small.mkdir()

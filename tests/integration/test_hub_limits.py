@@ -14,9 +14,9 @@ import pytest
 import uvicorn
 from hubserver import TOKEN
 
-from builder.hub.gitstore import FileAdd
-from builder.hub.server import ServerConfig, Tokens, build_app, listen
-from builder.hub.server.connections import Limits, uvicorn_config
+from kbuild_hub.gitstore import FileAdd
+from kbuild_hub.server import ServerConfig, Tokens, build_app, listen
+from kbuild_hub.server.connections import Limits, uvicorn_config
 
 BIG = 8 << 20  # enough to fill the socket buffers of a client that does not read
 

@@ -14,7 +14,7 @@ import pytest
 
 from hubserver import TOKEN, ServerThread
 
-from builder.hub.gitstore import FileAdd, GitStore
+from kbuild_hub.gitstore import FileAdd, GitStore
 
 K = ("kernel", "org/flash")
 HOSTILE_CARD = """---
@@ -195,7 +195,7 @@ def test_the_index_rows_follow_every_branch_change_through_their_cache(tmp_path)
     import subprocess
     import time
 
-    from builder.hub.pages.model import Catalog
+    from kbuild_hub.pages.model import Catalog
 
     store = GitStore(tmp_path / "hub")
     store.create_repo(*K)
@@ -238,7 +238,7 @@ def test_the_index_rows_follow_every_branch_change_through_their_cache(tmp_path)
     settle()
     assert row() == ("v1", 3)
     # the racy rule itself: a stamp is trusted only once its newest part is RACY_S old
-    from builder.hub.refs_reader import RACY_S, refs_stamp
+    from kbuild_hub.refs_reader import RACY_S, refs_stamp
     newest = max((repo / n).stat().st_mtime for n in ("refs/heads", "refs/tags", "packed-refs") if (repo / n).exists())
     assert refs_stamp(repo, now=newest + RACY_S / 2) is None
     assert refs_stamp(repo, now=newest + RACY_S * 2) == store.refs_stamp(*K)

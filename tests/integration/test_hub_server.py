@@ -25,8 +25,8 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder
-from builder.hub.server import listen
-from builder.hub.errors import HubError
+from kbuild_hub.server import listen
+from kbuild_hub.errors import HubError
 
 from hubserver import TOKEN, ServerThread
 
@@ -370,7 +370,7 @@ def test_kernels_get_kernel_loads_from_the_server(api, hub, tmp_path):
 # -- paths-info and body limits (issue 10, finding 7) -----------------------------------------------
 
 def test_paths_info_answers_many_paths_in_one_git_call(hub, api, published, monkeypatch):
-    from builder.hub.gitstore import GitStore
+    from kbuild_hub.gitstore import GitStore
 
     wanted = ["build/torch-cpu/__init__.py", "build/torch-cpu/layers", "build/nope.py"] + \
         [f"missing/{i}.py" for i in range(2000)]

@@ -72,7 +72,7 @@ def test_accepted_connections_send_without_waiting_for_the_clients_ack():
     ACK before its response body was sent (headers and body are two writes)."""
     import asyncio
 
-    from builder.hub.server import listen
+    from kbuild_hub.server import listen
 
     async def accepted_nodelay() -> int:
         seen: asyncio.Future = asyncio.get_running_loop().create_future()

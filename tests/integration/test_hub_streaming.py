@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hubserver import ServerThread
 
-from builder.hub.gitstore import FileAdd
+from kbuild_hub.gitstore import FileAdd
 
 SIZE = 5 << 20
 DATA = hashlib.sha256(b"seed").digest() * (SIZE // 32)

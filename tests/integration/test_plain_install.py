@@ -41,7 +41,7 @@ def plain(tmp_path_factory) -> tuple[Path, Path]:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    for package in ("builder", "kbuild"):  # what the wheel holds (pyproject's packages.find)
+    for package in ("builder", "kbuild", "kbuild_hub"):  # what the wheel holds (pyproject's packages.find)
         shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     done = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist",
                source, cwd=tmp)

@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 BUILDER = Path(__file__).resolve().parents[2] / "builder"
+HUB_SERVICE = BUILDER.parent / "kbuild_hub"
 # from the top of the pipeline down; stages on one level do not import each other
 LEVELS = [("commands",), ("pipeline",), ("publish", "verify"), ("stage",), ("compile",), ("plan",), ("toolchains",),
           ("config",), ("project",), ("hub",), ("backends",), ("ground",)]
@@ -72,12 +73,36 @@ def test_subprocesses_run_only_through_proc():
     """docs/ARCHITECTURE.md: `proc.py` is the one place of builder/ that runs subprocesses (it
     traces each command and turns failures and timeouts into one-line errors)."""
     found = []
-    for path in sorted(BUILDER.rglob("*.py")):
+    for path in sorted([*BUILDER.rglob("*.py"), *HUB_SERVICE.rglob("*.py")]):  # the hub service runs git through it too
         if path == BUILDER / "proc.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             if any(n == "subprocess" or n.startswith("subprocess.") for n in names):
-                found.append(str(path.relative_to(BUILDER)))
+                found.append(str(path.relative_to(BUILDER.parent)))
     assert not found, f"subprocess imported outside proc.py: {found}"
+
+
+def _absolute_imports(root: Path) -> list[tuple[str, str]]:
+    """(file relative to root's parent, module) of every absolute import under `root`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "builder":
+                modules = [f"builder.{a.name}" for a in node.names]
+            found += [(str(path.relative_to(root.parent)), m) for m in modules]
+    return found
+
+
+def test_the_hub_service_is_its_own_package_on_builders_ground_floor():
+    """docs/ARCHITECTURE.md: kbuild_hub/ (the service) imports builder's ground floor and nothing
+    else of it; of builder/, only `kbuild hub serve` starts its server, and publishing reaches it
+    as a client (a local store through its gitstore, or HTTP)."""
+    wrong = [f"{f} imports {m}" for f, m in _absolute_imports(HUB_SERVICE)
+             if m.startswith("builder.") and m.split(".")[1] not in GROUND]
+    assert not wrong, "\n".join(wrong)
+    serving = sorted({f for f, m in _absolute_imports(BUILDER) if m.startswith(("kbuild_hub.server", "kbuild_hub.pages"))})
+    assert serving == ["builder/commands/hub.py"], serving

@@ -26,7 +26,7 @@ def headings(doc: Path) -> set[str]:
 
 def test_every_cited_document_and_section_exists():
     cited = 0
-    for path in sources("builder", "kbuild", "tests", "bench"):
+    for path in sources("builder", "kbuild", "kbuild_hub", "tests", "bench"):
         for m in CITATION.finditer(path.read_text(encoding="utf-8", errors="replace")):
             doc = ROOT / "docs" / m[1]
             where = f"{path.relative_to(ROOT)}: docs/{m[1]}"
@@ -38,7 +38,7 @@ def test_every_cited_document_and_section_exists():
 
 
 def test_the_code_cites_no_document_outside_the_repository():
-    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in sources("builder", "kbuild")
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in sources("builder", "kbuild", "kbuild_hub")
              for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
              if OUTSIDE.search(line)]
     assert not found, "\n".join(found)

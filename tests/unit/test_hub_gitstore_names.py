@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from builder.hub.errors import InvalidPath, InvalidRepoId
-from builder.hub.gitstore import GitStore
+from kbuild_hub.errors import InvalidPath, InvalidRepoId
+from kbuild_hub.gitstore import GitStore
 
 
 # -- names ---------------------------------------------------------------------------------------

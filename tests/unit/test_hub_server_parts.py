@@ -13,13 +13,13 @@ import pytest
 
 from builder.commands.main import parser as kbuild_parser
 from builder.commands import hub as serve_cli
-from builder.hub.server import Tokens, load_tokens
-from builder.hub.server.auth import Forbidden, Unauthorized, check_access
-from builder.hub.errors import HubError, TooLarge
-from builder.hub.paths import validate_path
-from builder.hub.server.files import RangeNotSatisfiable, byte_range
-from builder.hub.server.payload import parse_commit
-from builder.hub.server.routing import resolve_target, split_raw_path
+from kbuild_hub.server import Tokens, load_tokens
+from kbuild_hub.server.auth import Forbidden, Unauthorized, check_access
+from kbuild_hub.errors import HubError, TooLarge
+from kbuild_hub.paths import validate_path
+from kbuild_hub.server.files import RangeNotSatisfiable, byte_range
+from kbuild_hub.server.payload import parse_commit
+from kbuild_hub.server.routing import resolve_target, split_raw_path
 
 
 # -- pure pieces ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from kbuild.metadata import VariantMetadata
 from kbuild.variants import NOARCH, STABLE_ABI, parse_variant
 
-from builder.hub.errors import HubError
+from kbuild_hub.errors import HubError
 
 KERNEL = "kernel"
 _VERSION = re.compile(r"^v(\d+)$")

@@ -37,7 +37,7 @@ def ms(value: float | None) -> str:
     return f"{value * 1e3:.1f} us" if value < 1 else f"{value:.2f} ms"
 
 
-_ENV = Environment(loader=PackageLoader("builder.hub.pages", "templates"), autoescape=select_autoescape(default=True),
+_ENV = Environment(loader=PackageLoader("kbuild_hub.pages", "templates"), autoescape=select_autoescape(default=True),
                    trim_blocks=True, lstrip_blocks=True)
 _ENV.filters.update(markdown=markdown, size=size, ms=ms)
 TEMPLATES = Jinja2Templates(env=_ENV)

@@ -28,10 +28,10 @@ from kbuild.hubs.local_git import BareRepo
 from builder import proc
 from builder.errors import CommandError
 from builder.notices import notice
-from builder.hub import paths
-from builder.hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, NoSpace, HubRevisionNotFound, TooLarge
-from builder.hub.paths import REPO_TYPES, InvalidRevision
-from builder.hub.refs_reader import read_commit, read_refs, refs_stamp
+from kbuild_hub import paths
+from kbuild_hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, NoSpace, HubRevisionNotFound, TooLarge
+from kbuild_hub.paths import REPO_TYPES, InvalidRevision
+from kbuild_hub.refs_reader import read_commit, read_refs, refs_stamp
 
 __all__ = ["REPO_TYPES", "FileAdd", "GitStore", "InvalidRevision", "TreeEntry", "with_retry"]
 
@@ -473,7 +473,7 @@ class GitStore:
             self._git(repo, "reflog", "expire", "--expire-unreachable=now", "--all")
             self._git(repo, "gc", "--quiet", f"--prune={int(grace_s)}.seconds.ago")
         swept = self.sweep_scratch(grace_s)
-        from builder.hub.blobfiles import BlobFiles  # the server's download copies: made again when asked for
+        from kbuild_hub.blobfiles import BlobFiles  # the server's download copies: made again when asked for
 
         swept += BlobFiles(self.root).sweep(grace_s)
         return {"repos": len(repos), "scratch_removed": swept, "freed_bytes": max(0, before - _size(self.root))}

@@ -1,4 +1,4 @@
-"""The pages' routes, served by `kbuild hub serve` beside the Hub API (builder/hub/server/app.py
+"""The pages' routes, served by `kbuild hub serve` beside the Hub API (kbuild_hub/server/app.py
 appends them): `/`, `/<org>/<name>`, `/<org>/<name>/tree/<vN>/<variant>` and
 `/<org>/<name>/fit?version=vN&torch=2.13&cuda=13.0&arch=9.0`. They read like the API (`read`
 access: a private hub asks for the token here too, as a browser can give it: HTTP Basic, the
@@ -15,10 +15,10 @@ from kbuild.errors import KernelError
 from kbuild.hub_loader import get_kernel_variants
 from kbuild.variants import SystemInfo
 
-from builder.hub.errors import HubError, HubRepoNotFound, HubRevisionNotFound
-from builder.hub.pages.model import KERNEL, Catalog
-from builder.hub.pages.render import page
-from builder.hub.server.routing import Route
+from kbuild_hub.errors import HubError, HubRepoNotFound, HubRevisionNotFound
+from kbuild_hub.pages.model import KERNEL, Catalog
+from kbuild_hub.pages.render import page
+from kbuild_hub.server.routing import Route
 
 _CATALOGS: dict[int, Catalog] = {}  # one per store: what it derived from commits stays warm
 _GUARD = threading.Lock()

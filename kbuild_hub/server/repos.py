@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from builder.hub.errors import HubError, InvalidRepoId, RefConflict, RepoExists
-from builder.hub.server.context import Call, Hub, iso_date, repo_url
-from builder.hub.server.routing import API_TYPES, branch_name, check_ref
+from kbuild_hub.errors import HubError, InvalidRepoId, RefConflict, RepoExists
+from kbuild_hub.server.context import Call, Hub, iso_date, repo_url
+from kbuild_hub.server.routing import API_TYPES, branch_name, check_ref
 
 USER = "kbuild"
 

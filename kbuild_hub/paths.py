@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from builder.hub.errors import HubError, InvalidPath, InvalidRepoId
+from kbuild_hub.errors import HubError, InvalidPath, InvalidRepoId
 
 REPO_TYPES = ("model", "kernel", "dataset", "space")
 

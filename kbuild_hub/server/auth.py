@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.hub.errors import HubError
+from kbuild_hub.errors import HubError
 
 TOKEN_FILE_NAME = ".token"
 

@@ -1,5 +1,5 @@
 """`HEAD`/`GET …/resolve/{rev}/{path}`: one file's bytes, read from the blob's plain-file copy
-(builder/hub/blobfiles.py) in bounded chunks: no process per request, and memory per download
+(kbuild_hub/blobfiles.py) in bounded chunks: no process per request, and memory per download
 of one chunk whatever the file's size.
 
 huggingface_hub sends HEAD first and keys its cache on `X-Repo-Commit` and `ETag` (the git blob
@@ -17,9 +17,9 @@ from typing import AsyncIterator
 import anyio.to_thread
 from starlette.responses import Response, StreamingResponse
 
-from builder.hub.errors import EntryNotFound, HubError
-from builder.hub.server.context import Call, Hub
-from builder.hub.server.routing import check_ref
+from kbuild_hub.errors import EntryNotFound, HubError
+from kbuild_hub.server.context import Call, Hub
+from kbuild_hub.server.routing import check_ref
 
 CHUNK = 128 << 10
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")

@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from builder.hub.blobfiles import BlobFiles
-from builder.hub.errors import HubRepoNotFound
-from builder.hub.server.auth import Tokens
-from builder.hub.server.routing import URL_PREFIXES
+from kbuild_hub.blobfiles import BlobFiles
+from kbuild_hub.errors import HubRepoNotFound
+from kbuild_hub.server.auth import Tokens
+from kbuild_hub.server.routing import URL_PREFIXES
 
 
 @dataclass(frozen=True)

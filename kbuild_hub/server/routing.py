@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import unquote
 
-from builder.hub.errors import HubError, InvalidPath
+from kbuild_hub.errors import HubError, InvalidPath
 
 # URL word → repo type, for `/api/{types}/…` and the `/{types}/…/resolve/…` prefixes.
 API_TYPES = {"models": "model", "kernels": "kernel", "datasets": "dataset", "spaces": "space"}

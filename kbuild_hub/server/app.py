@@ -14,14 +14,14 @@ import anyio.to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from builder.hub.errors import HubError, TooLarge
-from builder.hub.pages.routes import PAGE_ROUTES, sign_in_page
-from builder.hub.server import commits
-from builder.hub.server import files
-from builder.hub.server import repos
-from builder.hub.server.auth import Forbidden, Unauthorized, check_access, request_token
-from builder.hub.server.context import Call, Hub
-from builder.hub.server.routing import Route, match, resolve_target, split_raw_path
+from kbuild_hub.errors import HubError, TooLarge
+from kbuild_hub.pages.routes import PAGE_ROUTES, sign_in_page
+from kbuild_hub.server import commits
+from kbuild_hub.server import files
+from kbuild_hub.server import repos
+from kbuild_hub.server.auth import Forbidden, Unauthorized, check_access, request_token
+from kbuild_hub.server.context import Call, Hub
+from kbuild_hub.server.routing import Route, match, resolve_target, split_raw_path
 
 JSON_BODY_MAX = 16 << 20
 # Bodies of read routes (paths-info's form) need no more: anyone may send them on a public hub.
@@ -51,7 +51,7 @@ ROUTES = [
     Route("POST", _repo("preupload", "{rev}"), commits.preupload, "write"),
     Route("POST", _repo("commit", "{rev}"), commits.commit, "write", body="stream"),
 ]
-ROUTES += PAGE_ROUTES  # the web pages (builder/hub/pages/), after the API: its paths win
+ROUTES += PAGE_ROUTES  # the web pages (kbuild_hub/pages/), after the API: its paths win
 # `…/resolve/{rev}/{path}` has its own matcher (models have no type prefix): routing.resolve_target.
 RESOLVE = Route("GET", (), files.resolve, "read", body="none")
 

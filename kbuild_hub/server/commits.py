@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from builder.hub.errors import HubError, RefConflict, HubRevisionNotFound, TooLarge
-from builder.hub.server.context import Call, Hub, repo_url
-from builder.hub.server.payload import parse_commit
-from builder.hub.server.routing import branch_name, check_ref
+from kbuild_hub.errors import HubError, RefConflict, HubRevisionNotFound, TooLarge
+from kbuild_hub.server.context import Call, Hub, repo_url
+from kbuild_hub.server.payload import parse_commit
+from kbuild_hub.server.routing import branch_name, check_ref
 
 
 def preupload(hub: Hub, call: Call) -> JSONResponse:

@@ -24,7 +24,7 @@ from kbuild.hubs.local_git import BareRepo
 
 from builder import proc
 from builder.errors import CommandError
-from builder.hub.errors import HubError
+from kbuild_hub.errors import HubError
 
 FOLDER = ".blobs"
 CHUNK = 1 << 20

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from builder.hub.errors import HubError
-from builder.hub.server.app import HubApp
-from builder.hub.server.auth import Tokens, load_tokens
-from builder.hub.server.context import Hub, ServerConfig
+from kbuild_hub.errors import HubError
+from kbuild_hub.server.app import HubApp
+from kbuild_hub.server.auth import Tokens, load_tokens
+from kbuild_hub.server.context import Hub, ServerConfig
 
 LISTEN_BACKLOG = 2048
 
@@ -24,7 +24,7 @@ __all__ = ["HubApp", "ServerConfig", "Tokens", "build_app", "listen", "load_toke
 
 
 def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: None) -> HubApp:
-    from builder.hub.gitstore import GitStore
+    from kbuild_hub.gitstore import GitStore
 
     return HubApp(Hub(config, GitStore(config.root, max_file_size=config.max_file_size)), log)
 
@@ -50,7 +50,7 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
     log(f"kbuild hub serve: {root} on {url} "
         f"(reads {'public' if public_read else 'need a token'}; write token {made} {tokens.source})")
     log(f"  use it with HF_ENDPOINT={url} or HfApi(endpoint={url!r}, token=...)")
-    from builder.hub.server.connections import Limits, uvicorn_config
+    from kbuild_hub.server.connections import Limits, uvicorn_config
 
     limits = Limits() if max_per_client is None else Limits(max_per_client=max_per_client)
     server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections, limits))

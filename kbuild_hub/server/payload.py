@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from builder.hub.errors import HubError, TooLarge
-from builder.hub.gitstore import FileAdd
+from kbuild_hub.errors import HubError, TooLarge
+from kbuild_hub.gitstore import FileAdd
 
 WINDOW = 64 << 10  # a line longer than this has its content streamed
 CHUNK = 4 << 20
