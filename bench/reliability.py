@@ -559,7 +559,8 @@ def probe_doubtful_copy_hub_gone(world: World) -> str:
     try:
         get_kernel(f"org/tiny@{path.parent.name}", hub=str(world.hub))
     except kbuild.IntegrityError as e:
-        both = "_ops.py was changed" in str(e) and "fetching it again" in str(e) and "does not exist" in str(e)
+        # what happened to the cache first (the file, the copy removed), then why no fresh copy came
+        both = "_ops.py was changed" in str(e) and "copy was removed" in str(e) and "does not exist" in str(e)
         return "says both" if both else f"says only: {str(e)[-60:]}"
     return "loaded"
 
