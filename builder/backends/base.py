@@ -75,6 +75,10 @@ class Backend:
         """What the variant links beyond torch's CPU libraries (`stable`: a stable-ABI variant)."""
         return []
 
+    def link_options(self) -> list[str]:
+        """The backend's own linker options (after -shared)."""
+        return []
+
     # -- the matrix (builder/plan/matrix.py) ---------------------------------------------------------
 
     def matrix_toolkits(self, m, matrix, release) -> list:

@@ -102,6 +102,13 @@ class Cuda(Backend):
         # the stable C shim's CUDA streams and devices live in libtorch_cuda
         return ["-ltorch_cuda", *cudart] if stable else ["-lc10_cuda", "-ltorch_cuda", *cudart]
 
+    def link_options(self) -> list[str]:
+        # No local symbols in the library: nvcc names a unit's host-side file (and its static
+        # initializer, _GLOBAL__sub_I_<file>) after an intermediate it made, `x.cudafe1.cpp`, which
+        # sccache renames `x_0.cudafe1.cpp`, so a distributed compile (`--dist`) would otherwise
+        # give another library than a local one from the same sources (docs/formats.md, provenance).
+        return ["-Wl,--discard-all"]
+
     def matrix_toolkits(self, m, matrix, release):
         return [c for c in matrix.cuda_for(release) if in_range(c.version, m.cuda_minver, m.cuda_maxver)]
 

@@ -339,7 +339,8 @@ _SHARED_LIBSTDCXX = "-l:libstdc++.so.6"
 def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> tuple[str, ...]:
     sysroot = inputs.sysroot
     first, last = (sysroot.link_flags, sysroot.link_libraries) if sysroot else ((), ())
-    return ("-shared", *first, *_torch_libraries(inputs, backend, abi), _SHARED_LIBSTDCXX, *last)
+    return ("-shared", *compiled(backend).link_options(), *first, *_torch_libraries(inputs, backend, abi),
+            _SHARED_LIBSTDCXX, *last)
 
 
 def _torch_libraries(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> list[str]:

@@ -51,6 +51,7 @@ def build(capsys, monkeypatch, tmp_path, *args: str, token: str | None = None) -
 
 
 def test_compiles_run_on_the_build_servers(rmsnorm, tmp_path, capsys, monkeypatch):
+    here = shutil.copytree(rmsnorm, tmp_path / "here" / "rmsnorm")  # the same commit, built locally below
     with sccache_dist(tmp_path / "cluster", servers=2) as cluster:
         code, out = build(capsys, monkeypatch, tmp_path, str(rmsnorm), "--variant", CPU, "--variant", CUDA,
                           "--dist", cluster.url, "-j", "4", token=cluster.token)
@@ -71,6 +72,17 @@ def test_compiles_run_on_the_build_servers(rmsnorm, tmp_path, capsys, monkeypatc
     assert (rmsnorm / "build" / CUDA / "metadata.json").is_file()
     # what the servers compiled works: the kernel's own tests on its CPU variant
     assert main(["test", str(rmsnorm), "--variant", CPU]) == 0
+    # and it is what a local build of the same commit gives, byte for byte (sccache renames nvcc's
+    # intermediate host file, which only local symbols name: CUDA libraries are linked without them)
+    code, out = build(capsys, monkeypatch, tmp_path / "here", str(here), "--variant", CPU, "--variant", CUDA, "-j", "4")
+    assert code == 0 and "compile cache:" in out, out
+    assert variant_files(here) == variant_files(rmsnorm)
+
+
+def variant_files(kernel: Path) -> dict[str, bytes]:
+    files = {str(p.relative_to(kernel)): p.read_bytes() for p in sorted((kernel / "build").rglob("*")) if p.is_file()}
+    assert any(name.endswith(".so") for name in files), files.keys()
+    return files
 
 
 def test_an_unreachable_scheduler_compiles_here_with_one_warning(rmsnorm, tmp_path, capsys, monkeypatch):

@@ -303,8 +303,9 @@ def test_link_flags(kernel):
     variants = by_name(plan_build(inputs(kernel())))
     assert variants[CPU_214].link_flags == ("-shared", "-L/env/torch/lib", "-lc10", "-ltorch", "-ltorch_cpu",
                                             "-l:libstdc++.so.6")
+    # CUDA: no local symbols, which name nvcc's intermediate files (sccache renames them: --dist)
     assert variants[CU130_214].link_flags == (
-        "-shared", "-L/env/torch/lib", "-lc10", "-ltorch", "-ltorch_cpu",
+        "-shared", "-Wl,--discard-all", "-L/env/torch/lib", "-lc10", "-ltorch", "-ltorch_cpu",
         "-lc10_cuda", "-ltorch_cuda", "-L/opt/cuda-13.0/lib64", "-l:libcudart.so.13", "-l:libstdc++.so.6")
 
 

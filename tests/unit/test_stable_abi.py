@@ -57,7 +57,7 @@ def test_stable_abi_for_every_backend_names_and_flags(tmp_path):
     # A CUDA section that does not depend on torch compiles exactly as before: no torch at all.
     assert not any("TORCH" in f for f in unit(cuda, "relu_cuda/relu.cu").flags)
     assert cpu.link_flags == ("-shared", "-L/env/torch/lib", "-ltorch", "-ltorch_cpu", "-l:libstdc++.so.6")
-    assert cuda.link_flags == ("-shared", "-L/env/torch/lib", "-ltorch", "-ltorch_cpu", "-ltorch_cuda",
+    assert cuda.link_flags == ("-shared", "-Wl,--discard-all", "-L/env/torch/lib", "-ltorch", "-ltorch_cpu", "-ltorch_cuda",
                                "-L/opt/cuda-13.0/lib64", "-l:libcudart.so.13", "-l:libstdc++.so.6")
 
 
