@@ -22,21 +22,25 @@ from builder.report import Reporter
 from builder.toolchains.toolchain import nvcc_takes_random_seed
 
 
-def run_graph(options: BuildOptions, plans: list[ToolchainPlan], reporter: Reporter) -> NinjaOutcome | None:
-    """Compile and link every compiled variant of `plans` in one ninja run (None: nothing to compile)."""
+def run_graph(options: BuildOptions, plans: list[ToolchainPlan], reporter: Reporter,
+              targets: list[str] | None = None) -> NinjaOutcome | None:
+    """Compile and link every compiled variant of `plans` in one ninja run (None: nothing to compile).
+    `targets`: only these outputs of the graph (objects, say), as bench/dist_compile.py times a
+    fixed set of a kernel's units; by default every compiled variant's library."""
     compiled = [v for j in plans for v in j.plan.variants if v.compiled]
     if not compiled:
         return None
     client = _dist_client(options, reporter)
     try:
-        return _run(options, plans, compiled, reporter, client)
+        return _run(options, plans, compiled, reporter, client,
+                    targets if targets is not None else [str(v.library) for v in compiled])
     finally:
         if client:
             client.stop()
 
 
 def _run(options: BuildOptions, plans: list[ToolchainPlan], compiled, reporter: Reporter,
-         client: dist.DistClient | None) -> NinjaOutcome:
+         client: dist.DistClient | None, targets: list[str]) -> NinjaOutcome:
     cache = None if client else _compile_cache(options, reporter)
     ninja_path, graph = write_graph(options, plans, cache, client.sccache if client else None)
     reporter.start_variants(graph.steps)
@@ -49,7 +53,7 @@ def _run(options: BuildOptions, plans: list[ToolchainPlan], compiled, reporter: 
     if threads > 1:
         env["KBUILD_NVCC_THREADS"] = str(threads)
         reporter.info(f"nvcc compiles each unit's archs in {threads} threads")
-    outcome = run_ninja(ninja_path, [str(v.library) for v in compiled], options.compile_jobs, reporter, env=env,
+    outcome = run_ninja(ninja_path, targets, options.compile_jobs, reporter, env=env,
                         owners=graph.owners, outputs=graph.outputs)
     if outcome.compiles_run == 0 and outcome.returncode == 0:
         reporter.info("nothing to compile: every object is up to date")

@@ -1,0 +1,122 @@
+"""The whole release build of a kernel on 1, 8 and 64 machines, modelled from one measured set of
+its units (bench/dist_compile.py, issue 34).
+
+What is measured there, at one arch: each unit's compile time with every core busy (row local), the
+same units on one machine's cores (half) and through sccache-dist (dist: each unit's extra time on
+a build server over half's, and the client's CPU seconds per unit). What the release build is comes
+from kbuild's own tables: the variants of the default matrix (plan/matrix.py) and the archs each
+compiles for (`variant_archs`), and the kernel's CUDA units (its build.toml).
+
+The model, stated so it can be checked against a real run:
+- a unit not in the measured set takes the measured set's mean; every arch costs what the measured
+  arch cost (cicc and ptxas dominate and scale with the arch count);
+- one machine (kbuild alone, C cores): a job is one unit of one variant, all its archs in one nvcc
+  (with many units kbuild gives each nvcc one thread); jobs go longest-first to the first free core;
+- M machines through sccache-dist: sccache runs each arch's cicc and ptxas as a job of its own on a
+  server, so a job is one unit at one arch, plus the measured overhead per job; the client's share
+  (nvcc's preprocessing and driver steps, sccache's packaging) runs on the client's C cores and
+  bounds the build from below;
+- links are left out (the measured set links no library): a release adds one link per variant.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from pathlib import Path
+
+
+def makespan(durations: list[float], slots: int) -> float:
+    """Longest-first list scheduling onto `slots` cores (within 4/3 of the best schedule)."""
+    free = [0.0] * max(1, slots)
+    for d in sorted(durations, reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + d)
+    return max(free)
+
+
+def release_jobs(kernel: Path) -> dict:
+    """The kernel's CUDA units and, per CUDA variant of the default matrix, the archs it compiles."""
+    from builder.plan.matrix import matrix_variants, select, variant_archs
+    from builder.project.manifest import load_manifest
+
+    m = load_manifest(kernel / "build.toml")
+    units = sorted({s for section in m.kernels_for("cuda") for s in section.src if s.endswith(".cu")})
+    variants = {}
+    for mv in matrix_variants(m, select())[0]:
+        if mv.variant.backend == "cuda" and mv.target and mv.target.cuda:
+            variants[mv.variant.name] = variant_archs(m, mv.target.cuda)
+    return {"units": units, "variants": variants}
+
+
+def model(kernel: Path, local: dict, half: dict | None, dist: dict | None, cores: int,
+          machines: tuple[int, ...] = (1, 8, 64)) -> dict:
+    measured = {u["source"]: u["seconds"] for u in local["units"] if u["seconds"] is not None}
+    if not measured:
+        return {"summary": ["model: no unit time was measured"]}
+    mean = statistics.fmean(measured.values())
+    release = release_jobs(kernel)
+    times = [measured.get(u, mean) for u in release["units"]]
+    overhead, client = _dist_costs(half, dist, measured)
+    one = [t * len(archs) for archs in release["variants"].values() for t in times]
+    per_arch = [t + overhead for archs in release["variants"].values() for t in times for _ in archs]
+    figures = {}
+    for n in machines:
+        if n == 1:
+            figures[n] = {"seconds": makespan(one, cores), "bound": "compile", "jobs": len(one)}
+            continue
+        compile_s = makespan(per_arch, cores * n)
+        client_s = client * len(per_arch) / cores
+        figures[n] = {"seconds": max(compile_s, client_s), "jobs": len(per_arch),
+                      "compile_seconds": round(compile_s, 1), "client_seconds": round(client_s, 1),
+                      "bound": "client" if client_s > compile_s else "compile"}
+    base = figures[1]["seconds"]
+    for n, f in figures.items():
+        f["seconds"] = round(f["seconds"], 1)
+        f["ratio"] = round(f["seconds"] / base, 3)
+    longest = max(times)
+    result = {"assumptions": __doc__.split("The model, stated so it can be checked against a real run:")[1].strip(),
+              "units": len(release["units"]), "measured_units": len(measured), "mean_unit_seconds": round(mean, 1),
+              "longest_unit_seconds": round(longest, 1), "variants": release["variants"],
+              "overhead_per_job_seconds": round(overhead, 2), "client_cpu_per_job_seconds": round(client, 2),
+              "cores_per_machine": cores, "critical_path_seconds": {
+                  "one_machine": round(longest * max(len(a) for a in release["variants"].values()), 1),
+                  "distributed": round(longest + overhead, 1)},
+              "machines": {str(n): f for n, f in figures.items()}}
+    result["summary"] = _summary(result, figures)
+    return result
+
+
+def _dist_costs(half: dict | None, dist: dict | None, measured: dict) -> tuple[float, float]:
+    """Per job: a build server's time over the same unit on a machine of its size (half), and the
+    client's CPU seconds (the host's busy time less the servers')."""
+    if not dist:
+        return 0.0, 0.0
+    on_half = {u["source"]: u["seconds"] for u in half["units"]} if half else {}
+    extra = [u["seconds"] - on_half[u["source"]] for u in dist["units"]
+             if u["seconds"] is not None and on_half.get(u["source"]) is not None]
+    client = max(0.0, dist["busy_cpu_seconds"] - dist.get("servers_cpu_seconds", 0.0)) / max(1, len(dist["units"]))
+    return (statistics.median(extra) if extra else 0.0), client
+
+
+def _summary(result: dict, figures: dict) -> list[str]:
+    lines = [f"model: {result['units']} units x {len(result['variants'])} CUDA variants "
+             f"({', '.join(f'{k}: {len(v)} archs' for k, v in result['variants'].items())}); "
+             f"unit mean {result['mean_unit_seconds']} s, longest {result['longest_unit_seconds']} s "
+             f"({result['measured_units']} measured)"]
+    for n, f in figures.items():
+        extra = "" if n == 1 else f" (bound: {f['bound']}; compile {f['compile_seconds']} s, client {f['client_seconds']} s)"
+        lines.append(f"  {n:3} machine(s) of {result['cores_per_machine']} cores: {f['seconds']:9.1f} s  "
+                     f"{f['ratio']:.3f}x of one{extra}")
+    eight = figures.get(8)
+    if eight:
+        need = 0.2 * figures[1]["seconds"]
+        if eight["seconds"] <= need:
+            lines.append("  8 machines reach 0.2x of one in this model")
+        elif eight["bound"] == "client":
+            lines.append(f"  8 machines miss 0.2x ({need:.0f} s) because the one client's share takes "
+                         f"{eight['client_seconds']} s: it must shrink {eight['client_seconds'] / need:.1f}x "
+                         "(preprocess once per unit instead of per arch, or split the build over clients)")
+        else:
+            lines.append(f"  8 machines miss 0.2x ({need:.0f} s): compiles take {eight['compile_seconds']} s; "
+                         f"the per-job overhead ({result['overhead_per_job_seconds']} s) or the longest unit bounds it")
+    return lines
