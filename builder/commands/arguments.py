@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -57,18 +58,20 @@ def build_options(args) -> BuildOptions:
     from builder.config.remote_cache import resolve_remote
     from builder.config.dist import resolve_dist
     from builder.config.options import BuildOptions, manylinux_policy
+    from builder.project.workspace import workspace_url
 
     jobs = getattr(args, "jobs", None)
     if jobs is not None and jobs < 1:
         raise UsageError(f"-j/--jobs: expected a positive number, got {jobs}")
     env = builder_settings()
     root = folder(args.dir).resolve()
+    workspace = partial(workspace_url, root)  # the scale-out settings' build.toml: the workspace's, if it is one
     return BuildOptions(
         folder=root, variants=tuple(getattr(args, "variant", ())), compile_jobs=jobs,
         python=python(args), cuda_home=env.cuda_home, cache_dir=env.cache_dir, cxx=env.cxx,
         compile_cache=getattr(args, "compile_cache", True), compile_cache_dir=env.ccache_dir,
-        remote_cache=resolve_remote(env.remote_cache, root),
-        dist=resolve_dist(args.dist, env.dist_scheduler, env.dist_token, root) if hasattr(args, "dist") else None,
+        remote_cache=resolve_remote(env.remote_cache, workspace),
+        dist=resolve_dist(args.dist, env.dist_scheduler, env.dist_token, workspace) if hasattr(args, "dist") else None,
         source_date_epoch=env.source_date_epoch, all_variants=getattr(args, "all_variants", False),
         toolchains_dir=env.toolchains_dir, torch_index=env.torch_index,
         cuda_archs=_cuda_archs(args, env.cuda_arch_list), nvcc_threads=_nvcc_threads(env.nvcc_threads),
