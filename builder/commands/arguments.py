@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from builder.config.cascade import Setting, resolve, value
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import UsageError
 
 TYPE_CHECKING = False

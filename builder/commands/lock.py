@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.commands.arguments import add_hub, folder
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import LockError, UsageError
 
 PROJECT_HINT = "pass a project folder (with pyproject.toml)"

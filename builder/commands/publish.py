@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from builder.commands.arguments import add_dir, add_hub, folder
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import UsageError
 
 TYPE_CHECKING = False

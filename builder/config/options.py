@@ -12,7 +12,7 @@ from kbuild.settings import DEFAULT_CACHE
 from builder.config.cascade import Setting, resolve
 from builder.config.dist import DistSettings
 from builder.config.remote_cache import RemoteCache
-from builder.config.settings import DEFAULT_TOOLCHAINS, PROBES, PYPI
+from builder.config.environment import DEFAULT_TOOLCHAINS, PROBES, PYPI
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import pytest
 from builder.commands.arguments import build_options
 from builder.commands.main import parser
 from builder.config.cascade import DEFAULT, Setting, resolve
-from builder.config.settings import from_environment
+from builder.config.environment import from_environment
 from builder.config.options import BuildOptions
 from builder.backends.cuda_arch import parse_arch_list
 from builder.errors import ManifestError, UsageError
@@ -145,7 +145,7 @@ def test_only_the_settings_read_the_environment():
     builder = Path(__file__).resolve().parents[2] / "builder"
     readers = {str(p.relative_to(builder)): lines for p in sorted(builder.rglob("*.py"))
                if (lines := environment_reads(p.read_text()))}
-    assert readers == {"config/settings.py": readers.get("config/settings.py")}, readers
+    assert readers == {"config/environment.py": readers.get("config/environment.py")}, readers
 
 
 # -- the hub address ------------------------------------------------------------------------------
