@@ -122,7 +122,7 @@ def test_clean_removes_each_members_builds_as_it_goes(tmp_path):
 
 
 def test_check_members_reads_every_member_before_raising(tmp_path):
-    from builder.project.check import check_members
+    from builder.project.workspace import check_members
 
     ws = workspace(tmp_path, "ka", "kb", "kc")
     break_manifest(ws / "kernels" / "ka")
