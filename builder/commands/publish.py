@@ -1,5 +1,5 @@
 """`kbuild publish [DIR]`: push built variants to a version branch of a hub repo; a workspace's
-members each to their own (builder/publish/workspace.py)."""
+members each to their own (builder/publish/members.py)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
 def run(args, reporter: Reporter) -> int:
     from builder.hub.open import open_hub
     from builder.publish.publish import PublishOptions
-    from builder.publish.workspace import publish_members
+    from builder.publish.members import publish_members
 
     settings = builder_settings()
     if args.sign_key is not None and not args.sign:

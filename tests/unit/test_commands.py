@@ -68,7 +68,7 @@ def test_publish_members_refuses_or_skips_each_member_alone(tmp_path):
     from builder.hub.address import parse_hub
     from builder.hub.open import open_hub
     from builder.publish.publish import PublishError, PublishOptions
-    from builder.publish.workspace import publish_members
+    from builder.publish.members import publish_members
     from builder.report import Reporter
 
     ws = workspace(tmp_path, "good", "bad")
