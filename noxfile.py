@@ -60,7 +60,7 @@ def matrix(session: nox.Session) -> None:
 
 _TOOLCHAIN_PYTHON = """
 from builder.toolchains.provision import ToolchainStore
-from builder.config.settings import from_environment
+from builder.config.environment import from_environment
 print(ToolchainStore(from_environment().toolchains_dir).torch_python("{release}", cuda=True))
 """
 

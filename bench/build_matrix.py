@@ -51,7 +51,7 @@ from builder.config.options import BuildOptions  # noqa: E402
 from builder.plan.steps import _DROPPED_NVCC_FLAGS  # noqa: E402
 from builder.toolchains.provision import ToolchainStore  # noqa: E402
 from builder.report import Reporter  # noqa: E402
-from builder.config.settings import PYPI  # noqa: E402
+from builder.config.environment import PYPI  # noqa: E402
 from builder import resources  # noqa: E402
 from builder.toolchains.toolchain import probe_torch  # noqa: E402
 from builder.project.workspace import kernel_dirs, workspace_matrix  # noqa: E402

@@ -440,7 +440,7 @@ class _HttpWorld:
         from hostile_hub import HostileHub
         from huggingface_hub import constants
 
-        from kbuild.lock import lock_kernel, write_lock
+        from kbuild.lockfile import lock_kernel, write_lock
         from runtime_hubs import INIT
 
         constants.HF_HUB_DISABLE_TELEMETRY = True  # nothing but 127.0.0.1

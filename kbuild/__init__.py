@@ -30,7 +30,7 @@ _EXPORTS = {
     "kernelize": "layers", "register_kernel_mapping": "layers", "replace_kernel_forward_from_hub": "layers",
     "use_kernel_forward_from_hub": "layers", "use_kernel_mapping": "layers",
     "get_local_kernel": "local",
-    "get_locked_kernel": "lock", "load_kernel": "lock",
+    "get_locked_kernel": "lockfile", "load_kernel": "lockfile",
     "VariantMetadata": "metadata",
     "SystemInfo": "variants", "Variant": "variants", "choose": "variants", "detect_system": "variants",
     "format_trace": "variants", "parse_variant": "variants", "resolve": "variants",
@@ -60,6 +60,6 @@ if TYPE_CHECKING:
                          LockedLayerRepository, Mode, ROCMProperties, kernelize, register_kernel_mapping,
                          replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping)
     from .local import get_local_kernel
-    from .lock import get_locked_kernel, load_kernel
+    from .lockfile import get_locked_kernel, load_kernel
     from .metadata import VariantMetadata
     from .variants import SystemInfo, Variant, choose, detect_system, format_trace, parse_variant, resolve

@@ -57,7 +57,7 @@ _VARIANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 _NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 # A check of a variant folder: raises IntegrityError when the folder is not what the caller
-# expects (kbuild.lock's: metadata.json's sha256 must be the locked one).
+# expects (kbuild.lockfile's: metadata.json's sha256 must be the locked one).
 Expect = Callable[[Path], None]
 
 

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from builder.config.cascade import Setting, resolve, value
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from builder.backends.cuda_arch import Capability
     from builder.config.options import BuildOptions
     from builder.toolchains.provision import ToolchainStore
 
@@ -57,21 +59,24 @@ def build_options(args) -> BuildOptions:
     from builder.config.remote_cache import resolve_remote
     from builder.config.dist import resolve_dist
     from builder.config.options import BuildOptions, manylinux_policy
+    from builder.project.workspace import workspace_url
 
     jobs = getattr(args, "jobs", None)
     if jobs is not None and jobs < 1:
         raise UsageError(f"-j/--jobs: expected a positive number, got {jobs}")
     env = builder_settings()
     root = folder(args.dir).resolve()
+    interpreter = python(args)
+    workspace = partial(workspace_url, root)  # the scale-out settings' build.toml: the workspace's, if it is one
     return BuildOptions(
         folder=root, variants=tuple(getattr(args, "variant", ())), compile_jobs=jobs,
-        python=python(args), cuda_home=env.cuda_home, cache_dir=env.cache_dir, cxx=env.cxx,
+        python=interpreter, cuda_home=env.cuda_home, cache_dir=env.cache_dir, cxx=env.cxx,
         compile_cache=getattr(args, "compile_cache", True), compile_cache_dir=env.ccache_dir,
-        remote_cache=resolve_remote(env.remote_cache, root),
-        dist=resolve_dist(args.dist, env.dist_scheduler, env.dist_token, root) if hasattr(args, "dist") else None,
+        remote_cache=resolve_remote(env.remote_cache, workspace),
+        dist=resolve_dist(args.dist, env.dist_scheduler, env.dist_token, workspace) if hasattr(args, "dist") else None,
         source_date_epoch=env.source_date_epoch, all_variants=getattr(args, "all_variants", False),
         toolchains_dir=env.toolchains_dir, torch_index=env.torch_index,
-        cuda_archs=_cuda_archs(args, env.cuda_arch_list), nvcc_threads=_nvcc_threads(env.nvcc_threads),
+        cuda_archs=_cuda_archs(args, env.cuda_arch_list, interpreter), nvcc_threads=_nvcc_threads(env.nvcc_threads),
         manylinux=value(manylinux_policy(getattr(args, "manylinux", None))), sysroot=getattr(args, "sysroot", True),
     )
 
@@ -84,10 +89,30 @@ def open_store(log: Callable[[str], None] | None = None) -> ToolchainStore:
     return ToolchainStore(env.toolchains_dir, torch_index=env.torch_index, log=log, probe_dir=env.probe_dir)
 
 
-def _cuda_archs(args, from_env: str | None) -> Setting[str] | None:
-    # the flag, else torch's own variable (what torch.utils.cpp_extension and kernel-builder read);
-    # the planner parses them (`native` asks the torch building the kernels)
-    return resolve(flag=("--cuda-archs", getattr(args, "cuda_archs", None)), env=("TORCH_CUDA_ARCH_LIST", from_env))
+def _cuda_archs(args, from_env: str | None, interpreter: str) -> Setting[tuple[Capability, ...]] | None:
+    """The flag, else torch's own variable (what torch.utils.cpp_extension and kernel-builder read),
+    parsed once; None for a command without --cuda-archs (`kbuild variants` lists every arch)."""
+    if not hasattr(args, "cuda_archs"):
+        return None
+    return resolve(flag=("--cuda-archs", args.cuda_archs), env=("TORCH_CUDA_ARCH_LIST", from_env),
+                   parse=partial(_arch_list, interpreter=interpreter))
+
+
+def _arch_list(text: str, origin: str, error: type, interpreter: str) -> tuple[Capability, ...]:
+    """`8.0;9.0a` (`8.0 9.0+PTX`, `8.0,9.0`), or `native`: the GPUs the building torch sees."""
+    from builder.backends.cuda_arch import parse_arch_list
+
+    if text.strip() == "native":
+        from builder.toolchains.toolchain import gpu_capabilities  # probes torch: only `native` pays
+
+        if not (caps := gpu_capabilities(interpreter)):
+            raise error(f"{origin} native: torch in {interpreter} sees no GPU",
+                        hint='name the archs instead, e.g. --cuda-archs "8.0;9.0a"')
+        return caps
+    try:
+        return parse_arch_list(text, origin)
+    except ValueError as e:
+        raise error(str(e)) from None
 
 
 def _nvcc_threads(text: str | None) -> int | None:

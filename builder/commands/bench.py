@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from builder.commands.arguments import add_hub, add_python, folder, python
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import ExitCode, UsageError
 from builder.layout import BENCH_DIR
 

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, reporter: Reporter) -> int:
-    from builder.project.check import check_members
+    from builder.project.workspace import check_members
 
     for m in check_members(folder(args.dir)):  # raises every member's errors once all were read
         kinds = "torch-noarch" if m.noarch else f"{len(m.kernels)} kernel section(s)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from builder.commands.arguments import add_hub
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import KbuildError
 
 TYPE_CHECKING = False

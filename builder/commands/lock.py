@@ -1,7 +1,7 @@
 """`kbuild lock` and `kbuild download`: pin the kernels a Python project uses, and pre-fetch them.
 
 A project names its kernels in pyproject.toml's [tool.kbuild.kernels]
-(builder/config/kernel_requests.py). `kbuild lock` writes kernels.lock beside it (kbuild.lock's
+(builder/config/kernel_requests.py). `kbuild lock` writes kernels.lock beside it (kbuild.lockfile's
 format); `kbuild download` fetches what the lock names into the cache, so `kbuild.load_kernel`
 works offline.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.commands.arguments import add_hub, folder
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import LockError, UsageError
 
 PROJECT_HINT = "pass a project folder (with pyproject.toml)"
@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
 
 
 def run_lock(args, reporter) -> int:
-    from kbuild.lock import LOCK_NAME, lock_kernel, write_lock
+    from kbuild.lockfile import LOCK_NAME, lock_kernel, write_lock
 
     from builder.config.kernel_requests import PYPROJECT, requested_kernels
 
@@ -51,7 +51,7 @@ def run_lock(args, reporter) -> int:
 
 
 def run_download(args, reporter) -> int:
-    from kbuild.lock import LOCK_NAME, download_locked
+    from kbuild.lockfile import LOCK_NAME, download_locked
 
     lockfile = folder(args.dir, hint=PROJECT_HINT).resolve() / LOCK_NAME
     if not lockfile.is_file():

@@ -18,7 +18,7 @@ import warnings
 from builder import __version__
 from builder.commands import (bench, build, check, check_abi, clean, completion, hub, info, init, lock, matrix,
                               publish, reproduce, test, toolchain, update_build, variants, verify)
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import ExitCode, KbuildError
 
 TYPE_CHECKING = False

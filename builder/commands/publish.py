@@ -1,12 +1,12 @@
 """`kbuild publish [DIR]`: push built variants to a version branch of a hub repo; a workspace's
-members each to their own (builder/publish/workspace.py)."""
+members each to their own (builder/publish/members.py)."""
 
 from __future__ import annotations
 
 import json
 
 from builder.commands.arguments import add_dir, add_hub, folder
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import UsageError
 
 TYPE_CHECKING = False
@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
 def run(args, reporter: Reporter) -> int:
     from builder.hub.open import open_hub
     from builder.publish.publish import PublishOptions
-    from builder.publish.workspace import publish_members
+    from builder.publish.members import publish_members
 
     settings = builder_settings()
     if args.sign_key is not None and not args.sign:

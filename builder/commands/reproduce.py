@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, reporter: Reporter) -> int:
-    from builder.config.settings import from_environment
+    from builder.config.environment import from_environment
     from builder.verify.reproduce import reproduce
 
     env = from_environment()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from builder.commands.arguments import add_dir, add_python, folder, python
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import ExitCode
 
 TYPE_CHECKING = False

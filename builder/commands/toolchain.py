@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict
 
 from builder.commands.arguments import open_store
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import KbuildError
 
 TYPE_CHECKING = False

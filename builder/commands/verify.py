@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
 def run(args, reporter: Reporter) -> int:
     from kbuild.errors import KernelError
 
-    from builder.config.settings import from_environment
+    from builder.config.environment import from_environment
     from builder.verify.signatures import verify_signatures
 
     hub = from_environment().hub_setting(args.hub).value  # --hub through the one cascade

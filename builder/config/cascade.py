@@ -22,6 +22,10 @@ DEFAULT = "default"  # the origin of a value no flag, variable or build.toml nam
 TomlSource = Callable[[], "tuple[str, str] | None"]
 # turns a source's text into the setting's value; raises `error` with a message led by `origin`
 Parse = Callable[[str, str, type], object]
+# reads the string `[workspace.<table>] <key>` of the build's workspace as a TomlSource does (None:
+# unset); the command hands in project/workspace.py's workspace_url bound to its folder, so the
+# settings read a build.toml without importing the project's readers
+WorkspaceValue = Callable[..., "tuple[str, str] | None"]
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,10 @@ scheduler's client token always from `KBUILD_DIST_TOKEN`. compile/sccache_dist.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import urlsplit
 
-from builder.config.cascade import resolve
+from builder.config.cascade import WorkspaceValue, resolve
 from builder.errors import UsageError
-from builder.project.workspace import workspace_url
 
 ENV_SCHEDULER = "KBUILD_DIST_SCHEDULER"
 ENV_TOKEN = "KBUILD_DIST_TOKEN"
@@ -31,11 +29,11 @@ def parse_scheduler(text: str, origin: str, error=UsageError) -> str:
 
 
 def resolve_dist(flag: str | None, env_scheduler: str | None, env_token: str | None,
-                 folder: Path) -> DistSettings | None:
-    """--dist URL, else KBUILD_DIST_SCHEDULER (`off`: none), else [workspace.dist] scheduler; None:
-    compile here."""
+                 workspace: WorkspaceValue) -> DistSettings | None:
+    """--dist URL, else KBUILD_DIST_SCHEDULER (`off`: none), else [workspace.dist] scheduler (read
+    through `workspace` only then); None: compile here."""
     found = resolve(flag=("--dist", flag), env=(ENV_SCHEDULER, env_scheduler), parse=parse_scheduler,
-                    toml=lambda: workspace_url(folder, "dist", "scheduler", hint=f"; the token comes from {ENV_TOKEN}"),
+                    toml=lambda: workspace("dist", "scheduler", hint=f"; the token comes from {ENV_TOKEN}"),
                     can_turn_off=True)
     if found is None or found.value is None:
         return None

@@ -1,6 +1,6 @@
 """What one `kbuild build` (or `kbuild variants`) was asked for, resolved once by the CLI through
-config/cascade.py. What the planner derives from it (parsed archs, include folders, sysroots) is
-the planner's own record (plan/planner.py's Resolved), never written back here."""
+config/cascade.py. What the planner derives from it (include folders, sysroots) is the planner's
+own record (plan/planner.py's Resolved), never written back here."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from kbuild.settings import DEFAULT_CACHE
 from builder.config.cascade import Setting, resolve
 from builder.config.dist import DistSettings
 from builder.config.remote_cache import RemoteCache
-from builder.config.settings import DEFAULT_TOOLCHAINS, PROBES, PYPI
+from builder.config.environment import DEFAULT_TOOLCHAINS, PROBES, PYPI
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from builder.backends.cuda_arch import Capability
     from builder.project.manifest import Manifest
 
 MANYLINUX_FLAG = "--manylinux"
@@ -40,8 +41,9 @@ class BuildOptions:
     all_variants: bool = False  # `--all`: every variant of the matrix, toolchains provisioned
     toolchains_dir: Path = DEFAULT_TOOLCHAINS  # KBUILD_TOOLCHAINS
     torch_index: str = PYPI  # where CUDA builds of torch come from
-    # "8.0;9.0a" or "native": only these archs (partial build), from --cuda-archs or TORCH_CUDA_ARCH_LIST
-    cuda_archs: Setting[str] | None = None
+    # only these archs (a partial build): --cuda-archs or TORCH_CUDA_ARCH_LIST ("8.0;9.0a", or "native": the
+    # visible GPUs'), parsed once by the CLI; its origin names which in errors
+    cuda_archs: Setting[tuple[Capability, ...]] | None = None
     nvcc_threads: int | None = None  # threads per nvcc (NVCC_THREADS); None sizes them from the cores
     manylinux: str | None = None  # `--manylinux`: the ABI floor no library may exceed (else [general] manylinux)
     sysroot: bool = True  # build under a policy against its glibc sysroot (`--no-sysroot`: only check)

@@ -10,12 +10,10 @@ then the remote one, and writes what it compiled to both; an unreachable server 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import urlsplit
 
-from builder.config.cascade import resolve, value
+from builder.config.cascade import WorkspaceValue, resolve, value
 from builder.errors import UsageError
-from builder.project.workspace import workspace_url
 
 ENV = "KBUILD_REMOTE_CACHE"
 # the storage kinds ccache's remote storage speaks (its `--version` lists them as *-storage)
@@ -47,7 +45,8 @@ def parse_remote(text: str, origin: str, error=UsageError) -> RemoteCache:
     return RemoteCache(text.strip(), origin)
 
 
-def resolve_remote(env_value: str | None, folder: Path) -> RemoteCache | None:
-    """KBUILD_REMOTE_CACHE (`off`: none), else the workspace's [workspace.cache] remote, else None."""
-    return value(resolve(env=(ENV, env_value), toml=lambda: workspace_url(folder, "cache", "remote"),
+def resolve_remote(env_value: str | None, workspace: WorkspaceValue) -> RemoteCache | None:
+    """KBUILD_REMOTE_CACHE (`off`: none), else the workspace's [workspace.cache] remote (read through
+    `workspace` only then), else None."""
+    return value(resolve(env=(ENV, env_value), toml=lambda: workspace("cache", "remote"),
                          parse=parse_remote, can_turn_off=True))

@@ -1,6 +1,6 @@
 """`--hub` / `KBUILD_HUB` / `HF_ENDPOINT`: the runtime's hub-address parser
 (kbuild.hubs.parse_hub_address), with its errors as one-line usage errors naming where the address
-came from (which of them wins is config/settings.py's `hub_setting`)."""
+came from (which of them wins is config/environment.py's `hub_setting`)."""
 
 from __future__ import annotations
 

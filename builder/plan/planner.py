@@ -10,10 +10,10 @@ from dataclasses import dataclass, field, replace
 from kbuild.variants import parse_variant
 
 from builder.project.manylinux import policy_glibc
-from builder.backends.cuda_arch import Capability, parse_arch_list, parse_capability
+from builder.backends.cuda_arch import Capability
 from builder.backends import compiled
 from builder.project.dependencies import parse_dependency, pick_cutlass
-from builder.errors import KbuildError, ToolchainError, UsageError
+from builder.errors import KbuildError, ToolchainError
 from builder.notices import notice
 from builder.project.gitid import SourceId, source_id
 from builder.layout import WORK_DIR
@@ -49,7 +49,6 @@ class Resolved:
     """What the planner derives from a build's options, kept beside them (BuildOptions stays what
     the user asked for)."""
 
-    cuda_archs: Setting[tuple[Capability, ...]] | None = None  # the options' cuda_archs, parsed (same origin)
     # kernel folder -> its `depends` name -> include folders (or the error that kept them from being
     # provisioned); None when not provisioned: `kbuild variants` plans without them
     dependency_includes: dict | None = None
@@ -84,42 +83,14 @@ def _one_line(e: KbuildError) -> str:
     return "; ".join(map(str, getattr(e, "errors", (e,)))) + (f" ({e.hint})" if e.hint else "")
 
 
-def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, resolved: Resolved) -> PlanInputs:
+def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, resolved: Resolved,
+            cuda_archs: Setting[tuple[Capability, ...]] | None = None) -> PlanInputs:
     work = m.root / WORK_DIR
     includes = resolved.dependency_includes
     return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include",
-                      cuda_archs=resolved.cuda_archs,
+                      cuda_archs=cuda_archs,
                       dependency_includes=None if includes is None else includes.get(m.root, {}),
                       sysroot=resolved.sysroots.get(m.root))
-
-
-def resolve_archs(options: BuildOptions) -> Setting[tuple[Capability, ...]] | None:
-    """Parse --cuda-archs / TORCH_CUDA_ARCH_LIST once, keeping its origin; `native` asks the torch
-    building the kernels for the capabilities of the GPUs it sees."""
-    archs = options.cuda_archs
-    if archs is None:
-        return None
-    if archs.value.strip() == "native":
-        caps = _native_capabilities(options.python)
-        if not caps:
-            raise UsageError(f"{archs.origin} native: torch in {options.python} sees no GPU",
-                             hint='name the archs instead, e.g. --cuda-archs "8.0;9.0a"')
-        return Setting(caps, archs.origin)
-    try:
-        return Setting(parse_arch_list(archs.value, archs.origin), archs.origin)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-_NATIVE_PROBE = ("import torch\nfor i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
-                 "    print('%d.%d' % torch.cuda.get_device_capability(i))")
-
-
-def _native_capabilities(python: str) -> tuple[Capability, ...]:
-    from builder import proc
-
-    out = proc.run([python, "-c", _NATIVE_PROBE], timeout=300, what="GPU capability probe").stdout
-    return tuple(dict.fromkeys(parse_capability(line.strip()) for line in out.splitlines() if line.strip()))
 
 
 def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], cuda: bool,
@@ -196,13 +167,15 @@ def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tu
     fails its variants only."""
     failed: list[VariantResult] = []
     kernels = load_kernels(options, sources, failed)
-    resolved = Resolved(resolve_archs(options), sysroots=resolve_sysroots(options, kernels, reporter))
+    resolved = Resolved(sysroots=resolve_sysroots(options, kernels, reporter))
+    archs = options.cuda_archs
     if not options.all_variants and not options.variants:
         toolchain = find_toolchain(options)
         resolved = replace(resolved, dependency_includes=resolve_dependencies(
             options, kernels, toolchain.cuda is not None, reporter))
-        plans = [ToolchainPlan(plan_build(_inputs(m, toolchain, s, resolved), isolate=True), toolchain) for m, s in kernels]
-        return _planned(plans, failed, resolved, reporter)
+        plans = [ToolchainPlan(plan_build(_inputs(m, toolchain, s, resolved, archs), isolate=True), toolchain)
+                 for m, s in kernels]
+        return _planned(plans, failed, resolved, archs, reporter)
     choice, where = workspace_matrix(options.folder)
     matrix = select(choice, where) if options.all_variants else full_matrix()
     wanted = set(options.variants)
@@ -213,7 +186,7 @@ def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tu
         _backend_of(name) in ("cuda", None) for name in options.variants), reporter))
     by_target: dict = {}
     for m, source in kernels:
-        here = plan_build(_inputs(m, current, source, resolved), options.variants, isolate=True) if current else None
+        here = plan_build(_inputs(m, current, source, resolved, archs), options.variants, isolate=True) if current else None
         done = {v.name for v in here.variants} | {f.variant for f in here.failed} if here else set()
         if here and (here.variants or here.failed):
             plans.append(ToolchainPlan(replace(here, skipped=()), current))
@@ -240,14 +213,14 @@ def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tu
             if error:
                 failed.append(VariantResult(m.name, name, "failed", reason=f"{target}: {error}"))
                 continue
-            plan = plan_build(_inputs(m, toolchain, source, resolved), (name,), isolate=True)
+            plan = plan_build(_inputs(m, toolchain, source, resolved, archs), (name,), isolate=True)
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
             plans.append(ToolchainPlan(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
-    return _planned(_prune_skips(plans, wanted), failed, resolved, reporter)
+    return _planned(_prune_skips(plans, wanted), failed, resolved, archs, reporter)
 
 
 def _planned(plans: list[ToolchainPlan], failed: list[VariantResult], resolved: Resolved,
-             reporter: Reporter) -> tuple[list[ToolchainPlan], list[VariantResult]]:
+             archs: Setting[tuple[Capability, ...]] | None, reporter: Reporter) -> tuple[list[ToolchainPlan], list[VariantResult]]:
     """The plans with their sysroots, and every failed row so far: bad manifests, then the variants
     that could not be planned. Sections --cuda-archs left out get one warning each."""
     failed += [VariantResult(j.plan.manifest.name, f.variant, "failed", reason=f.reason)
@@ -255,12 +228,11 @@ def _planned(plans: list[ToolchainPlan], failed: list[VariantResult], resolved: 
     left_out: dict = {}  # (kernel, section, its archs) -> the variants it is absent from
     for j in plans:
         for v in j.plan.variants:
-            for section, archs in v.skipped_sections:
-                left_out.setdefault((j.plan.manifest.name, section, archs), []).append(v.name)
-    archs = resolved.cuda_archs
+            for section, listed in v.skipped_sections:
+                left_out.setdefault((j.plan.manifest.name, section, listed), []).append(v.name)
     asked = f"{archs.origin} {';'.join(map(str, archs.value))}" if archs else ""
-    for (kernel, section, archs), names in left_out.items():
-        reporter.warn(f"{kernel}: skipping [kernel.{section}] (cuda-capabilities {', '.join(archs)}): none of them "
+    for (kernel, section, listed), names in left_out.items():
+        reporter.warn(f"{kernel}: skipping [kernel.{section}] (cuda-capabilities {', '.join(listed)}): none of them "
                       f"is in {asked}; it is not compiled into {', '.join(names)}, which kbuild refuses after "
                       "linking if the rest of the library calls into it")
     return _with_sysroots(plans, resolved), failed

@@ -1,11 +1,14 @@
-"""Which kernel projects a folder names: a kernel's own build.toml, or a workspace's members."""
+"""Which kernel projects a folder names: a kernel's own build.toml, or a workspace's members; and
+each of them loaded and checked (`kbuild check`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from builder._toml import tomllib
 from builder.errors import ManifestError
+from builder.project.manifest import Manifest, check_python_package, load_manifest
 from builder.project.toml_lines import key_lines
 
 _WORKSPACE_KEYS = {"members", "exclude", "matrix", "cache", "dist"}
@@ -46,6 +49,22 @@ def kernel_dirs(folder: Path) -> list[Path]:
     if errors:
         raise ManifestError.of(sorted(errors, key=lambda e: e.line or 0))
     return dirs
+
+
+def check_members(folder: Path) -> Iterator[Manifest]:
+    """Each member whose build.toml checks, as it is read; once all were read, one ManifestError
+    with every error of the others (a bad member does not hide the next one's errors)."""
+    errors = []
+    for member in kernel_dirs(folder):
+        try:
+            m = load_manifest(member)
+            check_python_package(m)
+        except ManifestError as e:
+            errors.append(e)
+            continue
+        yield m
+    if errors:
+        raise ManifestError.of(errors)
 
 
 def _key_problem(folder: Path, key: str, value) -> str | None:

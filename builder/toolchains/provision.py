@@ -30,7 +30,7 @@ from typing import Callable, Iterator, Sequence
 
 from builder import proc
 from builder.errors import KbuildError, ToolchainError
-from builder.config.settings import PYPI
+from builder.config.environment import PYPI
 from builder.toolchains.toolchain import TorchInfo, find_cuda, nvcc_version, probe_torch
 
 MARKER = "kbuild-toolchain.json"

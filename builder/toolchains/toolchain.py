@@ -18,7 +18,7 @@ from pathlib import Path
 
 from builder import proc
 from builder.backends import compiled
-from builder.backends.cuda_arch import parse_supported_archs
+from builder.backends.cuda_arch import Capability, parse_capability, parse_supported_archs
 from builder.errors import CommandError, ToolchainError
 
 # Runs inside the target interpreter; prints one JSON object.
@@ -135,6 +135,17 @@ def probe_torch(python: str, cache_dir: Path) -> TorchInfo:
             tmp.replace(cached)
     data["cmake_nvcc_flags"] = cmake_nvcc_flags(Path(data["cmake_cuda_config"]))
     return TorchInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+_GPU_PROBE = ("import torch\nfor i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
+              "    print('%d.%d' % torch.cuda.get_device_capability(i))")
+
+
+def gpu_capabilities(python: str) -> tuple[Capability, ...]:
+    """The compute capabilities of the GPUs the torch of `python` sees (`--cuda-archs native`);
+    empty without one."""
+    out = proc.run([python, "-c", _GPU_PROBE], timeout=300, what="GPU capability probe").stdout
+    return tuple(dict.fromkeys(parse_capability(line.strip()) for line in out.splitlines() if line.strip()))
 
 
 _CMAKE_APPEND = re.compile(r"^\s*list\s*\(\s*APPEND\s+CUDA_NVCC_FLAGS\s+(.*?)\s*\)\s*(?:#.*)?$")

@@ -18,7 +18,7 @@ from pathlib import Path
 from kbuild.variants import parse_variant
 
 from builder import proc, resources
-from builder.config.settings import BuilderSettings
+from builder.config.environment import BuilderSettings
 from builder.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest

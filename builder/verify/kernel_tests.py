@@ -25,7 +25,7 @@ from builder.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.report import VariantResult
-from builder.config.settings import BuilderSettings
+from builder.config.environment import BuilderSettings
 from builder.toolchains.toolchain import TorchInfo, probe_torch
 from builder.project.workspace import kernel_dirs
 

@@ -87,7 +87,7 @@ class LockedLayerRepository:
     above the file that makes this repository, as kbuild.get_locked_kernel finds it)."""
 
     def __init__(self, repo_id: str, *, layer_name: str, lockfile: str | Path | None = None):
-        from ..lock import find_lockfile
+        from ..lockfile import find_lockfile
 
         _check_layer_name(layer_name, f"LockedLayerRepository({repo_id!r})")
         if lockfile is None:
@@ -96,7 +96,7 @@ class LockedLayerRepository:
         self.repo_id, self.layer_name, self.lockfile = repo_id, layer_name, Path(lockfile)
 
     def load(self, backend: str | None = None):
-        from ..lock import get_locked_kernel
+        from ..lockfile import get_locked_kernel
 
         return find_layer(get_locked_kernel(self.repo_id, lockfile=self.lockfile, backend=backend), self)
 

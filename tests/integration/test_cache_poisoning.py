@@ -10,7 +10,7 @@ from hostile_hub import HostileHub
 from runtime_hubs import INIT, Kernel, new_process, runtime_env, start_server, torch_probes
 
 from kbuild import IntegrityError, get_kernel, get_locked_kernel, load_kernel
-from kbuild.lock import lock_kernel, write_lock
+from kbuild.lockfile import lock_kernel, write_lock
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 

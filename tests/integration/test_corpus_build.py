@@ -38,6 +38,7 @@ pytest.importorskip("torch")
 
 from builder.commands.main import main
 from builder.compile.graph import write_graph
+from builder.backends.cuda_arch import parse_arch_list
 from builder.config.cascade import Setting
 from builder.plan.planner import load_kernels, plan_kernels, resolve_dependencies
 from builder.config.options import BuildOptions
@@ -297,7 +298,7 @@ def plan_options(kernel: Path, arch: str) -> BuildOptions:
     # The stores the CLI would use (KBUILD_CACHE, KBUILD_TOOLCHAINS), so CUTLASS is fetched once.
     kbuild_cache = Path(os.environ.get("KBUILD_CACHE") or Path.home() / ".cache" / "kbuild")
     toolchains = Path(os.environ.get("KBUILD_TOOLCHAINS") or Path.home() / ".cache" / "kbuild" / "toolchains")
-    return BuildOptions(folder=kernel, python=sys.executable, cuda_home=CUDA_HOME, cuda_archs=Setting(arch, "--cuda-archs"),
+    return BuildOptions(folder=kernel, python=sys.executable, cuda_home=CUDA_HOME, cuda_archs=Setting(parse_arch_list(arch, "--cuda-archs"), "--cuda-archs"),
                         compile_cache=False, cache_dir=kbuild_cache, toolchains_dir=toolchains)
 
 

@@ -237,7 +237,7 @@ def test_local_and_locked_repositories(hub, tmp_path):
     kernel_root = tmp_path / "rmsnorm"  # built by the hub fixture: build/torch-cpu holds v2
     with use_kernel_mapping({"Version": {"cpu": LocalLayerRepository(kernel_root, layer_name="Version")}}):
         assert kernelize(Version(), device="cpu")() == 2
-    from kbuild.lock import lock_kernel, write_lock
+    from kbuild.lockfile import lock_kernel, write_lock
 
     lockfile = tmp_path / "kernels.lock"
     write_lock(lockfile, [lock_kernel("org/rmsnorm@v1", hub=hub)])

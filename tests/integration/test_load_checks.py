@@ -15,7 +15,7 @@ import pytest
 from builder.commands.main import main
 from kbuild import get_kernel, get_kernel_variants, get_locked_kernel, has_kernel, install_kernel, resolve_kernel
 from kbuild.loading import find_variant
-from kbuild.lock import lock_kernel, write_lock
+from kbuild.lockfile import lock_kernel, write_lock
 from runtime_hubs import CUDA130, Kernel, runtime_env, torch_probes  # noqa: F401 (fixtures)
 
 COMPILED = "torch214-cxx11-cu130-x86_64-linux"

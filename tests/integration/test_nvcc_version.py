@@ -45,7 +45,7 @@ def test_the_build_reads_the_probes_the_toolchain_commands_wrote(system, tmp_pat
     """`kbuild toolchain install` probes through BuilderSettings.probe_dir, a build through
     BuildOptions.probe_dir: one folder, so a build right after an install does not probe again."""
     from builder.config.options import BuildOptions
-    from builder.config.settings import BuilderSettings
+    from builder.config.environment import BuilderSettings
 
     settings, options = BuilderSettings(cache_dir=tmp_path / "cache"), BuildOptions(tmp_path, cache_dir=tmp_path / "cache")
     assert find_cuda(system.home, settings.probe_dir) == find_cuda(system.home, options.probe_dir)

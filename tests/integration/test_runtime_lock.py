@@ -16,7 +16,7 @@ from builder.commands.lock import add_parser
 from builder.report import Reporter
 from kbuild import IntegrityError, get_locked_kernel, load_kernel
 from kbuild.errors import OfflineMiss
-from kbuild.lock import lock_kernel, read_lock
+from kbuild.lockfile import lock_kernel, read_lock
 
 from runtime_hubs import ROCM, Kernel, branch_head, new_process, runtime_env, torch_probes
 

@@ -23,6 +23,7 @@ from filelock import FileLock
 pytest.importorskip("torch")
 
 from builder.compile.graph import write_graph
+from builder.backends.cuda_arch import parse_arch_list
 from builder.config.cascade import Setting
 from builder.plan.planner import plan_kernels
 from builder.project.manifest import load_manifest
@@ -76,7 +77,7 @@ def test_stable_variants_compile_against_their_oldest_torch(name, tmp_path):
     # a copy: planning writes the generated include folder (registration.h) beside the kernel
     kernel = tmp_path / name
     shutil.copytree(REPO / "kernels" / name, kernel, ignore=shutil.ignore_patterns("build", ".kbuild", "__pycache__"))
-    options = BuildOptions(folder=kernel, python=sys.executable, cuda_home=CUDA_HOME, cuda_archs=Setting("8.0", "--cuda-archs"),
+    options = BuildOptions(folder=kernel, python=sys.executable, cuda_home=CUDA_HOME, cuda_archs=Setting(parse_arch_list("8.0", "--cuda-archs"), "--cuda-archs"),
                            compile_cache=False)
     jobs, failed = plan_kernels(options, Reporter(plain=True), {})
     assert failed == []

@@ -68,7 +68,7 @@ def test_publish_members_refuses_or_skips_each_member_alone(tmp_path):
     from builder.hub.address import parse_hub
     from builder.hub.open import open_hub
     from builder.publish.publish import PublishError, PublishOptions
-    from builder.publish.workspace import publish_members
+    from builder.publish.members import publish_members
     from builder.report import Reporter
 
     ws = workspace(tmp_path, "good", "bad")
@@ -122,7 +122,7 @@ def test_clean_removes_each_members_builds_as_it_goes(tmp_path):
 
 
 def test_check_members_reads_every_member_before_raising(tmp_path):
-    from builder.project.check import check_members
+    from builder.project.workspace import check_members
 
     ws = workspace(tmp_path, "ka", "kb", "kc")
     break_manifest(ws / "kernels" / "ka")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.config.settings import from_environment
+from builder.config.environment import from_environment
 from builder.verify.kernel_tests import _hub_env, _own_pytest_config
 REPO_ID = "kernels-community/relu"
 

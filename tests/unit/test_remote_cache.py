@@ -4,6 +4,7 @@ the first one's server; an unreachable server costs only the hits, with one warn
 
 from __future__ import annotations
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from builder.commands.main import main
 from builder.errors import ManifestError, UsageError
 from builder.config.remote_cache import RemoteCache, parse_remote, resolve_remote
+from builder.project.workspace import workspace_url
 from cpu_kernel import write_cpu_kernel
 
 SOURCE = "int twice(int x) { return 2 * x; }\nint thrice(int x) { return 3 * x; }\n"
@@ -47,7 +49,7 @@ def test_bad_settings_are_one_line_errors(tmp_path, capsys, monkeypatch):
     assert code != 0 and "[workspace.cache] url: unknown key (expected: remote)" in out
     with pytest.raises(ManifestError, match=r"\[workspace.cache\] remote: expected a URL string, got 5"):
         (folder / "build.toml").write_text('[workspace]\nmembers = ["kernels/*"]\n[workspace.cache]\nremote = 5\n')
-        resolve_remote(None, folder)
+        resolve_remote(None, partial(workspace_url, folder))
     with pytest.raises(UsageError, match="X: expected a remote cache URL"):
         parse_remote("redis://", "X")
 
@@ -62,6 +64,6 @@ def test_a_password_never_reaches_the_messages():
 
 def test_workspace_without_a_cache_table_has_no_remote(tmp_path):
     folder = workspace(tmp_path / "ws", None)
-    assert resolve_remote(None, folder) is None
-    assert resolve_remote(None, folder / "kernels" / "twice") is None  # a kernel folder, no [workspace]
+    assert resolve_remote(None, partial(workspace_url, folder)) is None
+    assert resolve_remote(None, partial(workspace_url, folder / "kernels" / "twice")) is None  # a kernel folder, no [workspace]
     shutil.rmtree(folder)

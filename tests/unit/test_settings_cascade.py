@@ -15,10 +15,10 @@ import pytest
 from builder.commands.arguments import build_options
 from builder.commands.main import parser
 from builder.config.cascade import DEFAULT, Setting, resolve
-from builder.config.settings import from_environment
+from builder.config.environment import from_environment
 from builder.config.options import BuildOptions
+from builder.backends.cuda_arch import parse_arch_list
 from builder.errors import ManifestError, UsageError
-from builder.plan.planner import resolve_archs
 from plan_inputs import COMPILED, write_kernel
 
 FLAG = ("--level", "flag")
@@ -84,21 +84,29 @@ def options(tmp_path, monkeypatch, *argv, **env) -> BuildOptions:
     return build_options(parser().parse_args(["build", str(tmp_path), *argv]))
 
 
-def test_the_arch_setting_keeps_its_origin_from_flag_to_plan(tmp_path, monkeypatch):
+def test_the_arch_setting_is_parsed_once_and_keeps_its_origin(tmp_path, monkeypatch):
     assert options(tmp_path, monkeypatch).cuda_archs is None
     from_env = options(tmp_path, monkeypatch, TORCH_CUDA_ARCH_LIST="8.0 9.0a")
-    assert from_env.cuda_archs == Setting("8.0 9.0a", "TORCH_CUDA_ARCH_LIST")
-    assert [str(c) for c in resolve_archs(from_env).value] == ["8.0", "9.0a"]
-    assert resolve_archs(from_env).origin == "TORCH_CUDA_ARCH_LIST"
+    assert from_env.cuda_archs == Setting(parse_arch_list("8.0;9.0a", "x"), "TORCH_CUDA_ARCH_LIST")
+    assert [str(c) for c in from_env.cuda_archs.value] == ["8.0", "9.0a"]
     flag = options(tmp_path, monkeypatch, "--cuda-archs", "9.0", TORCH_CUDA_ARCH_LIST="8.0")
-    assert flag.cuda_archs == Setting("9.0", "--cuda-archs")
-    bad = options(tmp_path, monkeypatch, TORCH_CUDA_ARCH_LIST="8.0;sm_90")
+    assert flag.cuda_archs == Setting(parse_arch_list("9.0", "x"), "--cuda-archs")
     with pytest.raises(UsageError, match="^TORCH_CUDA_ARCH_LIST: "):
-        resolve_archs(bad)
+        options(tmp_path, monkeypatch, TORCH_CUDA_ARCH_LIST="8.0;sm_90")
+    with pytest.raises(UsageError, match='^--cuda-archs: unknown capability "8.5"'):
+        options(tmp_path, monkeypatch, "--cuda-archs", "8.0;8.5")
+
+
+def test_a_command_without_the_arch_flag_reads_no_archs(tmp_path, monkeypatch):
+    # `kbuild variants` lists every arch: a bad (or `native`) TORCH_CUDA_ARCH_LIST is not its concern
+    for name in ("TORCH_CUDA_ARCH_LIST", "KBUILD_REMOTE_CACHE", "KBUILD_DIST_SCHEDULER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;sm_90")
+    assert build_options(parser().parse_args(["variants", str(tmp_path)])).cuda_archs is None
 
 
 def test_planning_writes_nothing_into_the_options():
-    # what the planner derives (parsed archs, include folders, sysroots) is plan/planner.py's Resolved
+    # what the planner derives (include folders, sysroots) is plan/planner.py's Resolved
     assert {"resolved_archs", "dependency_includes", "sysroots", "cuda_archs_from"}.isdisjoint(
         f.name for f in fields(BuildOptions))
 
@@ -137,7 +145,7 @@ def test_only_the_settings_read_the_environment():
     builder = Path(__file__).resolve().parents[2] / "builder"
     readers = {str(p.relative_to(builder)): lines for p in sorted(builder.rglob("*.py"))
                if (lines := environment_reads(p.read_text()))}
-    assert readers == {"config/settings.py": readers.get("config/settings.py")}, readers
+    assert readers == {"config/environment.py": readers.get("config/environment.py")}, readers
 
 
 # -- the hub address ------------------------------------------------------------------------------

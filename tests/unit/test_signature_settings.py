@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.config.settings import from_environment as builder_settings
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import UsageError
 from kbuild.errors import InvalidSetting
 from kbuild.signatures.rules import BUILTIN_SIGSTORE, from_environment

@@ -1,4 +1,4 @@
-"""The builder's settings: every environment variable kbuild's commands read, with its default,
+"""The builder's environment: every environment variable kbuild's commands read, with its default,
 resolved once per command into a frozen record. The runtime's counterpart is kbuild/settings.py,
 whose hub rule (KBUILD_HUB, else HF_ENDPOINT, else the local hub), token and cache folder the
 builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
