@@ -13,7 +13,6 @@ Each CI job of a fan-out runs `kbuild build . --variant <each of its slice>` and
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from builder.commands.arguments import DIR_HELP, HUB_HELP, add_dir, add_hub, folder
 from builder.config.environment import from_environment as builder_settings
