@@ -18,11 +18,13 @@ its own) and runs kbuild's graph (compile/graph.run_graph) with only those objec
 - shared: a second "machine": another folder, HOME and KBUILD_CACHE, reading the redis that
           `local` filled.
 Reported per row: the compile's wall time, the host's busy CPU seconds (and the build servers'
-own, for dist), each unit's time from ninja's log, each object's sha256, and the compile-cache or
+own, for dist: sampled from /proc), each unit's time from ninja's log, each object's sha256 (and
+that of the object linked alone without local symbols, as CUDA libraries are linked), and the compile-cache or
 distribution line kbuild printed (with the reasons sccache gave for any unit it did not
 distribute). Then the ratios dist/local, dist/half, shared/local, the objects compared between
 rows, and the model (bench/dist_model.py). Toolchains come from $KBUILD_TOOLCHAINS for every row
-(provisioning is planning, not compiling, and is not timed). Writes JSON (--out) and prints a table.
+(provisioning is planning, not compiling, and is not timed). Busy CPU is the whole host's: run it on a
+host doing nothing else, or the client's share in the model is wrong. Writes JSON (--out), prints a table.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import replace
@@ -86,10 +89,22 @@ def _worker(spec: dict) -> dict:
         span = steps.get(str(u.output.resolve()))
         rows.append({"source": u.source.relative_to(Path(spec["folder"])).as_posix(),
                      "seconds": (span[1] - span[0]) / 1000 if span else None,
-                     "sha256": hashlib.sha256(u.output.read_bytes()).hexdigest()})
+                     "sha256": hashlib.sha256(u.output.read_bytes()).hexdigest(),
+                     "sha256_no_locals": _without_local_symbols(u.output)})
     return {"plan_seconds": round(planned, 2), "compile_seconds": round(seconds, 2), "units": rows,
             "archs": sorted({a for j in plans for v in j.plan.variants for a in v.archs}),
             "not_distributed": _not_distributed(options.folder / WORK_DIR / "sccache" / "client.log")}
+
+
+def _without_local_symbols(obj: Path) -> str:
+    """The sha256 of the object linked alone as a CUDA library is linked (-Wl,--discard-all: no
+    local symbols): where sccache named nvcc's intermediate files, only local symbols differ, and
+    objcopy cannot drop those that relocations name (the static initializer's)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "alone.so"
+        subprocess.run(["c++", "-shared", "-Wl,--discard-all", "-Wl,--build-id=none", str(obj), "-o", str(out)],
+                       check=True)
+        return hashlib.sha256(out.read_bytes()).hexdigest()
 
 
 def _only_units(plans, globs: list[str], root: Path):
@@ -135,19 +150,40 @@ def _busy_seconds() -> float:
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def _process_seconds(pattern: str) -> float:
-    """CPU seconds of the processes whose command line contains `pattern`, with their waited-for
-    children (a build server's sandboxed compiles)."""
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if pattern not in (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+class ServerCpu(threading.Thread):
+    """CPU seconds spent by the build servers and everything under them (their bubblewrap
+    sandboxes and the compilers inside), sampled from /proc twice a second while a row runs: the
+    sandboxes' pid namespaces reap the compilers, so a server's own child times never hold them. A
+    process's last sample counts (one that lives under half a second may be missed)."""
+
+    def __init__(self, pattern: str):
+        super().__init__(daemon=True)
+        self.pattern, self.seen, self.halt = pattern, {}, threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.5):
+            self.sample()
+
+    def sample(self) -> None:
+        procs = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                parts = stat.read_text().rsplit(")", 1)[1].split()
+                cmd = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
                 continue
-            parts = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in parts[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
-    return total
+            procs[int(stat.parent.name)] = (int(parts[1]), int(parts[11]) + int(parts[12]), self.pattern in cmd)
+        for pid, (parent, ticks, server) in procs.items():
+            while not server and parent in procs:  # under a server?
+                parent, _, server = procs[parent]
+            if server:
+                self.seen[pid] = max(ticks, self.seen.get(pid, 0))
+
+    def seconds(self) -> float:
+        self.halt.set()
+        self.join()
+        self.sample()
+        return sum(self.seen.values()) / os.sysconf("SC_CLK_TCK")
 
 
 def _row(name: str, folder: Path, env: dict, spec: dict, cpus: str | None) -> dict:
@@ -191,13 +227,16 @@ def _compare(rows: dict) -> dict:
     """For each row, how many of its objects are byte-identical to `local`'s, and which are not."""
     if "local" not in rows:
         return {}
-    base = {u["source"]: u["sha256"] for u in rows["local"]["units"]}
+    base = {u["source"]: u for u in rows["local"]["units"]}
     out = {}
     for name, row in rows.items():
         if name == "local":
             continue
-        differ = [u["source"] for u in row["units"] if base.get(u["source"]) != u["sha256"]]
-        out[f"{name}_vs_local"] = {"identical": len(row["units"]) - len(differ), "differ": differ}
+        same = [u for u in row["units"] if base[u["source"]]["sha256"] == u["sha256"]]
+        locals_only = [u["source"] for u in row["units"] if u not in same
+                       and base[u["source"]]["sha256_no_locals"] == u["sha256_no_locals"]]
+        differ = [u["source"] for u in row["units"] if u not in same and u["source"] not in locals_only]
+        out[f"{name}_vs_local"] = {"identical": len(same), "only_local_symbols_differ": locals_only, "differ": differ}
     return out
 
 
@@ -248,11 +287,13 @@ def main() -> None:
                                     {**spec, "jobs": args.machine_cpus + 2}, machines[0])
             if "dist" in args.rows:
                 with sccache_dist(root / "cluster", servers=2, cpus=machines[:2]) as cluster:
+                    servers = ServerCpu(f"{root}/cluster/server")
+                    servers.start()
                     rows["dist"] = _row("dist", _copy_kernel(kernel, root / "m3" / kernel.name),
                                         _env(root / "m3" / "cache", KBUILD_REMOTE_CACHE="off",
                                              KBUILD_DIST_TOKEN=cluster.token, KBUILD_TOOLCHAINS=toolchains),
                                         {**spec, "jobs": 2 * args.machine_cpus + 2, "dist": cluster.url}, None)
-                    rows["dist"]["servers_cpu_seconds"] = round(_process_seconds(f"{root}/cluster/server"), 1)
+                    rows["dist"]["servers_cpu_seconds"] = round(servers.seconds(), 1)
             if "shared" in args.rows:
                 (root / "m4" / "home").mkdir(parents=True)
                 rows["shared"] = _row("shared", _copy_kernel(kernel, root / "m4" / "src" / kernel.name),
@@ -271,7 +312,8 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print("ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
     for name, same in result["objects"].items():
-        print(f"objects {name}: {same['identical']} identical" + (f", differ: {same['differ']}" if same["differ"] else ""))
+        print(f"objects {name}: {same['identical']} identical, {len(same['only_local_symbols_differ'])} identical but "
+              f"for local symbols" + (f", differ: {same['differ']}" if same["differ"] else ""))
     for line in result.get("model", {}).get("summary", []):
         print(line)
 
