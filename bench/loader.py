@@ -85,14 +85,15 @@ def main() -> int:
 
 # -- setup -----------------------------------------------------------------------------------------
 
-def start_server(work: Path):
-    """`kbuild hub serve` as a user runs it; every request is one line of its log."""
+def start_server(work: Path, trusted: str = ORG):
+    """`kbuild hub serve` as a user runs it (`trusted`: the org it marks trusted); every request
+    is one line of its log."""
     port = free_port()
     log = work / "server.log"
     root = work / "hub"
     root.mkdir()
     server = subprocess.Popen([sys.executable, "-m", "builder.commands.main", "hub", "serve", "--root", str(root),
-                               "--port", str(port), "--trusted-org", ORG], cwd=ROOT,
+                               "--port", str(port), "--trusted-org", trusted], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=open(log, "w"))
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
