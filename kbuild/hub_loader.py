@@ -86,8 +86,12 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
                           require_signature=require_signature)
 
     if ref.repo_id in settings.local_kernels:
-        return load_variant(find_variant(settings.local_kernels[ref.repo_id], target), load_dependency=dependency,
-                            owner=ref.repo_id)
+        folder = find_variant(settings.local_kernels[ref.repo_id], target)
+        # a local build stands in for the hub's, not for the rule: it loads signed or not at all
+        rule, signers = signature_rule(settings, ref.repo_id, require_signature)
+        if rule.required:
+            signature.requirement_check(signers, rule, f"{ref.repo_id} from LOCAL_KERNELS ({folder})")(folder)
+        return load_variant(folder, load_dependency=dependency, owner=ref.repo_id)
     session = Session(hub, settings, allow_no_digest, require_signature)
     endpoint = None if session.reader.local else session.reader.endpoint
     check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
@@ -345,10 +349,7 @@ class Session:
         return path
 
     def signature_rule(self, repo_id: str):
-        """The require-signature rule for the repo's organisation: (Requirement, its trusted signers)."""
-        org = repo_id.split("/")[0]
-        return (self.settings.signatures.requirement(org, self.require_signature),
-                self.settings.signatures.signers(org))
+        return signature_rule(self.settings, repo_id, self.require_signature)
 
     def _with_signature_rule(self, repo_id: str, commit: str, variant: str, expect: Expect | None) -> Expect | None:
         rule, signers = self.signature_rule(repo_id)
@@ -462,6 +463,12 @@ class Session:
             if best is not None:
                 fits[version] = best
         return fits
+
+
+def signature_rule(settings: Settings, repo_id: str, require_signature: bool | None):
+    """The require-signature rule for the repo's organisation: (Requirement, its trusted signers)."""
+    org = repo_id.split("/")[0]
+    return settings.signatures.requirement(org, require_signature), settings.signatures.signers(org)
 
 
 def no_fit_message(found: Resolution, other_versions: dict[int, str]) -> str:

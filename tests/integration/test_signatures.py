@@ -158,6 +158,26 @@ def test_unsigned_is_refused_and_nothing_is_cached(tmp_path, kernel, trusted, ru
     assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
 
 
+def test_a_local_kernels_stand_in_is_held_to_the_rule_too(tmp_path, kernel, keys, trusted, runtime_env, monkeypatch):
+    # LOCAL_KERNELS replaces the hub's variant, not the rule: the local build, unsigned, is refused
+    hub = tmp_path / "hub"
+    publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]))
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/tiny={kernel.root}")
+    message = refused(lambda: get_kernel("org/tiny@v1", hub=str(hub), require_signature=True))
+    assert message.startswith(f"org/tiny from LOCAL_KERNELS ({kernel.root / 'build' / CHOSEN})") and "unsigned" in message
+    assert "refused by the require-signature rule for org (set by require_signature=True)" in message
+    assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2  # without the rule it stands in as before
+    # a signed copy stands in under the rule (the variant the hub served, signature and all)
+    new_process()
+    monkeypatch.delenv("LOCAL_KERNELS")
+    served = Path(get_kernel("org/tiny@v1", hub=str(hub), require_signature=True).__file__).parent
+    local = shutil.copytree(served, tmp_path / "local" / CHOSEN)
+    new_process()
+    monkeypatch.setenv("LOCAL_KERNELS", f"org/tiny={local.parent}")
+    module = get_kernel("org/tiny@v1", hub=str(hub), require_signature=True)
+    assert Path(module.__file__).parent == local and module.double(3) == 6
+
+
 def test_signed_by_an_unlisted_key_is_refused_naming_the_key(tmp_path, kernel, keys, trusted, runtime_env,
                                                              monkeypatch):
     hub = tmp_path / "hub"
