@@ -154,7 +154,8 @@ def main() -> int:
         repo, version = publish(args.kernel.resolve(), work, url, args.python, args.build_args.split())
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KBUILD_", "HF_", "KERNELS_"))}
         env.update(HF_ENDPOINT=url, KBUILD_HUB=url, KBUILD_CACHE=str(work / "kbuild-cache"),
-                   HF_HOME=str(work / "hf-home"), HF_HUB_DISABLE_PROGRESS_BARS="1", PYTHONPATH=str(ROOT))
+                   HF_HOME=str(work / "hf-home"), HF_HUB_DISABLE_PROGRESS_BARS="1",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         rows = {}
         for loader in ("kbuild", "hf"):
             for mode in ("cold", "warm"):
