@@ -1,7 +1,8 @@
 // CPU loops for the gated activations: convert to float, compute, round once on store.
 // Rows are split across ATen's intra-op thread pool; within a row, chunks of kChunk elements are
-// converted to float, run through branch-free math the compiler vectorises, and converted back.
-// See activation_cpu.h for the layout.
+// converted to float, run through branch-free math the compiler vectorises, and converted back;
+// the row loops exist for the baseline, AVX2 and AVX-512, and the CPU picks one (see "one copy of
+// the row loops per instruction set" below). See activation_cpu.h for the layout.
 #include "activation_cpu.h"
 
 // Stable-ABI headers only (the variant is built with [torch] stable-abi): parallel_for goes
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -148,8 +150,8 @@ int64_t grain_rows(int64_t d) {
 }
 
 template <typename Act, typename T>
-void forward_row(T* __restrict__ out, const T* __restrict__ a, const T* __restrict__ b,
-                 int64_t d) {
+[[gnu::always_inline]] inline void forward_row(T* __restrict__ out, const T* __restrict__ a,
+                                               const T* __restrict__ b, int64_t d) {
   float fa[kChunk], fb[kChunk];
   for (int64_t j0 = 0; j0 < d; j0 += kChunk) {
     const int64_t n = std::min(kChunk, d - j0);
@@ -163,8 +165,9 @@ void forward_row(T* __restrict__ out, const T* __restrict__ a, const T* __restri
 }
 
 template <typename Act, typename T>
-void backward_row(T* __restrict__ ga, T* __restrict__ gb, const T* __restrict__ g,
-                  const T* __restrict__ a, const T* __restrict__ b, int64_t d) {
+[[gnu::always_inline]] inline void backward_row(T* __restrict__ ga, T* __restrict__ gb,
+                                                const T* __restrict__ g, const T* __restrict__ a,
+                                                const T* __restrict__ b, int64_t d) {
   float fa[kChunk], fb[kChunk], fg[kChunk];
   for (int64_t j0 = 0; j0 < d; j0 += kChunk) {
     const int64_t n = std::min(kChunk, d - j0);
@@ -186,14 +189,70 @@ void backward_row(T* __restrict__ ga, T* __restrict__ gb, const T* __restrict__ 
   }
 }
 
+// ---- one copy of the row loops per instruction set, picked at run time ---------------------------
+// The library is built for the x86-64 baseline (SSE2: 4 floats a vector), which no manylinux
+// policy lets it exceed, while torch's own eager ops dispatch to AVX2 or AVX-512. So the row
+// loops are compiled again for AVX2+FMA and for AVX-512 (the row functions above are inlined
+// into each copy and vectorised for its target) and the CPU picks one when first asked.
+
+#define ACTIVATION_ROW_LOOPS(NAME, TARGET)                                                          \
+  template <typename Act, typename T>                                                              \
+  TARGET void forward_rows_##NAME(T* o, const T* in, int64_t begin, int64_t end, int64_t d) {      \
+    for (int64_t r = begin; r < end; ++r) {                                                        \
+      forward_row<Act, T>(o + r * d, in + r * 2 * d, in + r * 2 * d + d, d);                       \
+    }                                                                                              \
+  }                                                                                                \
+  template <typename Act, typename T>                                                              \
+  TARGET void backward_rows_##NAME(T* gx, const T* g, const T* in, int64_t begin, int64_t end,     \
+                                   int64_t d) {                                                    \
+    for (int64_t r = begin; r < end; ++r) {                                                        \
+      backward_row<Act, T>(gx + r * 2 * d, gx + r * 2 * d + d, g + r * d, in + r * 2 * d,          \
+                           in + r * 2 * d + d, d);                                                 \
+    }                                                                                              \
+  }
+
+ACTIVATION_ROW_LOOPS(baseline, )
+#if defined(__x86_64__) && defined(__GNUC__)
+ACTIVATION_ROW_LOOPS(avx2, __attribute__((target("avx2,fma"))))
+ACTIVATION_ROW_LOOPS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))))
+#endif
+
+enum class Isa { baseline, avx2, avx512 };
+
+// ACTIVATION_CPU_ISA=baseline|avx2 caps the choice (to test or time each copy on one machine).
+Isa host_isa() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const Isa isa = [] {
+    const char* cap = std::getenv("ACTIVATION_CPU_ISA");
+    const std::string want = cap ? cap : "";
+    __builtin_cpu_init();
+    if (want != "baseline" && want != "avx2" && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq")) {
+      return Isa::avx512;
+    }
+    if (want != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return Isa::avx2;
+    }
+    return Isa::baseline;
+  }();
+  return isa;
+#else
+  return Isa::baseline;
+#endif
+}
+
 template <typename Act, typename T>
 void forward(void* out, const void* x, int64_t rows, int64_t d) {
   T* o = static_cast<T*>(out);
   const T* in = static_cast<const T*>(x);
+  const Isa isa = host_isa();
   torch::stable::parallel_for(0, rows, grain_rows(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      forward_row<Act, T>(o + r * d, in + r * 2 * d, in + r * 2 * d + d, d);
-    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa == Isa::avx512) return forward_rows_avx512<Act, T>(o, in, begin, end, d);
+    if (isa == Isa::avx2) return forward_rows_avx2<Act, T>(o, in, begin, end, d);
+#endif
+    forward_rows_baseline<Act, T>(o, in, begin, end, d);
   });
 }
 
@@ -202,11 +261,13 @@ void backward(void* grad_x, const void* grad_out, const void* x, int64_t rows, i
   T* gx = static_cast<T*>(grad_x);
   const T* g = static_cast<const T*>(grad_out);
   const T* in = static_cast<const T*>(x);
+  const Isa isa = host_isa();
   torch::stable::parallel_for(0, rows, grain_rows(2 * d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      backward_row<Act, T>(gx + r * 2 * d, gx + r * 2 * d + d, g + r * d, in + r * 2 * d,
-                           in + r * 2 * d + d, d);
-    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa == Isa::avx512) return backward_rows_avx512<Act, T>(gx, g, in, begin, end, d);
+    if (isa == Isa::avx2) return backward_rows_avx2<Act, T>(gx, g, in, begin, end, d);
+#endif
+    backward_rows_baseline<Act, T>(gx, g, in, begin, end, d);
   });
 }
 
