@@ -97,25 +97,32 @@ def run_workload(cls, name: str, kernel, args) -> dict:
             row["tolerance"] = {"atol": atol, "rtol": rtol}
             if not row["verified"]:
                 row["max_abs_diff"] = _max_diff(bench.out, expected)
-        row["kernel"] = _timed(run, args)
-        if reference is not None:
-            row["reference"] = _timed(reference, args)
+        if reference is None:
+            row["kernel"] = _timed([run], args)[0]
+        else:
+            row["kernel"], row["reference"] = _timed([run, reference], args)
     except BaseException as e:  # one workload's failure is its row's result
         row["error"] = _one_line(e)
     return row
 
 
-def _timed(fn, args) -> dict:
+def _timed(fns, args) -> list[dict]:
+    """Each of `fns` timed `repeats` times, taking turns (kernel, reference, reference, kernel, …)
+    rather than one after the other, so a change in the machine's state while they run (clocks,
+    another process, the allocator) falls on both and the ratio stays fair."""
     for _ in range(args.warmup):
-        fn()
-        _sync(args.device)
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        fn()
-        _sync(args.device)
-        times.append((time.perf_counter() - start) * 1e3)
-    return {"min_ms": min(times), "median_ms": statistics.median(times), "max_ms": max(times)}
+        for fn in fns:
+            fn()
+            _sync(args.device)
+    times = [[] for _ in fns]
+    for i in range(args.repeats):
+        order = list(enumerate(fns)) if i % 2 == 0 else list(enumerate(fns))[::-1]
+        for k, fn in order:
+            start = time.perf_counter()
+            fn()
+            _sync(args.device)
+            times[k].append((time.perf_counter() - start) * 1e3)
+    return [{"min_ms": min(t), "median_ms": statistics.median(t), "max_ms": max(t)} for t in times]
 
 
 def _sync(device: str) -> None:
