@@ -194,7 +194,8 @@ def _row(name: str, folder: Path, env: dict, spec: dict, cpus: str | None) -> di
                           env=env, cwd=REPO, capture_output=True, text=True)
     wall = time.monotonic() - began
     if done.returncode or _RESULT not in done.stdout:
-        sys.exit(f"row {name} failed:\n{done.stdout[-3000:]}{done.stderr[-4000:]}")
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        sys.exit(f"row {name} failed: {last}\n{done.stdout[-3000:]}{done.stderr[-4000:]}")
     result = json.loads(done.stdout.split(_RESULT, 1)[1].splitlines()[0])
     said = done.stderr
     line = re.search(r"(?:distributed compiles|compile cache): .*", said)

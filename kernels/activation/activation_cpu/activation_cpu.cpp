@@ -219,12 +219,15 @@ ACTIVATION_ROW_LOOPS(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,av
 
 enum class Isa { baseline, avx2, avx512 };
 
-// ACTIVATION_CPU_ISA=baseline|avx2 caps the choice (to test or time each copy on one machine).
+// ACTIVATION_CPU_ISA=baseline|avx2|avx512 caps the choice (to test or time each copy on one machine).
 Isa host_isa() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const Isa isa = [] {
     const char* cap = std::getenv("ACTIVATION_CPU_ISA");
     const std::string want = cap ? cap : "";
+    if (!want.empty() && want != "baseline" && want != "avx2" && want != "avx512") {
+      throw std::invalid_argument("ACTIVATION_CPU_ISA: expected baseline, avx2 or avx512, got '" + want + "'");
+    }
     __builtin_cpu_init();
     if (want != "baseline" && want != "avx2" && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
