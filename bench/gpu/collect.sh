@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Waits up to $1 seconds (default 560) for a detached run (bench/gpu/corpus_x2.sh, corpus_flash_attn2.sh, dist_compile.sh, ready_split.sh,
+# Waits up to $1 seconds (default 560) for a detached run (bench/gpu/corpus_x2.sh, corpus_flash_attn2.sh, dist_compile.sh, peers.sh, ready_split.sh,
 # scale_and_nvcc_parallel.sh, trl_attention.sh, layer_training.sh), prints each lane's progress (each folder of /tmp/run is a lane), and packs /tmp/run
 # into $OUT/run.tgz (the device tool brings back 8 files), with the lanes' result JSON beside it.
 limit=${1:-560}; run=/tmp/run; t0=$(date +%s)
@@ -11,4 +11,4 @@ for lane in $(cd $run && ls -d */ 2>/dev/null | tr -d /); do
   cat $run/$lane/corpus.jsonl 2>/dev/null
 done
 ls /tmp/ws*/ 2>/dev/null | head -0
-tar czf $OUT/run.tgz -C $run . 2>/dev/null; cp $run/A/nvcc_parallel.json $run/S/scale.json $run/D/dist_compile.json $OUT/ 2>/dev/null; true
+tar czf $OUT/run.tgz -C $run . 2>/dev/null; cp $run/A/nvcc_parallel.json $run/S/scale.json $run/D/dist_compile.json $run/P/peers.json $OUT/ 2>/dev/null; true
