@@ -101,18 +101,19 @@ print(json.dumps({"spent": spent, "file": k.__file__, "torch": torch.__version__
 """
 
 
-def publish(kernel: Path, work: Path, url: str, python: str, build_args: list[str]) -> tuple[str, int]:
+def publish(kernel: Path, work: Path, python: str, build_args: list[str]) -> tuple[str, int]:
     """The kernel copied, committed, built for `python`'s torch and published: (repo id, version)."""
     src = shutil.copytree(kernel, work / kernel.name, ignore=shutil.ignore_patterns("build", ".kbuild", ".git"))
     git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
     for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "kernel"]):
         subprocess.run(git + cmd, cwd=src, check=True)
     repo, version = repo_of(src)
-    token = (work / "hub" / ".token").read_text().split()[0]
-    env = {**os.environ, "HF_TOKEN": token, "KBUILD_CACHE": str(work / "build-cache")}
-    # --cuda-archs in build_args builds fewer archs than a release: published all the same
+    env = {**os.environ, "KBUILD_CACHE": str(work / "build-cache")}
+    # --cuda-archs in build_args builds fewer archs than a release: published all the same. Into the
+    # served folder, not over HTTP: HTTP publishing needs huggingface_hub >= 2.3, which transformers
+    # before 5.21 (the H200's image) rules out; the loaders still fetch over HTTP.
     for cmd in (["build", str(src), "--python", python, *build_args],
-                ["publish", str(src), "--hub", url, "--repo-id", repo, "--allow-partial-archs"]):
+                ["publish", str(src), "--hub", str(work / "hub"), "--repo-id", repo, "--allow-partial-archs"]):
         print(f"kbuild {cmd[0]} …", file=sys.stderr, flush=True)
         done = subprocess.run([sys.executable, "-m", "builder.commands.main", *cmd], cwd=ROOT, env=env,
                               capture_output=True, text=True)
@@ -151,7 +152,7 @@ def main() -> int:
     server = None
     try:
         server, url, _ = start_server(work, trusted=repo_of(args.kernel)[0].split("/")[0])
-        repo, version = publish(args.kernel.resolve(), work, url, args.python, args.build_args.split())
+        repo, version = publish(args.kernel.resolve(), work, args.python, args.build_args.split())
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KBUILD_", "HF_", "KERNELS_"))}
         env.update(HF_ENDPOINT=url, KBUILD_HUB=url, KBUILD_CACHE=str(work / "kbuild-cache"),
                    HF_HOME=str(work / "hf-home"), HF_HUB_DISABLE_PROGRESS_BARS="1",
