@@ -18,6 +18,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <vector>
 
 namespace rmsnorm_kernels {
 namespace {
@@ -464,6 +465,34 @@ void shape_plan(Plan& p, int64_t nvec, bool backward) {
 
 bool aligned16(const void* ptr) { return ptr == nullptr || reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
+// Blocks of `kernel` at `threads` resident on the current device at once. Cached per thread: the
+// occupancy query costs host time on every backward call otherwise (three queries a call).
+cudaError_t resident_blocks(Kernel kernel, int threads, int64_t& resident) {
+  struct Entry {
+    int device;
+    Kernel kernel;
+    int threads;
+    int64_t resident;
+  };
+  thread_local std::vector<Entry> cache;
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  for (const Entry& e : cache) {
+    if (e.device == device && e.kernel == kernel && e.threads == threads) {
+      resident = e.resident;
+      return cudaSuccess;
+    }
+  }
+  int sms = 0, per_sm = 0;
+  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+  if (err != cudaSuccess) return err;
+  resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  cache.push_back({device, kernel, threads, resident});
+  return cudaSuccess;
+}
+
 cudaError_t make_plan(Plan& p, int64_t rows, int64_t hidden, int dtype, bool backward,
                       bool pointers_aligned) {
   const int es = elem_size(dtype);
@@ -480,14 +509,9 @@ cudaError_t make_plan(Plan& p, int64_t rows, int64_t hidden, int dtype, bool bac
     return cudaSuccess;
   }
   // Backward: as many blocks as fit on the device at once, each striding over rows.
-  int device = 0, sms = 0, per_sm = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err == cudaSuccess) {
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, p.kernel, p.tx * p.ty, 0);
-  }
+  int64_t resident = 0;
+  const cudaError_t err = resident_blocks(p.kernel, p.tx * p.ty, resident);
   if (err != cudaSuccess) return err;
-  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
   p.blocks = row_blocks < resident ? row_blocks : resident;
   if (p.blocks < 1) p.blocks = 1;
   return cudaSuccess;

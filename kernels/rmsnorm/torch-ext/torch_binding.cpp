@@ -1,6 +1,9 @@
 // Op schemas and implementations for every backend. The binding checks tensors, makes them
 // contiguous, allocates outputs, and calls the backend's plain launcher (rmsnorm_cuda/ or
-// rmsnorm_cpu/) chosen by the <BACKEND>_KERNEL define the builder sets.
+// rmsnorm_cpu/) chosen by the <BACKEND>_KERNEL define the builder sets. The forward ops'
+// autograd is here too, in C++: a Python autograd kernel cost more host time per training step
+// than the whole GPU work of a small batch (docs/writing-kernels.md).
+#include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <ATen/core/Tensor.h>
@@ -184,6 +187,86 @@ std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm_backward(
                        weight.contiguous(), eps, dtype);
 }
 
+// ---- autograd ----------------------------------------------------------------------------------
+// Each Function calls its ops through the dispatcher, below autograd, so fake tensors under
+// torch.compile reach the fake implementations registered in Python rather than the kernels.
+
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> op_handle(const char* name) {
+  return c10::Dispatcher::singleton()
+      .findSchemaOrThrow((std::string(STRINGIFY(TORCH_EXTENSION_NAME)) + "::" + name).c_str(), "")
+      .typed<Signature>();
+}
+
+using TensorPair = std::tuple<at::Tensor, at::Tensor>;
+
+class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& weight, double eps) {
+    static const auto op =
+        op_handle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>("rms_norm");
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["eps"] = eps;
+    return op.call(x, weight, eps);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    static const auto op =
+        op_handle<TensorPair(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>(
+            "rms_norm_backward");
+    const auto saved = ctx->get_saved_variables();
+    auto [grad_x, grad_weight] = op.call(grads[0], saved[0], saved[1], ctx->saved_data["eps"].toDouble());
+    return {grad_x, grad_weight, at::Tensor()};
+  }
+};
+
+class FusedAddRmsNormFunction : public torch::autograd::Function<FusedAddRmsNormFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, const at::Tensor& residual,
+                                                const at::Tensor& weight, double eps) {
+    static const auto op =
+        op_handle<TensorPair(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>(
+            "fused_add_rms_norm");
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto [out, residual_out] = op.call(x, residual, weight, eps);
+    ctx->save_for_backward({residual_out, weight});
+    ctx->saved_data["eps"] = eps;
+    // An unused residual_out gets no gradient rather than a tensor of zeros to read.
+    ctx->set_materialize_grads(false);
+    return {out, residual_out};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    static const auto op = op_handle<TensorPair(const at::Tensor&, const std::optional<at::Tensor>&,
+                                                const at::Tensor&, const at::Tensor&, double)>(
+        "fused_add_rms_norm_backward");
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& residual_out = saved[0];
+    const at::Tensor grad_out = grads[0].defined() ? grads[0] : at::zeros_like(residual_out);
+    std::optional<at::Tensor> grad_residual_out;
+    if (grads[1].defined()) grad_residual_out = grads[1];
+    auto [grad_input, grad_weight] = op.call(grad_out, grad_residual_out, residual_out, saved[1],
+                                             ctx->saved_data["eps"].toDouble());
+    // d(x + residual)/dx = d(x + residual)/dresidual = identity.
+    return {grad_input, grad_input, grad_weight, at::Tensor()};
+  }
+};
+
+at::Tensor rms_norm_autograd(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return RmsNormFunction::apply(x, weight, eps);
+}
+
+TensorPair fused_add_rms_norm_autograd(const at::Tensor& x, const at::Tensor& residual,
+                                       const at::Tensor& weight, double eps) {
+  const auto outputs = FusedAddRmsNormFunction::apply(x, residual, weight, eps);
+  return {outputs[0], outputs[1]};
+}
+
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   ops.def(
@@ -195,6 +278,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "fused_add_rms_norm_backward(Tensor grad_out, Tensor? grad_residual_out, "
       "Tensor residual_out, Tensor weight, float eps) -> (Tensor grad_input, Tensor grad_weight)");
+  ops.impl("rms_norm", torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(rms_norm_autograd)));
+  ops.impl("fused_add_rms_norm",
+           torch::dispatch(c10::DispatchKey::Autograd, TORCH_FN(fused_add_rms_norm_autograd)));
 #if defined(CPU_KERNEL)
   ops.impl("rms_norm", c10::kCPU, &rms_norm);
   ops.impl("rms_norm_backward", c10::kCPU, &rms_norm_backward);

@@ -1,8 +1,9 @@
 """RMSNorm and fused residual-add + RMSNorm, normalising over the last dimension.
 
 float32, float16 and bfloat16 inputs (weight of the same dtype), float32 accumulation. Every op is
-functional; backward passes are ops of their own, wired up with ``torch.library.register_autograd``,
-and every op has a fake implementation, so the functions work under autograd and
+functional; backward passes are ops of their own, wired to the forward ops by autograd functions in
+the C++ binding (torch_binding.cpp: no Python runs between the ops in a training step), and every
+op has a fake implementation here, so the functions work under autograd and
 ``torch.compile(fullgraph=True)``.
 """
 
@@ -81,51 +82,6 @@ def _fused_add_rms_norm_backward_fake(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     _check(residual_out, weight)
     return _like(residual_out), _like(weight)
-
-
-# ---- autograd ----------------------------------------------------------------------------------
-
-
-def _rms_norm_setup_context(ctx, inputs, output) -> None:
-    x, weight, eps = inputs
-    ctx.save_for_backward(x, weight)
-    ctx.eps = eps
-
-
-def _rms_norm_backward(ctx, grad_out):
-    x, weight = ctx.saved_tensors
-    grad_x, grad_weight = ops.rms_norm_backward(grad_out, x, weight, ctx.eps)
-    return grad_x, grad_weight, None
-
-
-torch.library.register_autograd(
-    add_op_namespace_prefix("rms_norm"),
-    _rms_norm_backward,
-    setup_context=_rms_norm_setup_context,
-)
-
-
-def _fused_add_rms_norm_setup_context(ctx, inputs, output) -> None:
-    _, _, weight, eps = inputs
-    _, residual_out = output
-    ctx.save_for_backward(residual_out, weight)
-    ctx.eps = eps
-
-
-def _fused_add_rms_norm_backward(ctx, grad_out, grad_residual_out):
-    residual_out, weight = ctx.saved_tensors
-    grad_input, grad_weight = ops.fused_add_rms_norm_backward(
-        grad_out, grad_residual_out, residual_out, weight, ctx.eps
-    )
-    # d(x + residual)/dx = d(x + residual)/dresidual = identity.
-    return grad_input, grad_input, grad_weight, None
-
-
-torch.library.register_autograd(
-    add_op_namespace_prefix("fused_add_rms_norm"),
-    _fused_add_rms_norm_backward,
-    setup_context=_fused_add_rms_norm_setup_context,
-)
 
 
 from . import layers  # noqa: E402  (layers uses the functions above)
