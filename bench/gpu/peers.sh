@@ -6,7 +6,8 @@
 #   activation  torch-stable-abi210-cu130-x86_64-linux built here at 9.0a (a stable-ABI kernel: that
 #               is its only CUDA variant name, whatever torch >= 2.10 builds it);
 #   rotary      torch-cuda (Triton, Python only).
-# The default grid is ~3 minutes (compiles included); TOKENS=1,4096,32768 HIDDEN=1024,4096,8192 (or
+# Each kernel's tests run on the GPU first (TESTS=0 skips them). The default grid is ~3 minutes
+# (compiles included); TOKENS=1,4096,32768 HIDDEN=1024,4096,8192 (or
 # DTYPES, WORKLOADS) widen it, ~25 s per extra (shape, dtype): in the foreground within one device
 # call, or detached and brought back by bench/gpu/collect.sh:
 #   setsid bash bench/gpu/peers.sh >/tmp/run.log 2>&1 < /dev/null &
@@ -33,6 +34,12 @@ done
   kbuild build kernels/activation --variant torch-stable-abi210-cu130-x86_64-linux --cuda-archs 9.0a -j 16 2>&1 | tail -n 3
   kbuild build kernels/rotary 2>&1 | tail -n 2
   echo "builds: $(( $(date +%s) - t0 )) s"
+  # each kernel's own suite on this GPU first: a figure of a kernel that fails its tests means nothing
+  if [ "${TESTS:-1}" = 1 ]; then
+    t0=$(date +%s)
+    for k in rmsnorm activation rotary; do kbuild test kernels/$k --timeout 240 2>&1 | tail -n 2; done
+    echo "tests: $(( $(date +%s) - t0 )) s"
+  fi
   python bench/peers.py --device cuda ${TOKENS:+--tokens $TOKENS} ${HIDDEN:+--hidden $HIDDEN} \
     ${DTYPES:+--dtypes $DTYPES} ${WORKLOADS:+--workloads $WORKLOADS} --json $run/P/peers.json
   echo "exit $?"
