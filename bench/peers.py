@@ -1,6 +1,6 @@
 """kbuild's first-party kernels beside every peer, in one process (issue 33).
 
-    python bench/peers.py [--device cuda|cpu] [--tokens 1,4096,32768] [--hidden 4096]
+    python bench/peers.py [--device cuda|cpu] [--tokens 1,4096,32768] [--hidden 4096] [--shapes 4096x1024,...]
                           [--dtypes fp16,bf16] [--workloads rms_norm,silu_and_mul,...]
                           [--variant-dir rmsnorm=PATH] [--rounds 3] [--json OUT]
 
@@ -146,6 +146,19 @@ def names_from(allowed) -> Callable[[str], list[str]]:
     return parse
 
 
+def shapes(text: str) -> list[tuple[int, int]]:
+    """"1x4096,4096x8192": (tokens, hidden) pairs."""
+    pairs = []
+    for item in (v.strip() for v in text.split(",") if v.strip()):
+        tokens, sep, hidden = item.partition("x")
+        if not (sep and tokens.isdigit() and hidden.isdigit() and int(tokens) > 0 and int(hidden) > 0):
+            raise argparse.ArgumentTypeError(f"expected TOKENSxHIDDEN pairs such as 1x4096,4096x8192, got {item!r}")
+        pairs.append((int(tokens), int(hidden)))
+    if not pairs:
+        raise argparse.ArgumentTypeError("expected TOKENSxHIDDEN pairs such as 1x4096,4096x8192, got an empty list")
+    return pairs
+
+
 def variant_dir(text: str) -> tuple[str, Path]:
     kernel, sep, path = text.partition("=")
     if not sep or kernel not in set(WORKLOADS.values()) or not path:
@@ -158,6 +171,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tokens", type=positive_ints, help="token counts (default: 1,4096,32768 on cuda, 1,64 on cpu)")
     parser.add_argument("--hidden", type=positive_ints, help="hidden sizes (default: 4096 on cuda, 256 on cpu)")
+    parser.add_argument("--shapes", type=shapes, metavar="TxH,...",
+                        help="these (tokens, hidden) pairs instead of every tokens x hidden, e.g. 1x4096,4096x8192")
     parser.add_argument("--dtypes", type=names_from(DTYPES), default=["fp16", "bf16"])
     parser.add_argument("--workloads", type=names_from(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--variant-dir", type=variant_dir, action="append", default=[], metavar="KERNEL=PATH",
@@ -174,8 +189,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("argument --device: cuda asked for, but torch sees no CUDA device")
     defaults = DEFAULTS[args.device]
+    if args.shapes and (args.tokens or args.hidden):
+        parser.error("argument --shapes: give either --shapes or --tokens/--hidden")
     args.tokens = args.tokens or positive_ints(defaults["tokens"])
     args.hidden = args.hidden or positive_ints(defaults["hidden"])
+    args.shapes = args.shapes or [(t, h) for t in args.tokens for h in args.hidden]
     args.copy_mib = args.copy_mib or (1024 if args.device == "cuda" else 256)
     return args
 
@@ -555,21 +573,20 @@ def run(args) -> dict:
     doc = environment(args, kernels, liger, copy_gbs)
     print(f"copy bandwidth ({args.copy_mib} MiB dst.copy_(src)): {copy_gbs:.0f} GB/s", flush=True)
     for dtype_name in args.dtypes:
-        for tokens in args.tokens:
-            for hidden in args.hidden:
-                torch._dynamo.reset()  # this shape's compiles only: well under the recompile limit
-                for workload in args.workloads:
-                    if isinstance(kernels[WORKLOADS[workload]], str):
-                        continue  # reported once, in doc["kernels_absent"]
-                    t0 = time.perf_counter()
-                    make = CASES[WORKLOADS[workload]]
-                    case = make(workload, tokens, hidden, DTYPES[dtype_name], args.device, kernels, liger,
-                                not args.no_compile)
-                    row = run_case(case, args, time_one, copy_gbs)
-                    row["wall_s"] = time.perf_counter() - t0
-                    doc["rows"].append(row)
-                    print(progress_line(row), flush=True)
-                    del case
+        for tokens, hidden in args.shapes:
+            torch._dynamo.reset()  # this shape's compiles only: well under the recompile limit
+            for workload in args.workloads:
+                if isinstance(kernels[WORKLOADS[workload]], str):
+                    continue  # reported once, in doc["kernels_absent"]
+                t0 = time.perf_counter()
+                make = CASES[WORKLOADS[workload]]
+                case = make(workload, tokens, hidden, DTYPES[dtype_name], args.device, kernels, liger,
+                            not args.no_compile)
+                row = run_case(case, args, time_one, copy_gbs)
+                row["wall_s"] = time.perf_counter() - t0
+                doc["rows"].append(row)
+                print(progress_line(row), flush=True)
+                del case
     doc["wall_s"] = time.perf_counter() - doc.pop("_t0")
     return doc
 

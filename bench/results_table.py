@@ -1,7 +1,9 @@
-"""The Markdown table of `kbuild bench --json` results, as bench/RESULTS.md shows them.
+"""The Markdown table of `kbuild bench --json` or `bench/peers.py --json` results, as
+bench/RESULTS.md shows them.
 
     python bench/results_table.py bench/gpu/results/run11/*.json            # print the table
     python bench/results_table.py --check bench/RESULTS.md bench/gpu/results/run11/*.json
+    python bench/results_table.py bench/gpu/results/run15/peers.json        # kbuild beside its peers
 
 RESULTS.md's tables of kbuild bench figures are made from the JSON files, never typed: `--check`
 fails when the table in RESULTS.md differs from what the JSON says (tests/unit/test_results_table.py).
@@ -41,8 +43,39 @@ def rows(results: list[dict]) -> list[str]:
     return out
 
 
+# bench/peers.py's columns, in its order; a peer absent from every row of a run gets no column.
+PEERS = ("eager", "torch.compile", "torch op", "liger", "liger (a, b)")
+
+
+def peer_rows(docs: list[dict]) -> list[str]:
+    """One line per (workload, dtype, shape): kbuild's median and each peer's with kbuild's speed-up
+    over it, the best peer, and the bandwidth kbuild reached as a share of the measured copy."""
+    present = [p for p in PEERS if any(r["peers"][p]["us"] is not None for d in docs for r in d["rows"])]
+    out = ["| workload | dtype | tokens x hidden | kbuild us | " + " | ".join(f"{p} us (kbuild's speed-up)" for p in present)
+           + " | vs best peer | % of copy | check |",
+           "|---|---|---|---|" + "---|" * len(present) + "---|---|---|"]
+    for doc in docs:
+        for r in doc["rows"]:
+            k = r["kbuild"]["us"]
+            cells = [r["workload"], r["dtype"], f"{r['tokens']}x{r['hidden']}", "-" if k is None else f"{k:.1f}"]
+            for name in present:
+                us = r["peers"][name]["us"]
+                cells.append("-" if us is None else f"{us:.1f} ({r['vs'][name]:.2f}x)")
+            cells.append("-" if r["vs_best"] is None else f"**{r['vs_best']:.2f}x** {r['best_peer']}")
+            cells.append(f"{r['pct_of_copy']:.0f}%" if r.get("pct_of_copy") is not None else "-")
+            cells.append(r["check"])
+            out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 def table(paths: list[Path]) -> str:
-    return "\n".join([HEADER, *rows([json.loads(p.read_text()) for p in paths])])
+    docs = [json.loads(p.read_text()) for p in paths]
+    peers = ["rows" in d for d in docs]
+    if any(peers) and not all(peers):
+        raise SystemExit("results_table.py: give either kbuild bench JSON or bench/peers.py JSON, not both")
+    if all(peers):
+        return "\n".join(peer_rows(docs))
+    return "\n".join([HEADER, *rows(docs)])
 
 
 def main(argv: list[str] | None = None) -> int:

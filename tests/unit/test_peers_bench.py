@@ -57,6 +57,8 @@ def test_a_peer_agrees_within_a_few_roundings_of_its_dtype(peers):
     (["--workloads", "softmax"], "argument --workloads: unknown softmax"),
     (["--variant-dir", "rmsnorm"], "argument --variant-dir"),
     (["--rounds", "0"], "argument --rounds"),
+    (["--shapes", "4096"], "argument --shapes: expected TOKENSxHIDDEN"),
+    (["--shapes", "1x4096", "--tokens", "8"], "argument --shapes: give either"),
 ])
 def test_a_bad_argument_is_one_line_naming_it(peers, capsys, argv, says):
     with pytest.raises(SystemExit) as exit_:
@@ -69,3 +71,8 @@ def test_a_bad_argument_is_one_line_naming_it(peers, capsys, argv, says):
 def test_a_missing_variant_folder_names_it_and_says_to_build_first(peers, tmp_path):
     with pytest.raises(peers.Unavailable, match=r"no built variant folder .*nowhere; build it first"):
         peers.load_kernels({"rmsnorm"}, "cpu", {"rmsnorm": tmp_path / "nowhere"})
+
+
+def test_shapes_are_the_pairs_given_else_every_tokens_by_hidden(peers):
+    assert peers.parse_args(["--device", "cpu", "--shapes", "1x4096, 4096x8192"]).shapes == [(1, 4096), (4096, 8192)]
+    assert peers.parse_args(["--device", "cpu", "--tokens", "1,8", "--hidden", "64"]).shapes == [(1, 64), (8, 64)]
