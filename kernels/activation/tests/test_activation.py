@@ -169,3 +169,34 @@ def test_layers(name):
     assert_close(out, reference(name, x), torch.bfloat16)
     out.float().sum().backward()
     assert x.grad is not None and x.grad.shape == x.shape
+
+
+# Values where the kernels' fast exp/reciprocal meet their limits (overflowing e^{-a}, a^3 and a^2,
+# divisors past 2^126) and inf/NaN. torch's CUDA kernels are the reference: same dtype, NaN where
+# they give NaN. The backward only gets the finite values: torch's own backward turns inf (and
+# gelu_tanh's overflowing a^2) into NaN by formula, which nothing downstream relies on.
+SPECIAL = [float("inf"), float("-inf"), float("nan")]
+LARGE = [0.0, -0.0, 1.0, -1.0, 5.6, -5.6, 10.0, -10.0, 30.0, -30.0, 44.0, -44.0, 87.5, -87.5,
+         88.7, -88.7, 100.0, -100.0, 1e4, -1e4, 6e4, -6e4]
+LARGE_F32 = [1e6, -1e6, 1e13, -1e13, 1e30, -1e30]
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="checks the CUDA kernels' fast math against torch")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", list(OPS))
+def test_special_values(name, dtype):
+    finite = LARGE + (LARGE_F32 if dtype != torch.float16 else [])
+    a = torch.tensor(finite + SPECIAL, device=DEVICE).to(dtype)
+    b = torch.full_like(a, 1.5)  # a non-trivial gate; 16 columns or more take the 16-byte packs
+    x = torch.cat([a, b]).reshape(1, -1)
+    expected = (OPS[name][1](a) * b).reshape(1, -1)
+    torch.testing.assert_close(OPS[name][0](x), expected, equal_nan=True, **TOLERANCES[dtype])
+
+    af = torch.tensor(finite, device=DEVICE).to(dtype)
+    xf = torch.cat([af, torch.full_like(af, 1.5)]).reshape(1, -1)
+    grad_out = torch.full((1, af.numel()), 0.75, device=DEVICE, dtype=dtype)
+    xr = xf.clone().requires_grad_(True)
+    ar, br = xr.chunk(2, dim=-1)
+    (OPS[name][1](ar) * br).backward(grad_out)
+    grad = getattr(activation.ops, f"{name}_backward")(grad_out, xf)
+    torch.testing.assert_close(grad, xr.grad, equal_nan=True, **TOLERANCES[dtype])
