@@ -436,12 +436,12 @@ def rotary_case(workload, tokens, hidden, dtype, device, kernels, liger, compile
     angle = torch.rand(tokens, head_dim // 2, generator=gen) * 6.2832
     cos_h, sin_h = angle.cos().to(device, dtype), angle.sin().to(device, dtype)  # kbuild's [seq, rd/2] tables
     gptj = workload == "rotary_gptj"
-    rot = kernels["rotary"].apply_rotary
+    rot_qk = kernels["rotary"].apply_rotary_qk  # q and k in one call and one launch, as the peers do
     if gptj:
         eager, cos, sin = eager_rope_gptj, cos_h[None], sin_h[None]
     else:
         eager, cos, sin = eager_rope_neox, torch.cat((cos_h, cos_h), -1)[None], torch.cat((sin_h, sin_h), -1)[None]
-    impls = [Peer("kbuild", lambda q, k, cos, sin: (rot(q, cos_h, sin_h, gptj), rot(k, cos_h, sin_h, gptj))),
+    impls = [Peer("kbuild", lambda q, k, cos, sin: rot_qk(q, k, cos_h, sin_h, gptj)),
              Peer("eager", eager), compiled(eager, compile_), Peer("torch op", absent="torch has no rotary op")]
     liger_peer = Peer("liger", absent=liger["absent"])
     if not liger["absent"] and gptj:

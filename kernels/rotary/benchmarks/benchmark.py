@@ -1,5 +1,8 @@
 """Benchmark the rotary Triton kernel against a torch eager rotary (and torch.compile of it).
 
+Each shape is timed for x alone (apply_rotary) and for q and k together (apply_rotary_qk, one
+launch; k has a quarter of q's heads, as in GQA) against two eager calls.
+
     python benchmarks/benchmark.py [--variant build/torch-cuda] [--dtype bf16] [--compile]
 
 Imports `rotary` from the path, or from a built variant folder given with --variant. Without a
@@ -113,6 +116,41 @@ def run_cuda(rotary, dtype, with_compile):
                 )
 
 
+def qk_impls(rotary, with_compile):
+    """(name, fn(q, k, cos, sin, interleaved) -> (q_out, k_out)) for the q+k workload."""
+    def eager_qk(q, k, cos, sin, interleaved):
+        return rotary_eager(q, cos, sin, interleaved), rotary_eager(k, cos, sin, interleaved)
+
+    impls = [("triton qk", rotary.apply_rotary_qk), ("triton 2 calls", lambda q, k, c, s, i: (
+        rotary.apply_rotary(q, c, s, i), rotary.apply_rotary(k, c, s, i))), ("torch eager", eager_qk)]
+    if with_compile:
+        torch._dynamo.reset()
+        impls.append(("torch.compile", torch.compile(eager_qk, fullgraph=True, dynamic=False)))
+    return impls
+
+
+def run_cuda_qk(rotary, dtype, with_compile):
+    """q [b, s, h, d] and k [b, s, h / 4, d] rotated together: where host overhead shows."""
+    print("\nq and k together (k has a quarter of q's heads); eager ms includes the host path")
+    header = f"{'q shape (b,s,h,d,rd)':26} {'style':5} {'impl':15} {'graph ms':>9} {'GB/s':>7} {'eager ms':>9}"
+    print(header)
+    print("-" * len(header))
+    for shape in [(1, 1, 32, 128, 128), *SHAPES[:2]]:
+        q, cos, sin = make_inputs(shape, dtype, "cuda")
+        k = torch.randn(*shape[:2], max(1, shape[2] // 4), shape[3], device="cuda", dtype=dtype)
+        nbytes = 2 * (q.numel() + k.numel()) * q.element_size() + 2 * cos.numel() * cos.element_size()
+        for interleaved in (False, True):
+            expected = [rotary_eager(t.float(), cos.float(), sin.float(), interleaved) for t in (q, k)]
+            for name, fn in qk_impls(rotary, with_compile):
+                for out, ref in zip(fn(q, k, cos, sin, interleaved), expected):
+                    torch.testing.assert_close(out.float(), ref, atol=5e-2, rtol=2e-2)
+                call = lambda: fn(q, k, cos, sin, interleaved)  # noqa: E731
+                graph_ms = bench_ms(call, graph=True)
+                style = "gptj" if interleaved else "neox"
+                print(f"{str(shape):26} {style:5} {name:15} {graph_ms:9.4f} {nbytes / graph_ms / 1e6:7.0f}"
+                      f" {bench_ms(call, graph=False):9.4f}")
+
+
 def run_cpu_check(rotary):
     print("no CUDA device: running a tiny correctness check under the Triton interpreter instead")
     x, cos, sin = make_inputs((2, 5, 3, 40, 24), torch.float32, "cpu")
@@ -123,6 +161,13 @@ def run_cpu_check(rotary):
         err = (out - rotary_eager(x, cos, sin, interleaved)).abs().max().item()
         style = "gptj" if interleaved else "neox"
         print(f"  {style}: max abs error vs eager {err:.2e}, {elapsed * 1e3:.1f} ms (interpreter)")
+        assert err < 1e-5, err
+    k = x[:, :, :1].clone()  # one k head (MQA)
+    for interleaved in (False, True):
+        q_out, k_out = rotary.apply_rotary_qk(x, k, cos, sin, interleaved)
+        err = max((q_out - rotary_eager(x, cos, sin, interleaved)).abs().max().item(),
+                  (k_out - rotary_eager(k, cos, sin, interleaved)).abs().max().item())
+        print(f"  {'gptj' if interleaved else 'neox'} q+k: max abs error vs eager {err:.2e}")
         assert err < 1e-5, err
 
 
@@ -138,6 +183,7 @@ def main(argv=None):
     rotary = load_rotary(args.variant)
     if has_cuda:
         run_cuda(rotary, DTYPES[args.dtype], args.compile)
+        run_cuda_qk(rotary, DTYPES[args.dtype], args.compile)
     else:
         run_cpu_check(rotary)
     return 0
@@ -152,14 +198,22 @@ except ImportError:
 
 
 class RotaryBenchmark(Benchmark):
-    """apply_rotary, GPT-NeoX and GPT-J layouts, against the eager rotary: one large shape in fp16 on
-    CUDA; on the CPU a tiny one (Triton's interpreter runs it)."""
+    """apply_rotary, GPT-NeoX and GPT-J layouts, and apply_rotary_qk (q and k, NeoX), against the
+    eager rotary: one large shape in fp16 on CUDA; on the CPU a tiny one (Triton's interpreter runs
+    it)."""
 
     seed = 0
 
     def setup(self):
         shape, dtype = (SHAPES[1], torch.float16) if self.device == "cuda" else ((2, 5, 3, 40, 24), torch.float32)
         self.x, self.cos, self.sin = make_inputs(shape, dtype, self.device)
+        self.k = self.x[:, :, : max(1, shape[2] // 4)].clone()  # GQA: a quarter of the heads
+
+    def benchmark_qk_neox(self):
+        self.out = self.kernel.apply_rotary_qk(self.x, self.k, self.cos, self.sin, False)
+
+    def verify_qk_neox(self):
+        return tuple(rotary_eager(t, self.cos, self.sin, False) for t in (self.x, self.k))
 
     def benchmark_neox(self):
         self.out = self.kernel.apply_rotary(self.x, self.cos, self.sin, False)

@@ -1,5 +1,7 @@
 """Tests for the rotary kernel against a float64 torch reference.
 
+apply_rotary_qk (q and k in one launch) is checked against the same reference.
+
 Run by `kbuild test` against a built variant (KBUILD_TEST_DEVICE=cuda|cpu); on CPU the Triton
 kernels run under the interpreter (TRITON_INTERPRET=1, which must be set before import).
 """
@@ -198,6 +200,126 @@ def test_torch_compile_fullgraph(interleaved, backend):
     grads = torch.autograd.grad(loss, (x, cos, sin))
     eager_loss = f(x, cos, sin)
     eager_grads = torch.autograd.grad(eager_loss, (x, cos, sin))
+    torch.testing.assert_close(loss, eager_loss, atol=1e-2, rtol=1e-3)
+    for g, e in zip(grads, eager_grads):
+        torch.testing.assert_close(g, e, atol=5e-2, rtol=2e-2)
+
+
+# ---- apply_rotary_qk: q and k in one op call and one launch ------------------------------------
+
+QK_HEADS = [(3, 3), (4, 1), (6, 2)]  # (q heads, k heads): MHA, MQA, GQA
+
+
+def make_qk(dtype, headdim, rotary_dim, heads, table_dtype=None, seqlen_ro=SEQLEN, requires_grad=False):
+    q = torch.randn(BATCH, SEQLEN, heads[0], headdim, device=DEVICE, dtype=dtype)
+    k = torch.randn(BATCH, SEQLEN, heads[1], headdim, device=DEVICE, dtype=dtype)
+    _, cos, sin = make_inputs(dtype, headdim, rotary_dim, table_dtype, seqlen_ro)
+    for t in (q, k, cos, sin):
+        t.requires_grad_(requires_grad)
+    return q, k, cos, sin
+
+
+@pytest.mark.parametrize("heads", QK_HEADS, ids=lambda h: f"hq{h[0]}-hk{h[1]}")
+@pytest.mark.parametrize("dims", DIMS, ids=lambda d: f"hd{d[0]}-rd{d[1]}")
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_qk_forward(dtype, interleaved, dims, heads):
+    torch.manual_seed(7)
+    q, k, cos, sin = make_qk(dtype, *dims, heads)
+    q_out, k_out = rotary.apply_rotary_qk(q, k, cos, sin, interleaved=interleaved)
+    for out, x in ((q_out, q), (k_out, k)):
+        assert out.dtype == dtype and out.shape == x.shape and out.is_contiguous()
+        assert_close(out, reference(x, cos, sin, interleaved), dtype)
+        torch.testing.assert_close(out[..., dims[1] :], x[..., dims[1] :], atol=0, rtol=0)
+        # The same values as the one-tensor op, bit for bit (same fp32 arithmetic).
+        torch.testing.assert_close(out, rotary.apply_rotary(x, cos, sin, interleaved), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+def test_qk_strided_inputs_long_fp32_table(interleaved):
+    """q and k as non-contiguous slices of one qkv projection (GQA), bf16, fp32 tables longer
+    than seqlen."""
+    torch.manual_seed(8)
+    hq, hk, hd = 4, 2, 32
+    qkv = torch.randn(BATCH, SEQLEN, (hq + 2 * hk) * hd, device=DEVICE, dtype=torch.bfloat16)
+    q = qkv[..., : hq * hd].unflatten(-1, (hq, hd))
+    k = qkv[..., hq * hd : (hq + hk) * hd].unflatten(-1, (hk, hd))
+    assert not q.is_contiguous() and not k.is_contiguous()
+    _, cos, sin = make_inputs(torch.float32, hd, 16, seqlen_ro=SEQLEN + 5)
+    q_out, k_out = rotary.apply_rotary_qk(q, k, cos, sin, interleaved)
+    assert_close(q_out, reference(q, cos, sin, interleaved), torch.bfloat16)
+    assert_close(k_out, reference(k, cos, sin, interleaved), torch.bfloat16)
+    # A k whose last dimension is strided is made unit-stride, not misread.
+    k_t = torch.randn(BATCH, SEQLEN, hd, hk, device=DEVICE, dtype=torch.bfloat16).transpose(-1, -2)
+    _, k_t_out = rotary.apply_rotary_qk(q, k_t, cos, sin, interleaved)
+    assert_close(k_t_out, reference(k_t, cos, sin, interleaved), torch.bfloat16)
+
+
+@pytest.mark.parametrize("heads", [(4, 1), (6, 2)], ids=lambda h: f"hq{h[0]}-hk{h[1]}")
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_qk_backward(dtype, interleaved, heads):
+    torch.manual_seed(9)
+    q, k, cos, sin = make_qk(dtype, 40, 24, heads, seqlen_ro=SEQLEN + 3, requires_grad=True)
+    gq_out, gk_out = torch.randn_like(q), torch.randn_like(k)
+    q_out, k_out = rotary.apply_rotary_qk(q, k, cos, sin, interleaved)
+    grads = torch.autograd.grad((q_out, k_out), (q, k, cos, sin), (gq_out, gk_out))
+
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, cos, sin)]
+    qr, kr, cr, sr = leaves
+    ref_out = (reference(qr, cr, sr, interleaved), reference(kr, cr, sr, interleaved))
+    ref = torch.autograd.grad(ref_out, leaves, (gq_out.double(), gk_out.double()))
+    assert_close(grads[0], ref[0], dtype)
+    assert_close(grads[1], ref[1], dtype)
+    # Table gradients sum BATCH * (q heads + k heads) products: scale the tolerance with that.
+    atol, rtol = TOL[dtype]
+    for g, r, t in zip(grads[2:], ref[2:], (cos, sin)):
+        assert g.dtype == t.dtype and g.shape == t.shape and g[SEQLEN:].abs().max() == 0
+        torch.testing.assert_close(g.double(), r, atol=8 * atol, rtol=rtol)
+
+
+def test_qk_empty_and_bad_shapes():
+    q, k, cos, sin = make_qk(torch.float32, 32, 32, (4, 2))
+    q_out, k_out = rotary.apply_rotary_qk(q[:0], k[:0], cos, sin)
+    assert q_out.shape == (0, SEQLEN, 4, 32) and k_out.shape == (0, SEQLEN, 2, 32)
+    q_out, k_out = rotary.apply_rotary_qk(q, k[:, :, :0], cos, sin)  # no k heads: q alone
+    assert k_out.shape == (BATCH, SEQLEN, 0, 32)
+    assert_close(q_out, reference(q, cos, sin, False), torch.float32)
+    with pytest.raises(ValueError, match="share batch, seqlen and headdim"):
+        rotary.apply_rotary_qk(q, k[:, :4], cos, sin)
+    with pytest.raises(TypeError, match="one dtype"):
+        rotary.apply_rotary_qk(q, k.half(), cos, sin)
+    with pytest.raises(ValueError, match="rotary_dim"):
+        rotary.apply_rotary_qk(q[..., :16], k[..., :16], cos, sin)
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+def test_qk_opcheck(interleaved):
+    torch.manual_seed(11)
+    q, k, cos, sin = make_qk(torch.float32, 40, 24, (4, 2), requires_grad=True)
+    torch.library.opcheck(rotary.ops.apply_rotary_qk.default, (q, k, cos, sin, interleaved, False))
+    q, k, cos, sin = make_qk(torch.float16, 32, 32, (3, 3))
+    torch.library.opcheck(rotary.ops.apply_rotary_qk.default, (q, k, cos, sin, interleaved, True))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+def test_qk_torch_compile_fullgraph(interleaved, backend):
+    if backend == "inductor" and DEVICE == "cpu" and interleaved:
+        pytest.skip("inductor on CPU is slow to compile; the neox case covers it (both run on cuda)")
+    torch.manual_seed(12)
+    torch._dynamo.reset()
+    q, k, cos, sin = make_qk(torch.bfloat16, 40, 24, (4, 2), requires_grad=True)
+
+    def f(q, k, cos, sin):
+        q_out, k_out = rotary.apply_rotary_qk(q, k, cos, sin, interleaved)
+        return (q_out * 2).float().square().sum() + k_out.float().sum()
+
+    compiled = torch.compile(f, fullgraph=True, backend=backend)
+    loss = compiled(q, k, cos, sin)
+    grads = torch.autograd.grad(loss, (q, k, cos, sin))
+    eager_loss = f(q, k, cos, sin)
+    eager_grads = torch.autograd.grad(eager_loss, (q, k, cos, sin))
     torch.testing.assert_close(loss, eager_loss, atol=1e-2, rtol=1e-3)
     for g, e in zip(grads, eager_grads):
         torch.testing.assert_close(g, e, atol=5e-2, rtol=2e-2)
