@@ -37,7 +37,7 @@ done
   # each kernel's own suite on this GPU first: a figure of a kernel that fails its tests means nothing
   if [ "${TESTS:-1}" = 1 ]; then
     t0=$(date +%s)
-    for k in rmsnorm activation rotary; do kbuild test kernels/$k --timeout 240 2>&1 | tail -n 2; done
+    for k in rmsnorm activation rotary; do kbuild test kernels/$k --timeout 150 2>&1 | tail -n 2; done
     echo "tests: $(( $(date +%s) - t0 )) s"
   fi
   python bench/peers.py --device cuda ${TOKENS:+--tokens $TOKENS} ${HIDDEN:+--hidden $HIDDEN} ${SHAPES:+--shapes $SHAPES} \

@@ -15,7 +15,7 @@ python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
   > $run/R/log 2>&1 || exit 1
 export PYTHONPATH=$PWD:/tmp/site CI=1 PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-python bench/ready_split.py kernels/rmsnorm --build-args "--cuda-archs 9.0a -j 16" --runs 5 \
+python bench/ready_split.py kernels/rmsnorm --build-args "--cuda-archs 9.0a -j 16" --runs ${RUNS:-5} \
   --setup "x = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16); w = torch.ones(4096, device='cuda', dtype=torch.bfloat16)" \
   --call "k.rms_norm(x, w)" --out $run/R/ready_split_rmsnorm.json >> $run/R/log 2>&1
 echo "exit $?" >> $run/R/log
