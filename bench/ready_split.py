@@ -10,8 +10,9 @@ KERNEL_DIR is built (`kbuild build --python PY`, plus --build-args) and publishe
 whose torch both loaders load into; HF's loader takes a CUDA variant on any CUDA build of torch,
 so a CPU variant needs a CPU torch), each loader loads it `--runs` times with an empty cache (cold)
 and with a warm one. Each phase is the time spent inside these calls, less what nested phases took:
-- find: kbuild's Session.resolve + judge_metadata; HF's resolve_kernel_tree + validate_metadata
-  (the refs, the variant's metadata, the choice);
+- find: kbuild's detect_system + Session.resolve + judge_metadata; HF's resolve_kernel_tree +
+  validate_metadata (the system and its GPU, the refs, the variant's metadata, the choice; on a GPU
+  both include torch's CUDA init, which asking for the device's capability starts);
 - fetch + verify: kbuild's Session.install (download, digest check, cache marker); HF's
   DepTreeNode.install (snapshot download; HF checks no digest);
 - dlopen: the extension's ExtensionFileLoader.create_module + exec_module, i.e. dlopen with the
@@ -72,6 +73,8 @@ if loader == "kbuild":
     spent["loader import"] = time.perf_counter() - began
     for attr in ("resolve", "judge_metadata"):
         timed(hl.Session, attr, "find")
+    # the GPU probe (torch's CUDA init) is finding too: HF's lands in its find (validate_metadata)
+    timed(hl, "detect_system", "find")
     timed(hl.Session, "install", "fetch + verify")
     timed(hl, "load_variant", "python import")
     load = lambda: kbuild.get_kernel(f"{repo}@v{version}", trust_remote_code=True)

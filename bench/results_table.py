@@ -4,6 +4,7 @@ bench/RESULTS.md shows them.
     python bench/results_table.py bench/gpu/results/run11/*.json            # print the table
     python bench/results_table.py --check bench/RESULTS.md bench/gpu/results/run11/*.json
     python bench/results_table.py bench/gpu/results/run15/peers.json        # kbuild beside its peers
+    python bench/results_table.py --before bench/gpu/results/run15/peers.json bench/gpu/results/run16/peers.json
 
 RESULTS.md's tables of kbuild bench figures are made from the JSON files, never typed: `--check`
 fails when the table in RESULTS.md differs from what the JSON says (tests/unit/test_results_table.py).
@@ -68,8 +69,28 @@ def peer_rows(docs: list[dict]) -> list[str]:
     return out
 
 
-def table(paths: list[Path]) -> str:
+def compare_rows(before: dict, after: dict) -> list[str]:
+    """bench/peers.py's rows of two runs side by side, for the (workload, dtype, shape) both ran."""
+    key = lambda r: (r["workload"], r["dtype"], r["tokens"], r["hidden"])  # noqa: E731
+    old = {key(r): r for r in before["rows"]}
+    out = ["| workload | dtype | tokens x hidden | kbuild us, before -> after | vs best peer, before -> after |",
+           "|---|---|---|---|---|"]
+    for r in after["rows"]:
+        b = old.get(key(r))
+        if b is None or b["kbuild"]["us"] is None or r["kbuild"]["us"] is None:
+            continue
+        vs = lambda row: "-" if row["vs_best"] is None else f"{row['vs_best']:.2f}x {row['best_peer']}"  # noqa: E731
+        out.append(f"| {r['workload']} | {r['dtype']} | {r['tokens']}x{r['hidden']} | "
+                   f"{b['kbuild']['us']:.1f} -> {r['kbuild']['us']:.1f} | {vs(b)} -> **{vs(r)}** |")
+    return out
+
+
+def table(paths: list[Path], before: Path | None = None) -> str:
     docs = [json.loads(p.read_text()) for p in paths]
+    if before is not None:
+        if len(docs) != 1 or "rows" not in docs[0]:
+            raise SystemExit("results_table.py: --before compares one bench/peers.py JSON with another")
+        return "\n".join(compare_rows(json.loads(before.read_text()), docs[0]))
     peers = ["rows" in d for d in docs]
     if any(peers) and not all(peers):
         raise SystemExit("results_table.py: give either kbuild bench JSON or bench/peers.py JSON, not both")
@@ -81,9 +102,11 @@ def table(paths: list[Path]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", type=Path, metavar="RESULTS.md", help="fail unless this file holds the table")
+    parser.add_argument("--before", type=Path, metavar="PEERS.json",
+                        help="a bench/peers.py run to compare the one given with, row by row")
     parser.add_argument("json", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    made = table(args.json)
+    made = table(args.json, args.before)
     if args.check is None:
         print(made)
         return 0

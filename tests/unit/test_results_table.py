@@ -35,3 +35,22 @@ def test_a_figure_that_differs_from_the_json_is_caught(tmp_path, capsys):
     edited[1].write_text(json.dumps(doc))
     assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), *map(str, edited)]) == 1
     assert "9.99x" in capsys.readouterr().err
+
+
+PEERS_BEFORE = REPO / "bench" / "gpu" / "results" / "run15" / "peers.json"
+PEERS_AFTER = REPO / "bench" / "gpu" / "results" / "run16" / "peers.json"
+
+
+def test_the_peer_tables_are_the_ones_the_json_makes():
+    results = str(REPO / "bench" / "RESULTS.md")
+    assert results_table().main(["--check", results, str(PEERS_AFTER)]) == 0
+    assert results_table().main(["--check", results, "--before", str(PEERS_BEFORE), str(PEERS_AFTER)]) == 0
+
+
+def test_a_peer_figure_that_differs_from_the_json_is_caught(tmp_path, capsys):
+    doc = json.loads(PEERS_AFTER.read_text())
+    doc["rows"][0]["vs_best"] = 7.77
+    edited = tmp_path / "peers.json"
+    edited.write_text(json.dumps(doc))
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
+    assert "7.77x" in capsys.readouterr().err
