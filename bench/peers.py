@@ -2,7 +2,7 @@
 
     python bench/peers.py [--device cuda|cpu] [--tokens 1,4096,32768] [--hidden 4096] [--shapes 4096x1024,...]
                           [--dtypes fp16,bf16] [--workloads rms_norm,silu_and_mul,...]
-                          [--variant-dir rmsnorm=PATH] [--rounds 3] [--json OUT]
+                          [--variant-dir rmsnorm=PATH] [--rounds 3] [--timing launch|graph] [--json OUT]
 
 kernels/rmsnorm, kernels/activation and kernels/rotary are imported from their built variant folders
 with kbuild's own local loader (`kbuild.get_local_kernel`: the variant that fits this machine, or the
@@ -22,7 +22,10 @@ Every peer's output (the gradients, for fwd+bwd) is compared with eager's first:
 than a few roundings is reported with its max |diff| and not timed.
 
 Timing: on CUDA `triton.testing.do_bench` (L2 flushed before each call, median of its calls); on the
-CPU a perf_counter loop. Peers take turns: `--rounds` rounds, each timing every peer once, the order
+CPU a perf_counter loop. do_bench's L2 flush hides up to ~60 us of a call's host time on an H200;
+a call that needs more is timed by its host (small shapes, every forward+backward). `--timing graph`
+times the GPU's work alone instead: `do_bench_cudagraph` replays the calls from a CUDA graph (no
+host time, no L2 flush); a peer that cannot be captured is absent, saying why. Peers take turns: `--rounds` rounds, each timing every peer once, the order
 reversed every other round so a slow spell of the machine falls on all; a peer's figure is the median
 of its rounds. fwd+bwd times the forward and `torch.autograd.grad` together (fresh grads each call).
 Bytes moved are the minimum a kernel must move (read each input once, write each output once; see
@@ -179,6 +182,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="load KERNEL from this variant (or build) folder instead of kernels/KERNEL/build")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out (no compiles: fast)")
     parser.add_argument("--rounds", type=int, default=3, help="turns each peer gets (median over them)")
+    parser.add_argument("--timing", choices=sorted(TIMINGS), default="launch",
+                        help="CUDA: launch = each call as the host issues it (do_bench); graph = GPU time alone, "
+                             "replayed from a CUDA graph (do_bench_cudagraph)")
     parser.add_argument("--rep-ms", type=float, default=20, help="CUDA: do_bench's timed window per turn")
     parser.add_argument("--cpu-reps", type=int, default=10, help="CPU: calls per turn")
     parser.add_argument("--copy-mib", type=int, help="copy-bandwidth buffer (default 1024 on cuda, 256 on cpu)")
@@ -186,6 +192,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("argument --rounds: must be at least 1")
+    if args.timing == "graph" and args.device != "cuda":
+        parser.error("argument --timing: graph replays CUDA graphs; it needs --device cuda")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("argument --device: cuda asked for, but torch sees no CUDA device")
     defaults = DEFAULTS[args.device]
@@ -489,8 +497,20 @@ def check(case: Case, reference) -> bool:
     return case.kbuild.max_diff is not None and agrees(case.kbuild.max_diff, ref_max, case.dtype)
 
 
-def timer(device: str, rep_ms: float, cpu_reps: int) -> Callable[[Callable], float]:
+TIMINGS = {
+    "launch": "triton.testing.do_bench median",
+    # GPU time alone: the calls replay from a CUDA graph, so the host's time per call drops out
+    # (and inputs small enough stay in L2, for every peer alike)
+    "graph": "triton.testing.do_bench_cudagraph median (GPU time; host time and L2 flush left out)",
+}
+
+
+def timer(device: str, rep_ms: float, cpu_reps: int, timing: str = "launch") -> Callable[[Callable], float]:
     """fn -> median microseconds of one call."""
+    if device == "cuda" and timing == "graph":
+        from triton.testing import do_bench_cudagraph
+
+        return lambda fn: do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
     if device == "cuda":
         from triton.testing import do_bench
 
@@ -507,14 +527,26 @@ def timer(device: str, rep_ms: float, cpu_reps: int) -> Callable[[Callable], flo
     return cpu_time
 
 
-def take_turns(peers: list[Peer], rounds: int, time_one) -> None:
-    """Every timed peer once a round, the order reversed every other round; median of rounds."""
+def take_turns(peers: list[Peer], rounds: int, time_one, graph: bool = False) -> None:
+    """Every timed peer once a round, the order reversed every other round; median of rounds.
+    With `graph`, a peer whose calls cannot be captured in a CUDA graph is absent, saying why."""
     timed = [p for p in peers if p.call is not None]
     for n in range(rounds):
         for peer in timed if n % 2 == 0 else reversed(timed):
-            peer.rounds.append(time_one(peer.call))
+            if peer.call is None:
+                continue
+            try:
+                peer.rounds.append(time_one(peer.call))
+            except Exception as e:  # noqa: BLE001 (only a capture failure gets here: the peer ran and was checked before)
+                if not graph:
+                    raise
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()  # a failed capture's error surfaces here, not in the next peer
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                peer.absent, peer.call, peer.rounds = f"not capturable in a CUDA graph: {why}", None, []
     for peer in timed:
-        peer.us = statistics.median(peer.rounds)
+        if peer.rounds:
+            peer.us = statistics.median(peer.rounds)
 
 
 def copy_bandwidth(device: str, mib: int, time_one) -> float:
@@ -531,7 +563,7 @@ def copy_bandwidth(device: str, mib: int, time_one) -> float:
 
 def run_case(case: Case, args, time_one, copy_gbs: float) -> dict:
     kbuild_agrees = check(case, as_tuple(case.reference()))
-    take_turns([case.kbuild] + case.peers, args.rounds, time_one)
+    take_turns([case.kbuild] + case.peers, args.rounds, time_one, graph=args.timing == "graph")
     ratios = speedups(case.kbuild.us, {p.name: p.us for p in case.peers})
     nbytes = bytes_moved(case.workload, case.tokens, case.hidden, torch.empty(0, dtype=case.dtype).element_size())
     row = {"workload": case.workload, "dtype": _dtype_name(case.dtype), "tokens": case.tokens, "hidden": case.hidden,
@@ -568,7 +600,7 @@ def run(args) -> dict:
     kernels = load_kernels(wanted, args.device, dict(args.variant_dir))
     liger = load_liger(args.device)
     configure_dynamo()
-    time_one = timer(args.device, args.rep_ms, args.cpu_reps)
+    time_one = timer(args.device, args.rep_ms, args.cpu_reps, args.timing)
     copy_gbs = copy_bandwidth(args.device, args.copy_mib, time_one)
     doc = environment(args, kernels, liger, copy_gbs)
     print(f"copy bandwidth ({args.copy_mib} MiB dst.copy_(src)): {copy_gbs:.0f} GB/s", flush=True)
@@ -605,7 +637,7 @@ def environment(args, kernels, liger, copy_gbs) -> dict:
             "kernels_absent": {n: why for n, why in kernels.items() if isinstance(why, str)},
             "recompile_limit_raises": hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"),
             "copy_gb_per_s": copy_gbs, "copy_mib": args.copy_mib, "rounds": args.rounds,
-            "timing": "triton.testing.do_bench median" if args.device == "cuda" else "perf_counter median",
+            "timing": TIMINGS[args.timing] if args.device == "cuda" else "perf_counter median",
             "rows": []}
 
 
@@ -649,7 +681,7 @@ def absent_reasons(doc: dict) -> list[str]:
 
 def print_table(doc: dict) -> None:
     title = (f"kbuild vs peers on {doc['gpu'] or doc['cpu']} (torch {doc['torch']}, liger {doc['liger'] or 'absent'}); "
-             f"median us (kbuild's speed-up); copy bandwidth {doc['copy_gb_per_s']:.0f} GB/s")
+             f"median us (kbuild's speed-up); copy bandwidth {doc['copy_gb_per_s']:.0f} GB/s; {doc['timing']}")
     try:
         from rich.console import Console
         from rich.table import Table

@@ -7,7 +7,8 @@
 #               is its only CUDA variant name, whatever torch >= 2.10 builds it);
 #   rotary      torch-cuda (Triton, Python only).
 # Each kernel's tests run on the GPU first (TESTS=0 skips them). The default grid is ~3 minutes
-# (compiles included); TOKENS=1,4096,32768 HIDDEN=1024,4096,8192, or SHAPES=1x4096,4096x8192 (or
+# (compiles included); TIMING=graph times the GPU's work alone (CUDA graphs, bench/peers.py's
+# docstring); TOKENS=1,4096,32768 HIDDEN=1024,4096,8192, or SHAPES=1x4096,4096x8192 (or
 # DTYPES, WORKLOADS) widen it, ~25 s per extra (shape, dtype): in the foreground within one device
 # call, or detached and brought back by bench/gpu/collect.sh:
 #   setsid bash bench/gpu/peers.sh >/tmp/run.log 2>&1 < /dev/null &
@@ -40,7 +41,7 @@ done
     for k in rmsnorm activation rotary; do kbuild test kernels/$k --timeout 150 2>&1 | tail -n 2; done
     echo "tests: $(( $(date +%s) - t0 )) s"
   fi
-  python bench/peers.py --device cuda ${TOKENS:+--tokens $TOKENS} ${HIDDEN:+--hidden $HIDDEN} ${SHAPES:+--shapes $SHAPES} \
+  python bench/peers.py --device cuda ${TOKENS:+--tokens $TOKENS} ${HIDDEN:+--hidden $HIDDEN} ${SHAPES:+--shapes $SHAPES} ${TIMING:+--timing $TIMING} \
     ${DTYPES:+--dtypes $DTYPES} ${WORKLOADS:+--workloads $WORKLOADS} --json $run/P/peers.json
   echo "exit $?"
 } >> $run/P/log 2>&1

@@ -59,6 +59,8 @@ def test_a_peer_agrees_within_a_few_roundings_of_its_dtype(peers):
     (["--rounds", "0"], "argument --rounds"),
     (["--shapes", "4096"], "argument --shapes: expected TOKENSxHIDDEN"),
     (["--shapes", "1x4096", "--tokens", "8"], "argument --shapes: give either"),
+    (["--timing", "graph"], "argument --timing: graph replays CUDA graphs"),
+    (["--timing", "wall"], "argument --timing: invalid choice"),
 ])
 def test_a_bad_argument_is_one_line_naming_it(peers, capsys, argv, says):
     with pytest.raises(SystemExit) as exit_:
@@ -76,3 +78,18 @@ def test_a_missing_variant_folder_names_it_and_says_to_build_first(peers, tmp_pa
 def test_shapes_are_the_pairs_given_else_every_tokens_by_hidden(peers):
     assert peers.parse_args(["--device", "cpu", "--shapes", "1x4096, 4096x8192"]).shapes == [(1, 4096), (4096, 8192)]
     assert peers.parse_args(["--device", "cpu", "--tokens", "1,8", "--hidden", "64"]).shapes == [(1, 64), (8, 64)]
+
+
+def test_under_graph_timing_a_peer_that_cannot_be_captured_is_absent_saying_why(peers):
+    def time_one(call):
+        return call()
+
+    def uncapturable():
+        raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+
+    good, bad = peers.Peer("kbuild", call=lambda: 5.0), peers.Peer("eager", call=uncapturable)
+    peers.take_turns([good, bad], 3, time_one, graph=True)
+    assert good.us == 5.0 and bad.us is None and bad.call is None
+    assert bad.absent == "not capturable in a CUDA graph: operation not permitted when stream is capturing"
+    with pytest.raises(RuntimeError):  # timed as launched, a failure is a bug: it is not hidden
+        peers.take_turns([peers.Peer("eager", call=uncapturable)], 1, time_one, graph=False)
