@@ -181,11 +181,15 @@ def test_layer():
 BACKENDS = ["aot_eager", "inductor"]
 
 
+def skip_slow_cpu_inductor(backend, interleaved):
+    if backend == "inductor" and DEVICE == "cpu" and interleaved:
+        pytest.skip("inductor on CPU is slow to compile; the neox case covers it (both run on cuda)")
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
 def test_torch_compile_fullgraph(interleaved, backend):
-    if backend == "inductor" and DEVICE == "cpu" and interleaved:
-        pytest.skip("inductor on CPU is slow to compile; the neox case covers it (both run on cuda)")
+    skip_slow_cpu_inductor(backend, interleaved)
     torch.manual_seed(6)
     torch._dynamo.reset()
     x, cos, sin = make_inputs(torch.bfloat16, 40, 24, requires_grad=True)
@@ -305,8 +309,7 @@ def test_qk_opcheck(interleaved):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
 def test_qk_torch_compile_fullgraph(interleaved, backend):
-    if backend == "inductor" and DEVICE == "cpu" and interleaved:
-        pytest.skip("inductor on CPU is slow to compile; the neox case covers it (both run on cuda)")
+    skip_slow_cpu_inductor(backend, interleaved)
     torch.manual_seed(12)
     torch._dynamo.reset()
     q, k, cos, sin = make_qk(torch.bfloat16, 40, 24, (4, 2), requires_grad=True)
