@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         doc = json.loads(args.json.read_text())
     except (OSError, ValueError) as e:
         parser.error(f"argument json: cannot read {args.json}: {e}")
-    if "rows" not in doc:
-        parser.error(f"argument json: {args.json} is not a bench/peers.py result (no rows)")
+    if not (isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "copy_gb_per_s" in doc):
+        parser.error(f"argument json: {args.json} is not a bench/peers.py result (no rows and copy bandwidth)")
     if not args.out.is_dir():
         parser.error(f"argument --out: {args.out} is not a folder")
     drawn = 0

@@ -85,18 +85,31 @@ def compare_rows(before: dict, after: dict) -> list[str]:
     return out
 
 
+def kind_of(path: Path) -> tuple[str, dict]:
+    """("peers" or "bench", the document) of a results file; a one-line error for anything else."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"results_table.py: cannot read {path}: {e}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "copy_gb_per_s" in doc:
+        return "peers", doc
+    if isinstance(doc, dict) and isinstance(doc.get("workloads"), list):
+        return "bench", doc
+    raise SystemExit(f"results_table.py: {path} is neither kbuild bench --json nor bench/peers.py --json output")
+
+
 def table(paths: list[Path], before: Path | None = None) -> str:
-    docs = [json.loads(p.read_text()) for p in paths]
+    kinds, docs = zip(*(kind_of(p) for p in paths))
     if before is not None:
-        if len(docs) != 1 or "rows" not in docs[0]:
+        earlier = kind_of(before)
+        if len(docs) != 1 or kinds[0] != "peers" or earlier[0] != "peers":
             raise SystemExit("results_table.py: --before compares one bench/peers.py JSON with another")
-        return "\n".join(compare_rows(json.loads(before.read_text()), docs[0]))
-    peers = ["rows" in d for d in docs]
-    if any(peers) and not all(peers):
+        return "\n".join(compare_rows(earlier[1], docs[0]))
+    if len(set(kinds)) > 1:
         raise SystemExit("results_table.py: give either kbuild bench JSON or bench/peers.py JSON, not both")
-    if all(peers):
-        return "\n".join(peer_rows(docs))
-    return "\n".join([HEADER, *rows(docs)])
+    if kinds[0] == "peers":
+        return "\n".join(peer_rows(list(docs)))
+    return "\n".join([HEADER, *rows(list(docs))])
 
 
 def main(argv: list[str] | None = None) -> int:

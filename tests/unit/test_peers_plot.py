@@ -40,9 +40,10 @@ def test_the_svg_is_the_same_bytes_each_time(peers_plot, tmp_path):
 
 
 def test_a_file_that_is_not_a_peers_run_is_one_line_naming_it(peers_plot, tmp_path, capsys):
-    other = tmp_path / "bench.json"
-    other.write_text(json.dumps({"workloads": []}))
-    with pytest.raises(SystemExit) as exit_:
-        peers_plot.main([str(other), "--out", str(tmp_path)])
-    assert exit_.value.code == 2
-    assert "is not a bench/peers.py result" in capsys.readouterr().err.strip().splitlines()[-1]
+    for n, doc in enumerate(({"workloads": []}, {"rows": {"kbuild warm": {}}})):  # kbuild bench; ready_split
+        other = tmp_path / f"other{n}.json"
+        other.write_text(json.dumps(doc))
+        with pytest.raises(SystemExit) as exit_:
+            peers_plot.main([str(other), "--out", str(tmp_path)])
+        assert exit_.value.code == 2
+        assert "is not a bench/peers.py result" in capsys.readouterr().err.strip().splitlines()[-1]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+
+import pytest
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,3 +56,11 @@ def test_a_peer_figure_that_differs_from_the_json_is_caught(tmp_path, capsys):
     edited.write_text(json.dumps(doc))
     assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
     assert "7.77x" in capsys.readouterr().err
+
+
+def test_a_file_of_another_kind_is_one_line_naming_it(tmp_path):
+    other = tmp_path / "ready_split.json"
+    other.write_text(json.dumps({"rows": {"kbuild warm": {"find": 0.1}}}))
+    with pytest.raises(SystemExit) as exit_:
+        results_table().main([str(other)])
+    assert exit_.value.code == f"results_table.py: {other} is neither kbuild bench --json nor bench/peers.py --json output"
