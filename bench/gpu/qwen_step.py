@@ -47,6 +47,7 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import statistics
 import time
 
@@ -375,8 +376,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--local-rmsnorm", help="kbuild/rmsnorm from this project or build folder, not the hub")
-    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"some of {','.join(CONFIGS)}")
     args = parser.parse_args()
+    unknown = [c for c in args.configs.split(",") if c not in CONFIGS]
+    if unknown:
+        parser.error(f"argument --configs: unknown {', '.join(unknown)} (choose from {', '.join(CONFIGS)})")
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder):  # said now, not after minutes of training
+        parser.error(f"argument out: {folder} is not a folder")
     config = qwen3_config()
     ids = batch(config)
     result = {"gpu": torch.cuda.get_device_name() if GPU else None, "torch": torch.__version__,
