@@ -25,10 +25,12 @@ class ServerThread:
         config = ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"), public_read=public_read,
                               max_file_size=max_file_size, trusted_orgs=frozenset(trusted))
         self.log: list[str] = []
+        self._in_flight = 0  # requests the app has begun and not yet logged
         sock = listen("127.0.0.1", 0)
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        app = build_app(config, self.log.append)
+        self.app = build_app(config, self.log.append)  # the HubApp, for tests that reach its store
+        app = self._counted(self.app)
         # guarded=False: uvicorn's own protocol, to show what the guard changes
         self.server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections) if guarded else
                                      uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
@@ -38,6 +40,25 @@ class ServerThread:
         while not self.server.started:
             assert time.monotonic() < deadline, "the hub server did not start"
             time.sleep(0.01)
+
+    def _counted(self, app):
+        """`app`, counting the requests in it: the app logs a request after its last byte has gone
+        out, so a client can hold a whole response before the line is there."""
+        async def counted(scope, receive, send):
+            self._in_flight += 1  # one event loop: no lock needed
+            try:
+                await app(scope, receive, send)
+            finally:
+                self._in_flight -= 1
+        return counted
+
+    def logged(self, since: int = 0, timeout: float = 10.0) -> list[str]:
+        """The log lines from `since` on, once no request is in the app: every request whose answer a
+        client has read in full has its line by then."""
+        deadline = time.monotonic() + timeout
+        while self._in_flight and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.log[since:]
 
     def stop(self) -> None:
         self.server.should_exit = True

@@ -11,8 +11,8 @@ import json
 import shutil
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -144,15 +144,14 @@ class Served:
     url: str
     root: Path
     token: str
-    log: list[str] = field(default_factory=list)
+    logged: Callable[[int], list[str]]  # ServerThread.logged: the lines from an index on, once settled
 
     def requests(self, since: int = 0) -> list[str]:
         """`METHOD /path` of each request since `since` (query strings dropped)."""
-        return [line.split(" ")[0] + " " + unquote(line.split(" ")[1].split("?")[0]) for line in self.log[since:]]
+        return [line.split(" ")[0] + " " + unquote(line.split(" ")[1].split("?")[0]) for line in self.logged(since)]
 
     def mark(self) -> int:
-        time.sleep(0.05)  # the log line is written after the response is sent
-        return len(self.log)
+        return len(self.logged(0))
 
 
 def start_server(root: Path):
@@ -161,7 +160,7 @@ def start_server(root: Path):
 
     root.mkdir(parents=True, exist_ok=True)
     thread = ServerThread(root)
-    return Served(thread.url, root, TOKEN, thread.log), thread.stop
+    return Served(thread.url, root, TOKEN, thread.logged), thread.stop
 
 
 # -- fixtures ------------------------------------------------------------------------------------

@@ -102,12 +102,12 @@ def probe(name: str, python: Path, hub: ServerThread, home: Path, *args: str) ->
     # No HF_HUB_DISABLE_TELEMETRY: with it kernels 0.17.2 sends a User-Agent ending in "; ", which
     # httpx refuses before any request leaves.
     env.update(HF_ENDPOINT=hub.url, HF_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
-    before = len(hub.log)
+    before = len(hub.logged())
     done = subprocess.run([str(python), str(PROBE), *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
     report = json.loads(line.removeprefix("PROBE "))
-    report["requests"] = hub.log[before:]  # the server's log lines of this probe's requests
+    report["requests"] = hub.logged(before)  # the server's log lines of this probe's requests
     # the environment holds its pins, and a CPU torch: a CUDA build would send the loader to CUDA variants
     for pin in hf_envs.requirements(name):
         req = Requirement(pin)

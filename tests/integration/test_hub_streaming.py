@@ -23,7 +23,7 @@ URL = "/kernels/org/s/resolve/main/data.bin"
 @pytest.fixture
 def server(tmp_path):
     running = ServerThread(tmp_path / "hub")
-    store = running.server.config.app.hub.store
+    store = running.app.hub.store
     store.create_repo("kernel", "org/s")
     store.commit("kernel", "org/s", "main", add=[FileAdd("data.bin", DATA), FileAdd("empty", b"")], message="m",
                  parent=None)
@@ -71,7 +71,7 @@ def test_huggingface_hub_resumes_a_partial_download_with_range(server, tmp_path)
     with partial.open("ab") as f:
         http_get(server.url + URL, f, resume_size=SIZE // 3, expected_size=SIZE)
     assert partial.read_bytes() == DATA
-    assert any(line.startswith(f"GET {URL} 206 ") for line in server.log), server.log
+    assert any(line.startswith(f"GET {URL} 206 ") for line in server.logged()), server.log
 
 
 def test_held_downloads_run_no_process_each(server):
@@ -93,7 +93,7 @@ def test_held_downloads_run_no_process_each(server):
 
 
 def test_the_copy_is_made_once_and_exact(server):
-    root = server.server.config.app.hub.config.root
+    root = server.app.hub.config.root
     server.raw("GET", URL)
     copies = [p for p in (root / ".blobs").rglob("*") if p.is_file()]
     assert len(copies) == 1 and copies[0].read_bytes() == DATA
@@ -104,7 +104,7 @@ def test_the_copy_is_made_once_and_exact(server):
 
 
 def test_a_packed_blob_is_copied_as_exactly(server):
-    hub = server.server.config.app.hub
+    hub = server.app.hub
     hub.store.gc(grace_s=0)  # packs the loose objects a publish wrote
     repo = hub.store.repo_dir("kernel", "org/s")
     assert not any(p.is_file() for p in (repo / "objects").glob("??/*"))
