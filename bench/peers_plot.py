@@ -2,9 +2,12 @@
 (the peer's median over kbuild's; > 1: kbuild is faster) for every workload, dtype and shape.
 
     python bench/peers_plot.py bench/gpu/results/run16/peers.json --out bench/gpu/results/run16/
+    python bench/peers_plot.py bench/gpu/results/run16/peers.json --kernels kernels/
 
-Writes `peers_<kernel>.svg` for each kernel the run timed, reproducible (no date, fixed ids), for
-RESULTS.md and a kernel's page. A log scale: 0.5x and 2x sit the same distance from parity.
+Writes `peers_<kernel>.svg` into --out for each kernel the run timed, and with --kernels DIR
+`DIR/<kernel>/benchmarks/peers.svg`, which `kbuild publish` carries to the branch and the hub's
+kernel page shows. Reproducible (no date, fixed ids). A log scale: 0.5x and 2x sit the same
+distance from parity.
 """
 
 from __future__ import annotations
@@ -62,21 +65,35 @@ def plot(doc: dict, kernel: str, path: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", type=Path, help="a bench/peers.py --json file")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the SVGs")
+    parser.add_argument("--out", type=Path, help="folder for the SVGs (peers_<kernel>.svg)")
+    parser.add_argument("--kernels", type=Path, metavar="DIR",
+                        help="a folder of kernel projects: writes DIR/<kernel>/benchmarks/peers.svg")
     args = parser.parse_args(argv)
+    if not (args.out or args.kernels):
+        parser.error("one of --out and --kernels is required")
     try:
         doc = json.loads(args.json.read_text())
     except (OSError, ValueError) as e:
         parser.error(f"argument json: cannot read {args.json}: {e}")
     if not (isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "copy_gb_per_s" in doc):
         parser.error(f"argument json: {args.json} is not a bench/peers.py result (no rows and copy bandwidth)")
-    if not args.out.is_dir():
+    if args.out and not args.out.is_dir():
         parser.error(f"argument --out: {args.out} is not a folder")
+    if args.kernels and not args.kernels.is_dir():
+        parser.error(f"argument --kernels: {args.kernels} is not a folder")
+    timed = [kernel for kernel in KERNELS if bars(doc, kernel)[0]]
+    for kernel in timed if args.kernels else ():
+        if not (args.kernels / kernel / "build.toml").is_file():
+            parser.error(f"argument --kernels: {args.kernels / kernel} is not a kernel project (no build.toml)")
     drawn = 0
-    for kernel in KERNELS:
-        rows = plot(doc, kernel, args.out / f"peers_{kernel}.svg")
-        if rows:
-            print(f"wrote {args.out / f'peers_{kernel}.svg'} ({rows} rows)")
+    for kernel in timed:
+        targets = [args.out / f"peers_{kernel}.svg"] if args.out else []
+        if args.kernels:
+            (args.kernels / kernel / "benchmarks").mkdir(exist_ok=True)
+            targets.append(args.kernels / kernel / "benchmarks" / "peers.svg")
+        for target in targets:
+            rows = plot(doc, kernel, target)
+            print(f"wrote {target} ({rows} rows)")
         drawn += rows
     if not drawn:
         print(f"{args.json}: no row with a kbuild time to draw", file=sys.stderr)

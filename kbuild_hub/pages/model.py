@@ -18,6 +18,7 @@ from kbuild_hub.errors import HubError
 KERNEL = "kernel"
 _VERSION = re.compile(r"^v(\d+)$")
 RESULTS = "benchmarks/results/results.json"  # kbuild publish --with-bench (builder/layout.py's PUBLISHED_BENCH_DIR)
+RESULTS_PLOT = "benchmarks/results/results.svg"  # drawn beside RESULTS' table
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Version:
     date: str
     variants: tuple[Variant, ...]
     bench: dict | None = None  # the branch's benchmarks/results/results.json
+    plots: tuple[str, ...] = ()  # the branch's other benchmarks/**.svg: the author's own plots (peers, say)
 
     @property
     def rows(self) -> list[str]:
@@ -165,7 +167,7 @@ class Catalog:
             if e.type == "file" and len(parts) == 3:
                 by_variant.setdefault(parts[1], []).append((parts[2], e.size))
         variants = tuple(self._variant(repo_id, commit, name, files) for name, files in sorted(by_variant.items()))
-        return Version(branch, commit, date, variants, self._bench(repo_id, commit))
+        return Version(branch, commit, date, variants, self._bench(repo_id, commit), self._plots(repo_id, commit))
 
     def _variant(self, repo_id: str, commit: str, name: str, files: list[tuple[str, int]]) -> Variant:
         row, column = _place(name)
@@ -189,6 +191,15 @@ class Catalog:
         except (HubError, ValueError):
             return None
         return doc if isinstance(doc, dict) and isinstance(doc.get("workloads"), list) else None
+
+
+    def _plots(self, repo_id: str, commit: str) -> tuple[str, ...]:
+        try:
+            entries = self.store.list_tree(KERNEL, repo_id, commit, "benchmarks", recursive=True)
+        except HubError:
+            return ()
+        return tuple(sorted(e.path for e in entries
+                            if e.type == "file" and e.path.endswith(".svg") and e.path != RESULTS_PLOT))
 
 
 def _versions(branches: dict[str, str]) -> list[tuple[str, str]]:

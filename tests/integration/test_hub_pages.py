@@ -62,6 +62,9 @@ def hub(tmp_path_factory):
     v2 = variant_files("torch-stable-abi210-cu130-x86_64-linux", ["8.0", "9.0", "10.0"]) + \
         [FileAdd("benchmarks/results/results.json", json.dumps(results).encode()),
          FileAdd("benchmarks/results/results.svg", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(4)</script></svg>'),
+         FileAdd("benchmarks/peers.svg", b'<svg xmlns="http://www.w3.org/2000/svg"/>'),
+         FileAdd('benchmarks/plots/a b"><script>alert(5)</script>.svg', b'<svg xmlns="http://www.w3.org/2000/svg"/>'),
+         FileAdd("benchmarks/benchmark.py", b""),
          FileAdd("build/<b>onerror=alert(3)</b>/x.py", b"")]
     store.commit(*K, "v2", add=v2, message="v2", parent=None, create_branch_from=main)
     store.create_repo("kernel", "other/relu")
@@ -120,6 +123,20 @@ def test_a_kernel_page_shows_versions_grid_use_it_and_benchmarks(hub):
     status, _, head = get(hub, src)
     assert status == 200 and head["content-type"] == "image/svg+xml"
     assert "sandbox" in head["content-security-policy"] and "script-src" not in head["content-security-policy"]
+
+
+def test_a_kernel_page_shows_the_plots_its_benchmarks_folder_carries(hub):
+    _, html, _ = get(hub, "/org/flash")
+    v2, v1 = html[html.index('id="v2"'):html.index('id="v1"')], html[html.index('id="v1"'):]
+    plots = re.findall(r'<img src="(/kernels/org/flash/resolve/[0-9a-f]{40}/benchmarks/[^"]+)"', v2)
+    # results.svg once (beside its table), then every other .svg of benchmarks/, nothing else of it
+    assert [p.split("/", 6)[6] for p in plots] == [
+        "benchmarks/results/results.svg", "benchmarks/peers.svg",
+        "benchmarks/plots/a%20b%22%3E%3Cscript%3Ealert%285%29%3C/script%3E.svg"], plots
+    for src in plots[1:]:
+        status, body, head = get(hub, src)
+        assert status == 200 and head["content-type"] == "image/svg+xml" and body.startswith("<svg"), src
+    assert "Plots" not in v1 and "<img" not in v1  # v1's branch has no benchmarks/
 
 
 def test_untrusted_text_never_becomes_markup(hub):

@@ -47,3 +47,31 @@ def test_a_file_that_is_not_a_peers_run_is_one_line_naming_it(peers_plot, tmp_pa
             peers_plot.main([str(other), "--out", str(tmp_path)])
         assert exit_.value.code == 2
         assert "is not a bench/peers.py result" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_kernels_puts_each_plot_in_the_kernel_projects_benchmarks(peers_plot, tmp_path, capsys):
+    for kernel in ("rmsnorm", "activation", "rotary"):
+        (tmp_path / kernel).mkdir()
+        (tmp_path / kernel / "build.toml").write_text("")
+    assert peers_plot.main([str(RUN16), "--kernels", str(tmp_path)]) == 0
+    for kernel in ("rmsnorm", "activation", "rotary"):
+        drawn = tmp_path / kernel / "benchmarks" / "peers.svg"
+        peers_plot.plot(json.loads(RUN16.read_text()), kernel, tmp_path / "again.svg")
+        assert drawn.read_bytes() == (tmp_path / "again.svg").read_bytes()
+    # the committed plots are this run's: regenerate them when the run changes
+    for kernel in ("rmsnorm", "activation", "rotary"):
+        assert (REPO / "kernels" / kernel / "benchmarks" / "peers.svg").read_bytes() == \
+            (tmp_path / kernel / "benchmarks" / "peers.svg").read_bytes(), kernel
+
+
+def test_kernels_names_a_folder_that_is_no_kernel_project(peers_plot, tmp_path, capsys):
+    (tmp_path / "rmsnorm").mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        peers_plot.main([str(RUN16), "--kernels", str(tmp_path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --kernels:" in err and "is not a kernel project (no build.toml)" in err
+    assert not list(tmp_path.rglob("*.svg"))  # nothing half-written
+    with pytest.raises(SystemExit):
+        peers_plot.main([str(RUN16)])
+    assert "one of --out and --kernels is required" in capsys.readouterr().err
