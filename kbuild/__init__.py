@@ -28,7 +28,7 @@ _EXPORTS = {
     "CUDAProperties": "layers", "Device": "layers", "KernelizeFallback": "layers", "LayerRepository": "layers",
     "LocalLayerRepository": "layers", "LockedLayerRepository": "layers", "Mode": "layers", "ROCMProperties": "layers",
     "kernelize": "layers", "register_kernel_mapping": "layers", "replace_kernel_forward_from_hub": "layers",
-    "use_kernel_forward_from_hub": "layers", "use_kernel_mapping": "layers",
+    "use_kernel_forward_from_hub": "layers", "use_kernel_mapping": "layers", "use_kernelized_func": "layers",
     "get_local_kernel": "local",
     "get_locked_kernel": "lockfile", "load_kernel": "lockfile",
     "VariantMetadata": "metadata",
@@ -58,7 +58,8 @@ if TYPE_CHECKING:
     from .hub_loader import Resolution, get_kernel, get_kernel_variants, has_kernel, install_kernel, resolve_kernel
     from .layers import (CUDAProperties, Device, KernelizeFallback, LayerRepository, LocalLayerRepository,
                          LockedLayerRepository, Mode, ROCMProperties, kernelize, register_kernel_mapping,
-                         replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping)
+                         replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping,
+                         use_kernelized_func)
     from .local import get_local_kernel
     from .lockfile import get_locked_kernel, load_kernel
     from .metadata import VariantMetadata

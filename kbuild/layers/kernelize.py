@@ -1,6 +1,7 @@
 """kernelize: bind mapped kernel layers' forwards onto a model's modules, in place.
 
-For each module whose class is marked with a layer name (`@use_kernel_forward_from_hub`), the
+For each module whose class is marked with a layer name (`@use_kernel_forward_from_hub`), and each
+function layer a module carries (`@use_kernelized_func`; once, however many modules carry it), the
 current mapping (mapping.py) is looked up by name, then by the device's type, then by the GPU's
 capability, then by mode (mode.py); the chosen repository is loaded through kbuild's loader and
 its layer's forward is bound to that one instance, so it reads the module's own attributes
@@ -16,6 +17,7 @@ import types
 import warnings
 
 from ..errors import InvalidRequest, KernelNotFound
+from .decorators import carried_functions
 from .device import Device, as_device, capability, model_device
 from .mapping import candidates, current_mapping, use_kernel_mapping
 from .mode import KernelizeFallback, Mode, requested_mode, serving_order
@@ -57,8 +59,8 @@ def kernelize(model, mapping: dict | None = None, *, mode=Mode.INFERENCE, device
 
 
 def restore(model) -> None:
-    """Undo kernelize: every module gets its own forward back."""
-    for module in model.modules():
+    """Undo kernelize: every module and function layer gets its own forward back."""
+    for module in _targets(model):
         _own_forward(module)
 
 
@@ -68,7 +70,7 @@ def _kernelize(model, wanted: Mode, device: Device, allowed: KernelizeFallback, 
     gpu = capability(device) if device.type in ("cuda", "rocm") else None
     layers: dict = {}  # (repository, host class) -> the layer, loaded and checked once per call
     said: set[tuple[str, str]] = set()
-    for module in model.modules():
+    for module in _targets(model):
         host = type(module)
         name = getattr(module, "kernel_layer_name", None)
         if name is None and host.__name__ in by_class:
@@ -100,6 +102,16 @@ def _kernelize(model, wanted: Mode, device: Device, allowed: KernelizeFallback, 
             continue
         _bind(module, layer)
     return model
+
+
+def _targets(model):
+    """The model's modules, each after the function layers it carries; each one once."""
+    seen: set[int] = set()
+    for module in model.modules():
+        for target in (*carried_functions(module), module):
+            if id(target) not in seen:
+                seen.add(id(target))
+                yield target
 
 
 def _choose(name: str, host: type, table, wanted: Mode, device: Device, gpu: int | None, layers: dict):

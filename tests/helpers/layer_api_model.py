@@ -54,6 +54,21 @@ class Unmapped(nn.Module):
         return x
 
 
+@lib.use_kernel_forward_from_hub("Axpy")
+def axpy(x, y, alpha=1.0):
+    return alpha * x + y
+
+
+@lib.use_kernelized_func(axpy)
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return axpy(self.proj(x), x, alpha=0.5)
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -137,6 +152,20 @@ with lib.use_kernel_mapping({"Version": {"cpu": repo("Version", version=2)}}):
         alone = [runs(lib.kernelize(Net(), mode=Mode.INFERENCE, device="cpu").norm),
                  lib.kernelize(Version(), mode=Mode.INFERENCE, device="cpu")()]
 seen["contexts"] = [inner, alone, lib.kernelize(Version(), mode=Mode.INFERENCE, device="cpu")()]
+
+blocks = nn.Sequential(Block(), Block())
+expected = blocks(x)
+with lib.use_kernel_mapping({"Axpy": {"cpu": repo("Axpy")}}):
+    lib.kernelize(blocks, mode=Mode.TRAINING, device="cpu")
+    got = blocks(x)
+    got.sum().backward()
+    seen["function"] = [runs(axpy) == "Axpy", bool(torch.allclose(got, expected)), sorted(blocks[0].__dict__["_kernel_funcs"]),
+                        blocks[1].proj.weight.grad is not None]
+seen["function_unmapped"] = runs(lib.kernelize(blocks, mode=Mode.INFERENCE, device="cpu")[0].__dict__["_kernel_funcs"]["Axpy"]) == "Axpy"
+with lib.use_kernel_mapping({"Axpy": {"cpu": repo("TwoArgs")}}):
+    seen["function_no_drop_in"] = error(lambda: lib.kernelize(blocks, mode=Mode.INFERENCE, device="cpu"))
+seen["function_misuse"] = [error(lambda: lib.use_kernelized_func(lambda x: x)(Net)),
+                           error(lambda: lib.use_kernelized_func(axpy)(Net))]
 
 for layer in ("Stateful", "TwoArgs", "KeywordOnly"):
     with lib.use_kernel_mapping({"RMSNorm": {"cpu": repo(layer)}}):

@@ -3,7 +3,7 @@
 
 Its layers: RMSNorm (a Llama RMSNorm written another way: reads the host's weight and
 variance_epsilon; can_torch_compile), NormNoBackward (has_backward = False), Version (returns the
-kernel's version), and three that are no drop-in: Stateful (own constructor), TwoArgs (another
+kernel's version), Axpy (for a function layer: `axpy(x, y, alpha=1.0)`, counted), and three that are no drop-in: Stateful (own constructor), TwoArgs (another
 number of arguments), KeywordOnly (another kind of argument)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from runtime_hubs import Kernel, git
 LAYERS = '''import torch
 from torch import nn
 
-CALLS = {{"RMSNorm": 0, "NormNoBackward": 0}}
+CALLS = {{"RMSNorm": 0, "NormNoBackward": 0, "Axpy": 0}}
 
 
 class RMSNorm(nn.Module):
@@ -41,6 +41,12 @@ class NormNoBackward(nn.Module):
 class Version(nn.Module):
     def forward(self) -> int:
         return {version}
+
+
+class Axpy(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+        CALLS["Axpy"] += 1
+        return torch.add(y, x, alpha=alpha)
 
 
 class Stateful(nn.Module):

@@ -7,8 +7,10 @@ real `kbuild publish`; GPU capabilities are judged through KBUILD_GPU_ARCH, as t
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,9 @@ from torch import nn
 
 from kbuild import (CUDAProperties, Device, InvalidLayer, KernelizeFallback, LayerRepository, LocalLayerRepository,
                     LockedLayerRepository, Mode, ROCMProperties, RevisionNotFound, kernelize, register_kernel_mapping,
-                    replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping)
+                    replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping,
+                    use_kernelized_func)
+from kbuild.layers import restore
 from kbuild.layers.mapping import current_mapping
 
 from layer_kernel import publish_layer_kernel
@@ -45,6 +49,24 @@ class ModelNorm(nn.Module):
 class Version(nn.Module):
     def forward(self) -> int:
         return 0
+
+
+@use_kernel_forward_from_hub("Axpy")
+def axpy(x, y, alpha=1.0):
+    """alpha * x + y"""
+    return alpha * x + y
+
+
+@use_kernelized_func(axpy)
+class Block(nn.Module):
+    """Calls a function layer, as transformers' attention calls apply_rotary_pos_emb."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return axpy(self.proj(x), x, alpha=0.5)
 
 
 class Net(nn.Module):
@@ -94,6 +116,34 @@ def test_a_mapped_layer_serves_inference_and_training(hub):
     torch.testing.assert_close(net.norm.weight.grad, reference.norm.weight.grad, rtol=1e-4, atol=1e-6)
     # the class is untouched: a module made afterwards runs its own forward
     assert bound(Net().norm) == "ModelNorm"
+
+
+def test_a_function_layer_is_kernelized_once_through_the_modules_that_carry_it(hub):
+
+    # the decorated function is a module called as the function was, with its signature after self
+    assert isinstance(axpy, nn.Module) and type(axpy).__name__ == "axpy" and axpy.__doc__ == "alpha * x + y"
+    assert list(inspect.signature(type(axpy).forward).parameters) == ["self", "x", "y", "alpha"]
+    blocks = nn.Sequential(Block(), Block())
+    x = torch.randn(4, 16)
+    expected = blocks(x)
+    assert blocks[0].__dict__["_kernel_funcs"] == {"Axpy": axpy}  # where and how `kernels` keeps them too
+    kernelize(blocks, {"Axpy": {"cpu": repo(hub, "Axpy")}}, mode=Mode.TRAINING, device="cpu")
+    assert bound(axpy) == "Axpy"
+    kernel = next(m for name, m in sys.modules.items() if name.endswith(".layers") and hasattr(m, "CALLS"))
+    before = kernel.CALLS["Axpy"]
+    got = blocks(x)
+    torch.testing.assert_close(got, expected)
+    assert kernel.CALLS["Axpy"] == before + 2  # both blocks call the one kernelized function
+    got.sum().backward()
+    assert blocks[0].proj.weight.grad is not None
+    restore(blocks)
+    assert bound(axpy) == "axpy"
+    kernel.CALLS["Axpy"] = 0
+    blocks(x)
+    assert kernel.CALLS["Axpy"] == 0
+    # a layer whose forward does not take the function's arguments is refused, naming the function
+    with pytest.raises(InvalidLayer, match=r"forward takes 2 arguments and axpy.forward 4"):
+        kernelize(blocks, {"Axpy": {"cpu": repo(hub, "RMSNorm")}}, device="cpu")
 
 
 def test_each_mode_takes_its_closest_registration(hub):
@@ -284,7 +334,9 @@ def test_misuse_is_a_one_line_error():
         (lambda: register_kernel_mapping({"RMSNorm": {"cuda": {"training": LayerRepository("org/x", layer_name="L",
                                                                                            version=1)}}}),
          "modes must be Mode values"),
-        (lambda: use_kernel_forward_from_hub("RMSNorm")(lambda x: x), "decorates an nn.Module class"),
+        (lambda: use_kernel_forward_from_hub("RMSNorm")(42), "decorates an nn.Module class or a function, not 42"),
+        (lambda: use_kernelized_func(lambda x: x)(Net), "on Net: '<lambda>' is not marked with @use_kernel_forward_from_hub"),
+        (lambda: use_kernelized_func(axpy)(axpy), "decorates an nn.Module class"),
         (lambda: use_kernel_forward_from_hub(""), "the layer name must be a non-empty string"),
     ]
     for call, message in cases:

@@ -63,4 +63,5 @@ def test_the_same_model_script_behaves_the_same_on_kernels_and_on_kbuild(hub, tm
     assert theirs["inference"] == ["RMSNorm", "Unmapped", True]
     assert theirs["by_mode"] == ["NormNoBackward", "RMSNorm", "ModelNorm"]
     assert theirs["versions"] == [1, 2, 1]
+    assert theirs["function"] == [True, True, ["Axpy"], True] and theirs["function_unmapped"] is False
     assert ours == theirs
