@@ -309,7 +309,7 @@ def main() -> None:
               "machine_cpus": args.machine_cpus, "rows": rows, "ratios": ratios, "objects": _compare(rows)}
     from dist_model import model
     if "local" in rows:
-        result["model"] = model(kernel, rows["local"], rows.get("half"), rows.get("dist"), len(cores))
+        result["model"] = model(kernel, rows["local"], rows.get("dist"), len(cores))
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print("ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
     for name, same in result["objects"].items():

@@ -1,19 +1,29 @@
 """The whole release build of a kernel on 1, 8 and 64 machines, modelled from one measured set of
 its units (bench/dist_compile.py, issue 34).
 
-What is measured there, at one arch: each unit's compile time with every core busy (row local), the
-same units on one machine's cores (half) and through sccache-dist (dist: each unit's extra time on
-a build server over half's, and the client's CPU seconds per unit). What the release build is comes
+    python bench/dist_model.py DIST_COMPILE.json KERNEL_DIR [--cores N] [--write]
+
+models again from a bench/dist_compile.py result (its rows local and dist) and prints the summary:
+for machines of the measuring host's size, or of N cores each (the units' core-seconds as measured);
+--write puts the new model into the JSON.
+
+What is measured there, at one arch: each unit's compile time with every core busy (row local) and
+the CPU the row kept busy, and the same units through sccache-dist (dist: the CPU it took beyond
+local's, and the client's CPU seconds per unit). What the release build is comes
 from kbuild's own tables: the variants of the default matrix (plan/matrix.py) and the archs each
 compiles for (`variant_archs`), and the kernel's CUDA units (its build.toml).
 
 The model, stated so it can be checked against a real run:
+- a unit costs core-seconds: its wall time in ninja's log scaled so that the measured units together
+  cost the CPU row local kept busy (ninja runs more jobs than there are cores, and a unit's wall
+  time then counts the time it waited for one);
 - a unit not in the measured set takes the measured set's mean; every arch costs what the measured
   arch cost (cicc and ptxas dominate and scale with the arch count);
 - one machine (kbuild alone, C cores): a job is one unit of one variant, all its archs in one nvcc
   (with many units kbuild gives each nvcc one thread); jobs go longest-first to the first free core;
 - M machines through sccache-dist: sccache runs each arch's cicc and ptxas as a job of its own on a
-  server, so a job is one unit at one arch, plus the measured overhead per job; the client's share
+  server, so a job is one unit at one arch, plus the measured overhead per job (the CPU dist took
+  beyond local's, per unit; none when it took less); the client's share
   (nvcc's preprocessing and driver steps, sccache's packaging) runs on the client's C cores and
   bounds the build from below;
 - links are left out (the measured set links no library): a release adds one link per variant.
@@ -21,8 +31,11 @@ The model, stated so it can be checked against a real run:
 
 from __future__ import annotations
 
+import argparse
 import heapq
+import json
 import statistics
+import sys
 from pathlib import Path
 
 
@@ -48,15 +61,15 @@ def release_jobs(kernel: Path) -> dict:
     return {"units": units, "variants": variants}
 
 
-def model(kernel: Path, local: dict, half: dict | None, dist: dict | None, cores: int,
+def model(kernel: Path, local: dict, dist: dict | None, cores: int,
           machines: tuple[int, ...] = (1, 8, 64)) -> dict:
-    measured = {u["source"]: u["seconds"] for u in local["units"] if u["seconds"] is not None}
+    measured, scale = unit_costs(local)
     if not measured:
         return {"summary": ["model: no unit time was measured"]}
     mean = statistics.fmean(measured.values())
     release = release_jobs(kernel)
     times = [measured.get(u, mean) for u in release["units"]]
-    overhead, client = _dist_costs(half, dist, measured)
+    overhead, client = _dist_costs(local, dist)
     one = [t * len(archs) for archs in release["variants"].values() for t in times]
     per_arch = [t + overhead for archs in release["variants"].values() for t in times for _ in archs]
     figures = {}
@@ -75,7 +88,8 @@ def model(kernel: Path, local: dict, half: dict | None, dist: dict | None, cores
         f["ratio"] = round(f["seconds"] / base, 3)
     longest = max(times)
     result = {"assumptions": __doc__.split("The model, stated so it can be checked against a real run:")[1].strip(),
-              "units": len(release["units"]), "measured_units": len(measured), "mean_unit_seconds": round(mean, 1),
+              "units": len(release["units"]), "measured_units": len(measured), "unit_cost_scale": round(scale, 3),
+              "mean_unit_seconds": round(mean, 1),
               "longest_unit_seconds": round(longest, 1), "variants": release["variants"],
               "overhead_per_job_seconds": round(overhead, 2), "client_cpu_per_job_seconds": round(client, 2),
               "cores_per_machine": cores, "critical_path_seconds": {
@@ -86,23 +100,32 @@ def model(kernel: Path, local: dict, half: dict | None, dist: dict | None, cores
     return result
 
 
-def _dist_costs(half: dict | None, dist: dict | None, measured: dict) -> tuple[float, float]:
-    """Per job: a build server's time over the same unit on a machine of its size (half), and the
-    client's CPU seconds (the host's busy time less the servers')."""
+def unit_costs(row: dict) -> tuple[dict[str, float], float]:
+    """({unit: core-seconds}, the scale from wall time): each unit's wall time times the row's busy
+    CPU over the units' summed wall time (1 where the row has no CPU figure)."""
+    walls = {u["source"]: u["seconds"] for u in row["units"] if u["seconds"] is not None}
+    busy = row.get("busy_cpu_seconds")
+    scale = busy / sum(walls.values()) if busy and walls and sum(walls.values()) > 0 else 1.0
+    return {source: wall * scale for source, wall in walls.items()}, scale
+
+
+def _dist_costs(local: dict, dist: dict | None) -> tuple[float, float]:
+    """Per unit at one arch: the CPU seconds dist took beyond local's (sandboxing, packaging,
+    transfer; none when it took less: the difference is then noise), and the client's CPU seconds
+    (the host's busy time less the servers')."""
     if not dist:
         return 0.0, 0.0
-    on_half = {u["source"]: u["seconds"] for u in half["units"]} if half else {}
-    extra = [u["seconds"] - on_half[u["source"]] for u in dist["units"]
-             if u["seconds"] is not None and on_half.get(u["source"]) is not None]
-    client = max(0.0, dist["busy_cpu_seconds"] - dist.get("servers_cpu_seconds", 0.0)) / max(1, len(dist["units"]))
-    return (statistics.median(extra) if extra else 0.0), client
+    units = max(1, len(dist["units"]))
+    overhead = max(0.0, dist["busy_cpu_seconds"] - local.get("busy_cpu_seconds", dist["busy_cpu_seconds"])) / units
+    client = max(0.0, dist["busy_cpu_seconds"] - dist.get("servers_cpu_seconds", 0.0)) / units
+    return overhead, client
 
 
 def _summary(result: dict, figures: dict) -> list[str]:
     lines = [f"model: {result['units']} units x {len(result['variants'])} CUDA variants "
              f"({', '.join(f'{k}: {len(v)} archs' for k, v in result['variants'].items())}); "
-             f"unit mean {result['mean_unit_seconds']} s, longest {result['longest_unit_seconds']} s "
-             f"({result['measured_units']} measured)"]
+             f"unit mean {result['mean_unit_seconds']} core-s, longest {result['longest_unit_seconds']} core-s "
+             f"({result['measured_units']} measured; wall x {result['unit_cost_scale']})"]
     for n, f in figures.items():
         extra = "" if n == 1 else f" (bound: {f['bound']}; compile {f['compile_seconds']} s, client {f['client_seconds']} s)"
         lines.append(f"  {n:3} machine(s) of {result['cores_per_machine']} cores: {f['seconds']:9.1f} s  "
@@ -120,3 +143,33 @@ def _summary(result: dict, figures: dict) -> list[str]:
             lines.append(f"  8 machines miss 0.2x ({need:.0f} s): compiles take {eight['compile_seconds']} s; "
                          f"the per-job overhead ({result['overhead_per_job_seconds']} s) or the longest unit bounds it")
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("result", type=Path, help="a bench/dist_compile.py --out JSON")
+    parser.add_argument("kernel", type=Path, help="the kernel project folder it measured")
+    parser.add_argument("--cores", type=int, default=None, metavar="N",
+                        help="cores of each modelled machine (default: the measuring host's)")
+    parser.add_argument("--write", action="store_true", help="replace the JSON's model with this one")
+    args = parser.parse_args(argv)
+    try:
+        doc = json.loads(args.result.read_text())
+        rows, cores = doc["rows"], doc["host_cpus"]
+        local = rows["local"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        parser.error(f"argument result: {args.result} is not a bench/dist_compile.py result ({type(e).__name__}: {e})")
+    if not (args.kernel / "build.toml").is_file():
+        parser.error(f"argument kernel: {args.kernel} has no build.toml")
+    if args.cores is not None and args.cores < 1:
+        parser.error(f"argument --cores: must be 1 or more, got {args.cores}")
+    doc["model"] = model(args.kernel, local, rows.get("dist"), args.cores or cores)
+    print("\n".join(doc["model"]["summary"]))
+    if args.write:
+        args.result.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # builder/, for release_jobs
+    sys.exit(main())
