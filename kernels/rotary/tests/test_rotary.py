@@ -25,7 +25,7 @@ if DEVICE not in ("cpu",) and not DEVICE.startswith("cuda"):
     pytest.skip(f"rotary is a CUDA (Triton) kernel; device {DEVICE!r} is not supported", allow_module_level=True)
 
 import rotary  # noqa: E402
-from rotary.layers import RotaryEmbedding  # noqa: E402
+from rotary.layers import RotaryEmbedding, RotaryPosEmb  # noqa: E402
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # (atol, rtol) for outputs rounded to dtype from an fp32 computation.
@@ -172,6 +172,71 @@ def test_layer():
     torch.testing.assert_close(layer(x, cos, sin), rotary.apply_rotary(x, cos, sin), atol=0, rtol=0)
     layer.interleaved = True
     assert_close(layer(x, cos, sin), reference(x, cos, sin, True), torch.float16)
+
+
+def transformers_reference(q, k, cos, sin, unsqueeze_dim):
+    """transformers' apply_rotary_pos_emb (rotate_half form), in float64."""
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+
+    cos, sin = cos.double().unsqueeze(unsqueeze_dim), sin.double().unsqueeze(unsqueeze_dim)
+    q, k = q.double(), k.double()
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def transformers_tables(positions, headdim, dtype):
+    """cos, sin [batch, seqlen, headdim] as transformers' rotary embeddings make them: cat(freqs, freqs)."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, headdim, 2, device=DEVICE, dtype=torch.float64) / headdim))
+    freqs = positions.double()[..., None] * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+@pytest.mark.parametrize("per_sequence", [False, True], ids=["one-table", "table-per-sequence"])
+@pytest.mark.parametrize("unsqueeze_dim", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_transformers_layer(dtype, unsqueeze_dim, per_sequence):
+    """RotaryPosEmb against transformers' apply_rotary_pos_emb, forward and backward, with GQA
+    heads and q, k laid out as transformers makes them (a transpose of [batch, seqlen, heads, dim])."""
+    torch.manual_seed(11)
+    batch, seqlen, heads_q, heads_k, headdim = 2, 7, 4, 2, 32
+    q = torch.randn(batch, seqlen, heads_q, headdim, device=DEVICE, dtype=dtype)
+    k = torch.randn(batch, seqlen, heads_k, headdim, device=DEVICE, dtype=dtype)
+    if unsqueeze_dim == 1:
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    positions = torch.arange(seqlen, device=DEVICE)[None]
+    if per_sequence:  # left padding: each sequence starts elsewhere
+        positions = positions + torch.tensor([[0], [3]], device=DEVICE)
+    cos, sin = transformers_tables(positions, headdim, dtype)
+    assert RotaryPosEmb.has_backward and RotaryPosEmb.can_torch_compile
+    out_q, out_k = RotaryPosEmb()(q, k, cos, sin, unsqueeze_dim)
+    ref_q, ref_k = transformers_reference(q, k, cos, sin, unsqueeze_dim)
+    assert out_q.shape == q.shape and out_k.shape == k.shape
+    assert_close(out_q, ref_q, dtype)
+    assert_close(out_k, ref_k, dtype)
+    grad_q, grad_k = torch.randn_like(out_q), torch.randn_like(out_k)
+    got = torch.autograd.grad((out_q, out_k), (q, k), (grad_q, grad_k))
+    want = torch.autograd.grad((ref_q, ref_k), (q, k), (grad_q.double(), grad_k.double()))
+    for g, w in zip(got, want):
+        assert_close(g, w, dtype)
+
+
+def test_transformers_layer_refuses_what_it_cannot_rotate():
+    q = torch.randn(2, 4, 5, 16, device=DEVICE)
+    cos, sin = transformers_tables(torch.arange(5, device=DEVICE)[None], 16, torch.float32)
+    with pytest.raises(ValueError, match="unsqueeze_dim must be 1"):
+        RotaryPosEmb()(q, q, cos, sin, 3)
+    with pytest.raises(ValueError, match="cos and sin must both be"):
+        RotaryPosEmb()(q, q, cos[0], sin[0])
+    with pytest.raises(ValueError, match="do not match q's batch 2 and seqlen 5"):
+        RotaryPosEmb()(q, q, cos.expand(3, -1, -1), sin.expand(3, -1, -1))
+
+
+def test_transformers_layer_name():
+    """The name transformers' default mapping asks a rotary kernel for."""
+    assert rotary.layers.apply_rotary_transformers is RotaryPosEmb
 
 
 # The op is opaque to torch.compile (a custom op), so compiling works on CPU under the interpreter
