@@ -4,22 +4,23 @@ same batch (4 x 1024 tokens, labels = input_ids) and its own AdamW, and runs STE
 
 Configurations
   eager          transformers' Qwen3 untouched (sdpa attention).
-  kbuild         the layers kbuild can map: "RMSNorm" -> kbuild/rmsnorm's RMSNorm layer (all 113 norms:
-                 input, post-attention, q_norm, k_norm, final), fetched from `kbuild hub serve` through
-                 HF_ENDPOINT (bench/gpu/qwen_step.sh). Path: transformers' KernelConfig
-                 (`model.set_use_kernels(True, KernelConfig(...))`, what from_pretrained(kernel_config=)
-                 runs) when transformers can use Hugging Face's `kernels` (5.17 wants 0.16.x) and the
-                 model is on a GPU; otherwise kbuild's own layer API, `kbuild.kernelize` with the same
-                 mapping. The H200 image has no `kernels` 0.16 (the carried wheel is 0.17.2, which
-                 transformers 5.17 refuses), and KernelConfig refuses "cpu", so both the H200 run and
-                 the CPU try take kbuild.kernelize; "path" in the output says which ran.
-                 Not mapped: "rotary_pos_emb" (Qwen3 marks apply_rotary_pos_emb(q, k, cos, sin) as a
-                 hub *function*; kbuild's layer API maps module forwards only, and kbuild/rotary's
-                 RotaryEmbedding takes x [b, s, h, d] with half-width cos/sin, not q, k [b, h, s, d]);
-                 "SiLU" (the MLP's act_fn is marked, but kbuild/activation's SiluAndMul takes the
-                 concatenated gate|up, not one tensor); the fused SwiGLU MLP and the loss (Qwen3 marks
+  kbuild         the layers transformers marks for the hub that kbuild has kernels for: "RMSNorm" ->
+                 kbuild/rmsnorm's RMSNorm layer (all 113 norms: input, post-attention, q_norm, k_norm,
+                 final) and "rotary_pos_emb" (the function layer apply_rotary_pos_emb that every
+                 Qwen3Attention carries) -> kbuild/rotary's RotaryPosEmb (q and k in one launch), fetched
+                 from `kbuild hub serve` through HF_ENDPOINT (bench/gpu/qwen_step.sh). Path: transformers'
+                 KernelConfig (`model.set_use_kernels(True, KernelConfig(...))`, what
+                 from_pretrained(kernel_config=) runs) when transformers can use Hugging Face's `kernels`
+                 (5.17 wants 0.16.x) and the model is on a GPU; otherwise kbuild's own layer API,
+                 `kbuild.kernelize` with the same mapping, the classes and function marked with kbuild's
+                 decorators as transformers marks them when `kernels` is installed. The H200 image has no
+                 `kernels` 0.16 (the carried wheel is 0.17.2, which transformers 5.17 refuses), and
+                 KernelConfig refuses "cpu", so both the H200 run and the CPU try take kbuild.kernelize;
+                 "path" in the output says which ran.
+                 Not mapped: "SiLU" (the MLP's act_fn is marked, but kbuild/activation's SiluAndMul takes
+                 the concatenated gate|up, not one tensor); the fused SwiGLU MLP and the loss (Qwen3 marks
                  neither for the hub; kbuild has no fused linear cross-entropy).
-  liger_same     Liger patching only what kbuild maps: rms_norm=True, rope/swiglu/cross_entropy/
+  liger_same     Liger patching what kbuild maps: rms_norm=True, rope=True, swiglu/cross_entropy/
                  fused_linear_cross_entropy=False.
   liger_default  apply_liger_kernel_to_qwen3(model=...) with Liger's defaults (rope, rms_norm, swiglu,
                  fused linear cross-entropy): what a Liger user gets, and what earlier runs compared to.
@@ -34,11 +35,12 @@ before the forward and the peak of each phase (forward, backward, optimizer). `u
 = peak - parameters - optimizer state - gradients - saved activations: transients such as the
 float32 logits of the loss and backward workspaces.
 
-    python bench/gpu/qwen_step.py OUT.json [--local-rmsnorm PATH]
+    python bench/gpu/qwen_step.py OUT.json [--local-rmsnorm PATH] [--local-rotary PATH]
 
 Without a GPU it runs a tiny model (2 layers, hidden 64, vocab 1000, float32, CPU, short batch); the
-Liger configurations are then reported absent with the reason. --local-rmsnorm takes kbuild/rmsnorm
-from a local project or build folder instead of the hub (for trying the script without a server).
+Liger configurations are then reported absent with the reason, and kbuild maps RMSNorm only
+(kbuild/rotary is Triton, a torch-cuda variant). --local-rmsnorm and --local-rotary take the kernels
+from local project or build folders instead of the hub (for trying the script without a server).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ DEVICE, DTYPE = ("cuda", torch.bfloat16) if GPU else ("cpu", torch.float32)
 SEED, STEPS, WARMUP = 0, 7, 2  # steps 0-1 warm up (step 1 is measured), 2-6 are timed
 BATCH, SEQ = (4, 1024) if GPU else (2, 64)
 RMSNORM_REPO = "kbuild/rmsnorm"
+ROTARY_REPO = "kbuild/rotary"
 
 
 class Absent(Exception):
@@ -112,19 +115,44 @@ def kernelize_through_kernel_config(model) -> None:
     """transformers' own path; inherit_mapping=False so its default rotary mapping (kernels-community,
     not on the local hub) is not pulled in: exactly kbuild's mapping."""
     from transformers import KernelConfig
-    mapping = {"RMSNorm": (f"{RMSNORM_REPO}:RMSNorm", {"version": 1, "trust_remote_code": True})}
+    mapping = {"RMSNorm": (f"{RMSNORM_REPO}:RMSNorm", {"version": 1, "trust_remote_code": True}),
+               "rotary_pos_emb": (f"{ROTARY_REPO}:RotaryPosEmb", {"version": 1, "trust_remote_code": True})}
     model.set_use_kernels(True, KernelConfig(mapping, inherit_mapping=False))
 
 
-def kernelize_through_kbuild(model, local_rmsnorm: str | None) -> None:
+def mark_qwen3_for_kbuild() -> None:
+    """What transformers marks at import when `kernels` is installed (and leaves unmarked without
+    it), marked with kbuild's decorators: Qwen3RMSNorm, the function apply_rotary_pos_emb, and
+    Qwen3Attention carrying it. Before the model is built (use_kernelized_func acts in __init__);
+    restored_qwen3_module undoes it."""
     import kbuild
-    from kbuild import LocalLayerRepository, Mode, replace_kernel_forward_from_hub
-    if getattr(modeling_qwen3.Qwen3RMSNorm, "kernel_layer_name", None) is None:  # marked only when `kernels` is there
-        replace_kernel_forward_from_hub(modeling_qwen3.Qwen3RMSNorm, "RMSNorm")
-    source = {DEVICE: LocalLayerRepository(local_rmsnorm, layer_name="RMSNorm")} if local_rmsnorm \
-        else f"{RMSNORM_REPO}@v1:RMSNorm"
+    if getattr(modeling_qwen3.Qwen3RMSNorm, "kernel_layer_name", None) is None:
+        kbuild.replace_kernel_forward_from_hub(modeling_qwen3.Qwen3RMSNorm, "RMSNorm")
+    if getattr(modeling_qwen3.apply_rotary_pos_emb, "kernel_layer_name", None) is None:
+        # Qwen3Attention.forward calls the module's global by name: the function layer takes its place
+        layer = kbuild.use_kernel_forward_from_hub("rotary_pos_emb")(modeling_qwen3.apply_rotary_pos_emb)
+        modeling_qwen3.apply_rotary_pos_emb = layer
+        kbuild.use_kernelized_func(layer)(modeling_qwen3.Qwen3Attention)
+
+
+def kernelize_through_kbuild(model, args) -> None:
+    import kbuild
+    from kbuild import LocalLayerRepository, Mode
+
+    def source(local: str | None, repo: str, layer: str):
+        return {DEVICE: LocalLayerRepository(local, layer_name=layer)} if local else f"{repo}@v1:{layer}"
+    mapping = {"RMSNorm": source(args.local_rmsnorm, RMSNORM_REPO, "RMSNorm")}
+    if GPU:  # kbuild/rotary is Triton: a torch-cuda variant only
+        mapping["rotary_pos_emb"] = source(args.local_rotary, ROTARY_REPO, "RotaryPosEmb")
     # the default fallback: other names transformers marks (e.g. SiLU) keep their own forward
-    kbuild.kernelize(model, {"RMSNorm": source}, mode=Mode.TRAINING, device=DEVICE)
+    kbuild.kernelize(model, mapping, mode=Mode.TRAINING, device=DEVICE)
+
+
+def bound_rotary_forwards(model) -> list[str]:
+    """The forwards of the rotary function layers the attention modules carry."""
+    layers = {id(f): f for m in model.modules() for f in getattr(m, "_kernel_funcs", {}).values()}
+    return sorted({f"{f.forward.__func__.__module__}.{f.forward.__func__.__qualname__}" for f in layers.values()
+                   if getattr(f, "kernel_layer_name", None) == "rotary_pos_emb"})
 
 
 def bound_norm_forwards(model) -> list[str]:
@@ -132,21 +160,33 @@ def bound_norm_forwards(model) -> list[str]:
     return sorted({f"{f.__module__}.{f.__qualname__}" for f in (getattr(m.forward, "__func__", m.forward) for m in norms)})
 
 
+def kbuild_path(args) -> str:
+    local = args.local_rmsnorm or args.local_rotary
+    return "transformers.KernelConfig" if kernel_config_usable() and not local else "kbuild.kernelize"
+
+
+def prepare_kbuild(args) -> None:
+    if kbuild_path(args) == "kbuild.kernelize":
+        mark_qwen3_for_kbuild()
+
+
 def apply_kbuild(model, args) -> dict:
     marked = transformers_hub_names(model)
-    path = "transformers.KernelConfig" if kernel_config_usable() and not args.local_rmsnorm else "kbuild.kernelize"
+    path = kbuild_path(args)
     t0 = time.perf_counter()
     if path == "transformers.KernelConfig":
         kernelize_through_kernel_config(model)
     else:
-        kernelize_through_kbuild(model, args.local_rmsnorm)
-    bound = bound_norm_forwards(model)
-    if any("Qwen3RMSNorm" in f for f in bound):
-        raise RuntimeError(f"kernelize left Qwen3's own RMSNorm forward: {bound}")
-    return {"path": path, "kernelize_s": round(time.perf_counter() - t0, 3), "mapped": ["RMSNorm"],
-            "transformers_hub_names": marked, "norm_forwards": bound,
-            "not_mapped": {"rotary_pos_emb": "a hub function (use_kernelized_func); kbuild maps module forwards only",
-                           "SiLU": "marked (the MLP's act_fn); kbuild/activation has SiluAndMul on [.., 2d], not an elementwise SiLU",
+        kernelize_through_kbuild(model, args)
+    norms, rotary = bound_norm_forwards(model), bound_rotary_forwards(model)
+    rotary_left = GPU and (not rotary or any("RotaryPosEmb" not in f for f in rotary))
+    if any("Qwen3RMSNorm" in f for f in norms) or rotary_left:
+        raise RuntimeError(f"kernelize left a layer of Qwen3's own: norms {norms}, rotary {rotary}")
+    cpu_only = {} if GPU else {"rotary_pos_emb": "kbuild/rotary is Triton, built as torch-cuda only: no variant for cpu"}
+    return {"path": path, "kernelize_s": round(time.perf_counter() - t0, 3),
+            "mapped": ["RMSNorm", "rotary_pos_emb"] if GPU else ["RMSNorm"],
+            "transformers_hub_names": marked, "norm_forwards": norms, "rotary_forwards": rotary,
+            "not_mapped": {**cpu_only, "SiLU": "marked (the MLP's act_fn); kbuild/activation has SiluAndMul on [.., 2d], not an elementwise SiLU",
                            "Qwen3MLP / SwiGLU": "not marked for the hub by transformers 5.17",
                            "lm_head + loss": "not marked for Qwen3; kbuild has no fused linear cross-entropy"}}
 
@@ -162,9 +202,9 @@ def liger_qwen3():
 
 
 def apply_liger_same(model, args) -> dict:
-    flags = dict(rope=False, rms_norm=True, swiglu=False, cross_entropy=False, fused_linear_cross_entropy=False)
+    flags = dict(rope=True, rms_norm=True, swiglu=False, cross_entropy=False, fused_linear_cross_entropy=False)
     liger_qwen3()(model=model, **flags)
-    return {"mapped": ["RMSNorm"], "liger_flags": flags}
+    return {"mapped": ["RMSNorm", "rotary_pos_emb"], "liger_flags": flags}
 
 
 def apply_liger_default(model, args) -> dict:
@@ -174,17 +214,26 @@ def apply_liger_default(model, args) -> dict:
 
 CONFIGS = {"eager": apply_eager, "kbuild": apply_kbuild, "liger_same": apply_liger_same,
            "liger_default": apply_liger_default}
+PREPARE = {"kbuild": prepare_kbuild}  # before the model is built
 
 
 @contextlib.contextmanager
 def restored_qwen3_module():
-    """Liger rebinds names in modeling_qwen3 (Qwen3RMSNorm, apply_rotary_pos_emb, Qwen3MLP); put them
-    back so no configuration leaks into the next one."""
+    """Liger rebinds names in modeling_qwen3 (Qwen3RMSNorm, apply_rotary_pos_emb, Qwen3MLP), and
+    kbuild's marks set class attributes (kernel_layer_name, Qwen3Attention.__init__); put them back so
+    no configuration leaks into the next one."""
     saved = dict(vars(modeling_qwen3))
+    classes = {cls: dict(vars(cls)) for cls in (modeling_qwen3.Qwen3RMSNorm, modeling_qwen3.Qwen3Attention)}
     try:
         yield
     finally:
         vars(modeling_qwen3).update(saved)
+        for cls, attributes in classes.items():
+            for name in set(vars(cls)) - set(attributes):
+                delattr(cls, name)
+            for name, value in attributes.items():
+                if name not in ("__dict__", "__weakref__") and vars(cls).get(name) is not value:
+                    setattr(cls, name, value)
 
 
 # --- memory accounting ---------------------------------------------------------------------------
@@ -324,6 +373,8 @@ def run_config(name: str, config: Qwen3Config, ids, args) -> dict:
     free_memory()
     peaks = Peaks()
     with restored_qwen3_module():
+        if name in PREPARE:
+            PREPARE[name](args)
         model = fresh_model(config)
         try:
             setup = CONFIGS[name](model, args)
@@ -376,6 +427,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--local-rmsnorm", help="kbuild/rmsnorm from this project or build folder, not the hub")
+    parser.add_argument("--local-rotary", help="kbuild/rotary from this project or build folder, not the hub")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"some of {','.join(CONFIGS)}")
     args = parser.parse_args()
     unknown = [c for c in args.configs.split(",") if c not in CONFIGS]

@@ -3,7 +3,8 @@
 
 Its layers: RMSNorm (a Llama RMSNorm written another way: reads the host's weight and
 variance_epsilon; can_torch_compile), NormNoBackward (has_backward = False), Version (returns the
-kernel's version), Axpy (for a function layer: `axpy(x, y, alpha=1.0)`, counted), and three that are no drop-in: Stateful (own constructor), TwoArgs (another
+kernel's version), Axpy (for a function layer: `axpy(x, y, alpha=1.0)`, counted), RotaryPosEmb (for
+transformers' apply_rotary_pos_emb, written another way, counted), and three that are no drop-in: Stateful (own constructor), TwoArgs (another
 number of arguments), KeywordOnly (another kind of argument)."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from runtime_hubs import Kernel, git
 LAYERS = '''import torch
 from torch import nn
 
-CALLS = {{"RMSNorm": 0, "NormNoBackward": 0, "Axpy": 0}}
+CALLS = {{"RMSNorm": 0, "NormNoBackward": 0, "Axpy": 0, "RotaryPosEmb": 0}}
 
 
 class RMSNorm(nn.Module):
@@ -47,6 +48,20 @@ class Axpy(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
         CALLS["Axpy"] += 1
         return torch.add(y, x, alpha=alpha)
+
+
+class RotaryPosEmb(nn.Module):
+    def forward(self, q, k, cos, sin, unsqueeze_dim=1):
+        CALLS["RotaryPosEmb"] += 1
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        half = q.shape[-1] // 2
+
+        def rotated(x):
+            x1, x2 = x[..., :half], x[..., half:]
+            return torch.cat((x1 * cos[..., :half] - x2 * sin[..., :half],
+                              x2 * cos[..., half:] + x1 * sin[..., half:]), dim=-1)
+
+        return rotated(q), rotated(k)
 
 
 class Stateful(nn.Module):
