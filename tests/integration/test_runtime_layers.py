@@ -177,8 +177,8 @@ def test_mapping_errors(hub):
         kernelize(model(), {"RMSNorm": "org/rmsnorm@v1"}, hub=str(hub))
     with pytest.raises(ValueError, match="mode must be a Mode or one of inference, training, got 'eval'"):
         kernelize(model(), {}, mode="eval")
-    with pytest.raises(ValueError, match=r"has no layer 'Nope' \(its layers: KeywordOnly, NormNoBackward, "
-                                         r"RMSNorm, Stateful, TwoArgs, Version\)"):
+    with pytest.raises(ValueError, match=r"has no layer 'Nope' \(its layers: Axpy, KeywordOnly, NormNoBackward, "
+                                         r"RMSNorm, RotaryPosEmb, Stateful, TwoArgs, Version\)"):
         kernelize(model(), {"RMSNorm": "org/rmsnorm@v1:Nope"}, hub=str(hub))
     with pytest.raises(ValueError, match="is not 'org/repo@v1:LayerName'"):
         kernelize(model(), {"RMSNorm": "org/rmsnorm:RMSNorm"}, hub=str(hub))
