@@ -54,9 +54,24 @@ class HttpHubReader:
         return "; if it is private, the token sent (HF_TOKEN or huggingface_hub's login) cannot read it"
 
     def refs(self, repo_id: str) -> Refs:
+        """The one request of a warm load. Made as HfApi.list_repo_refs makes it, through
+        huggingface_hub's session, headers and error mapping, but without importing hf_api: that
+        import is most of a warm load's time (bench/RESULTS.md, "Time to ready")."""
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
         with _errors(self, repo_id, "list the branches of"):
-            refs = self.api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
-        return Refs({b.name: b.target_commit for b in refs.branches}, {t.name: t.target_commit for t in refs.tags})
+            response = get_session().get(f"{self.endpoint}/api/{REPO_TYPE}s/{repo_id}/refs",
+                                         headers=build_hf_headers(token=self.token, library_name="kbuild"))
+            hf_raise_for_status(response)
+        try:
+            data = response.json()
+            found = [{item["name"]: item["targetCommit"] for item in data[kind]} for kind in ("branches", "tags")]
+            if not all(isinstance(v, str) for named in found for pair in named.items() for v in pair):
+                raise TypeError("a name or commit is not a string")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise BadHubContent(f"{self.describe()} answered the refs of {repo_id} with something else than "
+                                f"branches and tags ({type(e).__name__}: {e})") from None
+        return Refs(*found)
 
     def variants(self, repo_id: str, commit: str) -> list[str]:
         from huggingface_hub.hf_api import RepoFolder

@@ -106,3 +106,49 @@ def test_a_file_larger_than_listed_is_cut_off_at_the_listed_size(hostile, runtim
     # the 256 MB offered.
     assert hostile.sent < SIZE_SLACK + OFFERED // 4, hostile.sent
     assert not [p for p in runtime_env.rglob("*") if p.is_dir() and p.name.startswith(("torch-", ".tmp-"))]
+
+
+REFS_ANSWERS = {
+    "not-json": b"<html>a proxy's error page</html>",
+    "no-tags": b'{"branches": []}',
+    "branches-not-a-list": b'{"branches": {"v1": "abc"}, "tags": []}',
+    "a-number-for-a-name": b'{"branches": [{"name": 1, "targetCommit": "abc"}], "tags": []}',
+    "no-commit": b'{"branches": [], "tags": [{"name": "t"}]}',
+    "good": b'{"branches": [{"name": "v1", "ref": "refs/heads/v1", "targetCommit": "abc"}], "tags": [], '
+            b'"converts": []}',
+}
+
+
+@pytest.fixture
+def refs_hub():
+    """A hub whose /api/kernels/org/<case>/refs answers 200 with REFS_ANSWERS[case]."""
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            case = self.path.split("/")[4]
+            body = REFS_ANSWERS[case]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_refs_that_are_not_branches_and_tags_are_bad_hub_content(refs_hub):
+    from kbuild.errors import BadHubContent
+    from kbuild.hubs.http import HttpHubReader
+
+    reader = HttpHubReader(refs_hub)
+    assert reader.refs("org/good").branches == {"v1": "abc"}
+    for case in REFS_ANSWERS.keys() - {"good"}:
+        with pytest.raises(BadHubContent, match=f"answered the refs of org/{case} with something else") as caught:
+            reader.refs(f"org/{case}")
+        assert "\n" not in str(caught.value), case
