@@ -56,7 +56,7 @@ class HttpHubReader:
     def refs(self, repo_id: str) -> Refs:
         """The one request of a warm load. Made as HfApi.list_repo_refs makes it, through
         huggingface_hub's session, headers and error mapping, but without importing hf_api: that
-        import is most of a warm load's time (bench/RESULTS.md, "Time to ready")."""
+        import (about 160 ms) was most of a warm load's time."""
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
         with _errors(self, repo_id, "list the branches of"):
