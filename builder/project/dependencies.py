@@ -23,7 +23,12 @@ _CUTLASS = re.compile(r"^cutlass_(\d+)_(\d+)\Z")
 _BACKEND_ONLY = {"cutlass_sycl": "xpu", "sycl_tla": "xpu", "metal-cpp": "metal"}
 _RUNTIME_PYTHON = ("einops", "nvidia-cutlass-dsl")  # Python packages: nothing to compile against
 _UNSUPPORTED = {"tvm-ffi": "tvm-ffi kernels are not supported by kbuild yet"}
-KNOWN = ("torch", "cutlass_X_Y", *_BACKEND_ONLY, *_RUNTIME_PYTHON, *_UNSUPPORTED)
+# Edition 6's shim for kernels written against torch's stable ABI: kbuild compiles them against the
+# stable-ABI headers the torch being built against ships (torch/csrc/stable, torch/headeronly),
+# which every unit already has, so it needs nothing provisioned (kernel-builder's own package for it
+# was not available to compare; docs/formats.md says so).
+STABLE_ABI_SHIM = "torch-stable-abi-shim"
+KNOWN = ("torch", "cutlass_X_Y", STABLE_ABI_SHIM, *_BACKEND_ONLY, *_RUNTIME_PYTHON, *_UNSUPPORTED)
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class Dependency:
 
 def parse_dependency(name: str) -> Dependency | None:
     """The dependency `name` stands for, or None when kernel-builder knows no such name."""
-    if name == "torch":
+    if name in ("torch", STABLE_ABI_SHIM):
         return Dependency(name, "torch")
     if m := _CUTLASS.match(name):
         return Dependency(name, "cutlass", (int(m[1]), int(m[2])))

@@ -84,7 +84,7 @@ def test_an_unknown_table_written_only_as_a_prefix_has_its_line(tmp_path, monkey
     header = len(text.splitlines()) + 2
     assert error_lines(capsys.readouterr().err) == [
         f"kbuild: error: build.toml:{header}: [kernal]: unknown table "
-        "(expected one of: general, torch, torch-noarch, tvm-ffi, kernel)"]
+        "(expected one of: general, torch, torch-noarch, tvm-ffi, kernel); did you mean kernel?"]
 
 
 def test_a_bad_value_gives_one_line_not_one_per_check_that_needs_it(tmp_path, monkeypatch, capsys):

@@ -21,7 +21,7 @@ tests/manifests/good/.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -99,7 +99,8 @@ def test_corpus_is_large_enough_and_complete():
     for case in BAD:
         assert (CORPUS / "bad" / case / "build.toml").is_file(), case
         assert read_expect(case).fragments, f"{case}: expect.txt names no expected text"
-    assert {"edition5-compiled", "edition4", "torch-noarch", "kernel-builder-relu"} <= set(GOOD)
+    assert {"edition5-compiled", "edition6-compiled", "edition6-noarch", "edition4", "torch-noarch",
+            "kernel-builder-relu"} <= set(GOOD)
 
 
 @pytest.mark.parametrize("case", BAD)
@@ -223,6 +224,38 @@ def test_edition5_compiled():
     assert m.kernels_for("cuda") == (cuda,)
 
 
+def test_edition6_reads_as_the_same_model_as_edition5():
+    """Edition 6 spells a kernel's backend as its language and adds build-layout; the model the
+    planner reads is edition 5's, but for the edition and the layout."""
+    old, _ = load_recording_warnings(CORPUS / "good" / "edition5-compiled")
+    new, warned = load_recording_warnings(CORPUS / "good" / "edition6-compiled")
+    assert warned == []
+    assert (new.edition, new.build_layout, old.build_layout) == (6, "zip", "files")
+    assert [k.backend for k in new.kernels] == ["cuda", "cpu"]
+    # the one other difference of the files: the CUDA section depends on the stable-ABI shim
+    assert new.kernels[0].depends == ("torch-stable-abi-shim",)
+    assert replace(new, path=old.path, edition=5, build_layout="files",
+                   kernels=(replace(new.kernels[0], depends=()), new.kernels[1])) == old
+
+
+def test_edition6_noarch_takes_the_parsers_underscores():
+    m, warned = load_recording_warnings(CORPUS / "good" / "edition6-noarch")
+    assert warned == [] and m.edition == 6 and m.torch is None and m.kernels == ()
+    assert m.noarch.cuda_capabilities == (Capability(8, 0), Capability(9, 0)) and m.noarch.rocm_archs == ("gfx942",)
+
+
+def test_edition5_noarch_takes_either_spelling_but_not_both(tmp_path):
+    """kernel-builder's docs write cuda-capabilities, its parser (edition 5 too) cuda_capabilities."""
+    text = (CORPUS / "good" / "torch-noarch" / "build.toml").read_text()
+    (tmp_path / "build.toml").write_text(text.replace("cuda-capabilities", "cuda_capabilities"))
+    m, _ = load_recording_warnings(tmp_path)
+    assert m.noarch == load_manifest(CORPUS / "good" / "torch-noarch").noarch
+    (tmp_path / "build.toml").write_text(text + 'cuda_capabilities = ["8.0"]\n')
+    error, _ = load_recording_warnings(tmp_path)
+    assert str(error).endswith("[torch-noarch] cuda_capabilities: cuda-capabilities and cuda_capabilities are one "
+                               "key: write it once"), error
+
+
 def test_edition4_is_upgraded_with_a_warning(corpus):
     m, warned = load_recording_warnings(Path("good") / "edition4")
     assert m.edition == 5
@@ -230,7 +263,7 @@ def test_edition4_is_upgraded_with_a_warning(corpus):
     assert m.torch is not None and [k.name for k in m.kernels] == ["relu_cpu"]
     assert len(warned) == 1
     assert warned[0].startswith("good/edition4/build.toml: edition 4 manifest (no [general] edition)")
-    assert "run `kbuild update-build` to rewrite it as edition 5" in warned[0]
+    assert "run `kbuild update-build` to rewrite it as edition 6" in warned[0]
 
 
 def test_edition4_universal_is_a_noarch_kernel():
@@ -245,7 +278,7 @@ def test_check_prints_the_edition4_warning(corpus, capsys):
     assert err.splitlines() == [
         "kbuild: warning: good/edition4/build.toml: edition 4 manifest (no [general] edition) (its `version = 1` "
         "is the kernel's major version, not the format's), upgraded to edition 5 in memory; run `kbuild "
-        "update-build` to rewrite it as edition 5"]
+        "update-build` to rewrite it as edition 6"]
 
 
 def test_torch_noarch():
