@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+from corpus import corpus_kernel
 
 
 def commit(folder: Path) -> None:
@@ -135,10 +134,9 @@ def test_bad_input_is_one_line(scaffold, tmp_path, capsys):
     assert done.value.code == 2 and "expected a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (CORPUS / "relu").is_dir(), reason="the kernel corpus is not beside this checkout")
 def test_a_kernels_community_benchmark_runs_unchanged(tmp_path, capsys):
     kernel = tmp_path / "relu"
-    shutil.copytree(CORPUS / "relu", kernel)
+    shutil.copytree(corpus_kernel("relu"), kernel)
     commit(kernel)
     variant = next(v for v in _variants_here(kernel) if "-cpu-" in v)
     assert main(["build", str(kernel), "--variant", variant]) == 0

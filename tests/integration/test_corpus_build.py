@@ -1,5 +1,5 @@
-"""Integration: the real kernel-builder projects of the corpus (../shared/corpus, read-only test
-data) build with kbuild and pass their own tests, on a machine without a GPU.
+"""Integration: the real kernel-builder projects of the corpus (read-only test data,
+tests/helpers/corpus.py) build with kbuild and pass their own tests, on a machine without a GPU.
 
 - Every kernel with a CPU variant (relu, rotary, flash-attn2, megablocks) builds exactly that
   variant and runs its own tests/ against it through `kbuild test`.
@@ -31,9 +31,10 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
-if not CORPUS.is_dir():
-    pytest.skip(f"no kernel corpus at {CORPUS}", allow_module_level=True)
+from corpus import ABSENT, CORPUS, present
+
+if not present():
+    pytest.skip(ABSENT, allow_module_level=True)
 pytest.importorskip("torch")
 
 from builder.commands.main import main

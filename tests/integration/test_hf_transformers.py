@@ -6,7 +6,7 @@ serve` on 127.0.0.1 (HF_ENDPOINT), on torch 2.13.0's CPU build:
 - transformers' kernelize binds our `RMSNorm` layer onto a tiny Llama's norms (its
   `@use_kernel_forward_from_hub("RMSNorm")`) through a kernels mapping to our repo;
 - `attn_implementation="kb-org/flash-attn2@v3"` loads the real flash-attn2 CPU build
-  (../shared/corpus, built here, ~1 min) and a padded batch through the tiny Llama matches sdpa.
+  (the kernel corpus, tests/helpers/corpus.py; built here, ~1 min) and a padded batch through the tiny Llama matches sdpa.
 
 Each check holds the result against what was published: the file imported lies in the snapshot of
 the commit `kbuild publish` reported, the kernel's own op ran (the profiler names it), the output
@@ -26,10 +26,10 @@ import pytest
 from packaging.requirements import Requirement
 
 import hf_envs
+from corpus import corpus_kernel
 from hubserver import TOKEN, ServerThread
 
 REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO.parent / "shared" / "corpus"
 PROBE = Path(__file__).resolve().parents[1] / "helpers" / "hf_probe.py"
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"  # what hf_envs.TORCH builds (both environments hold it)
 IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
@@ -89,9 +89,7 @@ def rmsnorm(envs, hub, tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def flash_attn2(envs, hub, tmp_path_factory) -> dict:
-    if not (CORPUS / "flash-attn2").is_dir():
-        pytest.skip(f"no kernel corpus at {CORPUS}")
-    kernel = committed_copy(CORPUS / "flash-attn2", tmp_path_factory.mktemp("k") / "flash-attn2")
+    kernel = committed_copy(corpus_kernel("flash-attn2"), tmp_path_factory.mktemp("k") / "flash-attn2")
     return build_and_publish(kernel, envs[ENVS[-1]], hub, "kb-org/flash-attn2")
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
+from corpus import corpus_kernel
 
-CORPUS_RELU = Path("/work/shared/corpus/relu")
 REPO_ID = "kernels-community/relu"
 IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
 
@@ -67,10 +67,9 @@ def cpu_variant() -> str:
 @pytest.fixture(scope="module")
 def built_relu(tmp_path_factory, cpu_variant) -> Path:
     """The corpus relu kernel, its tests plus the probe, its CPU variant built."""
-    if not CORPUS_RELU.is_dir():
-        pytest.skip(f"no corpus kernel at {CORPUS_RELU}")
+    relu = corpus_kernel("relu")
     kernel = hostile_parent(tmp_path_factory.mktemp("built") / "outer") / "relu"
-    shutil.copytree(CORPUS_RELU, kernel, ignore=IGNORE)
+    shutil.copytree(relu, kernel, ignore=IGNORE)
     (kernel / "tests" / "conftest.py").write_text(OWN_CONFTEST)
     (kernel / "tests" / "test_kbuild_probe.py").write_text(PROBE_TEST)
     assert main(["build", str(kernel), "--variant", cpu_variant]) == 0

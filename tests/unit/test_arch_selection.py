@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -18,11 +17,10 @@ from builder.backends.cuda_arch import parse_arch_list
 from builder.errors import ManifestError
 from builder.project.manifest import load_manifest
 from builder.plan.steps import Failure, plan_build
+from corpus import corpus_kernel
 from plan_inputs import CPU_214, CU130_214, by_name, gencodes, inputs, linux_x86_64, write_kernel  # noqa: F401 (fixture)
 
 FLAG = "--cuda-archs"
-
-SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 
 # A Hopper section and a Blackwell one beside it (what kernels-community projects do), plus a
 # section on the default list. No source includes torch: the real build below is quick.
@@ -126,9 +124,7 @@ def test_two_sections_left_with_nothing_name_both(tmp_path, linux_x86_64):
 
 
 def corpus(name: str):
-    folder = SHARED_CORPUS / name
-    if not (folder / "build.toml").is_file():
-        pytest.skip(f"the dev corpus ({folder}) is not here")
+    folder = corpus_kernel(name)
     with warnings.catch_warnings():  # punica-sgmv is an edition-4 manifest: read with a warning
         warnings.simplefilter("ignore")
         return load_manifest(folder)

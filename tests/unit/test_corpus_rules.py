@@ -1,7 +1,7 @@
 """What real kernel-builder projects need, by value: dependency names, CUTLASS releases, a
 --cuda-archs restriction, torch's CMake nvcc flags, nvcc threads and one-line missing-header
-errors. Plans use hand-made toolchains (no process, no compiler); the real corpus is read from
-../shared/corpus where it exists."""
+errors. Plans use hand-made toolchains (no process, no compiler); the real corpus is read where it
+exists (tests/helpers/corpus.py)."""
 
 from __future__ import annotations
 
@@ -26,13 +26,13 @@ from builder.publish.publish import LocalVariant, PublishError, check_publishabl
 from builder.toolchains.toolchain import cmake_nvcc_flags
 from builder.toolchains.spec import parse_spec
 from builder.toolchains.versions import load_versions_table
+from corpus import ABSENT, CORPUS, present
 from plan_inputs import CU130_214, by_name, gencodes, inputs, torch_info, unit, write_kernel
 
 FLAG = "--cuda-archs"
 
 pytestmark = pytest.mark.usefixtures("linux_x86_64")
 
-SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 RELEASES = ["3.3.0.0", "3.5.0.0", "3.5.1.0", "3.6.0.0", "3.8.0.0", "4.2.0.0"]
 
 
@@ -156,12 +156,12 @@ def test_kernel_builder_projects_drop_unknown_capabilities_with_a_warning(tmp_pa
         gemm(tmp_path / "again", cuda_extra='cuda-capabilities = ["8.0", "eleven"]\n', flake=True)
 
 
-@pytest.mark.skipif(not SHARED_CORPUS.is_dir(), reason="../shared/corpus is not beside this checkout")
-@pytest.mark.parametrize("name", sorted(p.name for p in SHARED_CORPUS.glob("*/")) if SHARED_CORPUS.is_dir() else [])
+@pytest.mark.skipif(not present(), reason=ABSENT)
+@pytest.mark.parametrize("name", sorted(p.name for p in CORPUS.glob("*/")) if present() else ["(none)"])
 def test_every_corpus_manifest_loads(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # edition 4 notes, megablocks' dropped 11.8
-        m = load_manifest(SHARED_CORPUS / name)
+        m = load_manifest(CORPUS / name)
     assert m.kernel_builder, "every kernel-builder project has a flake.nix naming kernel-builder"
 
 

@@ -1,6 +1,8 @@
 """`kbuild update-build`: edition 4 manifests rewritten as edition 5 in place, comments and formatting
 kept, reading as the same kernel and planning the same variants; `--check` for CI; nothing written
-when anything fails. File work only (no process): every corpus kernel still on edition 4 is run."""
+when anything fails. File work only (no process): kbuild's own edition 4 fixture
+(tests/fixtures/scale-edition4), and every corpus kernel still on edition 4 where the corpus is
+(tests/helpers/corpus.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ import pytest
 from builder.commands.main import main
 from builder.plan.steps import plan_build
 from builder.project.manifest import load_manifest
+from corpus import ABSENT, CORPUS, present
 from plan_inputs import inputs, linux_x86_64  # noqa: F401 (fixture)
 
-SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
-MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
-OLD_CORPUS = sorted(p.parent.name for p in SHARED_CORPUS.glob("*/build.toml") if "edition" not in p.read_text())
+TESTS = Path(__file__).resolve().parents[1]
+MANIFESTS = TESTS / "manifests"
+FIXTURE = TESTS / "fixtures" / "scale-edition4"  # kbuild's own edition 4 kernel, here in every clone
+OLD_CORPUS = sorted(p.parent for p in CORPUS.glob("*/build.toml") if "edition" not in p.read_text())
 
 
 def read(kernel: Path):
@@ -42,16 +46,15 @@ def kbuild(capsys, *args) -> tuple[int, str]:
     return code, out.out + out.err
 
 
+@pytest.mark.skipif(not present(), reason=ABSENT)
 def test_the_corpus_has_edition_4_kernels_to_upgrade():
-    if not SHARED_CORPUS.is_dir():
-        pytest.skip(f"no corpus at {SHARED_CORPUS}")
     assert len(OLD_CORPUS) >= 5, OLD_CORPUS
 
 
-@pytest.mark.parametrize("name", OLD_CORPUS)
-def test_each_edition_4_corpus_kernel_is_upgraded_to_the_same_kernel(tmp_path, capsys, linux_x86_64, name):
-    kernel = tmp_path / name
-    shutil.copytree(SHARED_CORPUS / name, kernel, ignore=shutil.ignore_patterns("build", ".kbuild"))
+@pytest.mark.parametrize("source", [FIXTURE, *OLD_CORPUS], ids=lambda p: p.name)
+def test_each_edition_4_kernel_is_upgraded_to_the_same_kernel(tmp_path, capsys, linux_x86_64, source):
+    kernel = tmp_path / source.name
+    shutil.copytree(source, kernel, ignore=shutil.ignore_patterns("build", ".kbuild"))
     before_text = (kernel / "build.toml").read_text()
     before, warned = read(kernel)
     assert any("edition 4 manifest" in w for w in warned), warned
@@ -91,11 +94,15 @@ def test_universal_becomes_a_torch_noarch_table_and_comments_stay(tmp_path, caps
 
 
 def test_a_bad_manifest_in_a_workspace_writes_nothing(tmp_path, capsys):
-    shutil.copytree(SHARED_CORPUS / "relu", tmp_path / "kernels" / "relu")
+    shutil.copytree(FIXTURE, tmp_path / "kernels" / "scale")
     shutil.copytree(MANIFESTS / "bad" / "edition-4-missing-license", tmp_path / "kernels" / "broken")
     (tmp_path / "build.toml").write_text('[workspace]\nmembers = ["kernels/*"]\n')
     before = {p: p.read_text() for p in tmp_path.glob("kernels/*/build.toml")}
     code, out = kbuild(capsys, tmp_path)
     assert code == 2, out
     assert "[general] license" in out and "missing required key" in out and "Traceback" not in out, out
-    assert {p: p.read_text() for p in before} == before  # relu was fine, and is still untouched
+    assert {p: p.read_text() for p in before} == before  # scale was fine, and is still untouched
+    # alone, scale is upgraded: it was left as it was for the broken member's sake
+    shutil.rmtree(tmp_path / "kernels" / "broken")
+    code, out = kbuild(capsys, tmp_path)
+    assert code == 0 and "scale/build.toml: edition 4 -> 5" in out, out
