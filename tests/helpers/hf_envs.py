@@ -24,10 +24,13 @@ HOME = ROOT / ".venv" / "hf-envs"
 TORCH = "torch==2.13.0"
 
 # transformers pins `kernels` by release (its `kernels` extra): 5.17 takes 0.16.x, which needs the
-# separate kernels-data package; 5.21 takes 0.17.x.
+# separate kernels-data package; 5.21 takes 0.17.x; 5.23 and 5.24 take 0.18.x (5.24.0, the newest);
+# 5.25 requires kernels>=0.19.1 outright and huggingface_hub>=2.4.0, which pip resolves from it.
 PAIRS: dict[str, tuple[str, ...]] = {
     "kernels-0.16": ("kernels==0.16.2", "kernels-data==0.16.2", "transformers==5.17.0"),
     "kernels-0.17": ("kernels==0.17.2", "transformers==5.21.1"),
+    "kernels-0.18": ("kernels==0.18.3", "transformers==5.24.0"),
+    "kernels-0.19": ("kernels==0.19.1", "transformers==5.25.0", "huggingface_hub>=2.4.0"),
 }
 
 
