@@ -78,7 +78,7 @@ def parse_request(repo_id: str, revision: str | None = None, version: int | None
         raise MissingPin(
             name, f"{name}: no version given. Pin one, so an incompatible release never reaches you: "
             f'get_kernel("{name}@v1"), get_kernel("{name}", version=1), or '
-            f'get_kernel("{name}", revision="<branch, tag or commit sha>")'
+            f'get_kernel("{name}", revision="<branch, tag or commit sha>").'
         )
     if version is not None:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
@@ -105,10 +105,20 @@ def resolve(ref: KernelRef, refs: Refs, where: str) -> str:
         raise RevisionNotFound(f"{ref.repo_id} has no version {ref.version} on {where}; available versions: {available}")
     raise RevisionNotFound(
         f"{ref.repo_id} has no branch or tag {ref.revision!r} on {where}; available versions: {available}"
+        + _version_hint(ref, refs)
         + (f"; other branches: {', '.join(sorted(b for b in refs.branches if not _VERSION_BRANCH.match(b)))}"
            if any(not _VERSION_BRANCH.match(b) for b in refs.branches) else "")
         + (f"; tags: {', '.join(sorted(refs.tags))}" if refs.tags else "")
     )
+
+
+def _version_hint(ref: KernelRef, refs: Refs) -> str:
+    """For a bare number (`org/k@1`): versions are the v<N> branches, so say which name was meant."""
+    if not ref.revision.isdigit():
+        return ""
+    if f"v{int(ref.revision)}" in refs.branches:
+        return f" (did you mean {ref.repo_id}@v{int(ref.revision)}?)"
+    return f" (a version is pinned as {ref.repo_id}@v<N> or version=N)"
 
 
 def describe_versions(refs: Refs) -> str:

@@ -195,8 +195,12 @@ def test_local_kernels_override(hub, kernel, monkeypatch):
 
 def test_no_version_given_lists_the_versions_or_says_there_is_no_such_repo(kernel, hub):
     kernel.publish(hub, "--branch", "v3", "--force")
-    with pytest.raises(ValueError, match=r'no version given.*"org/tiny@v1".*version=1.*revision=.*Versions there: v1, v3'):
+    with pytest.raises(ValueError, match=r'no version given.*"org/tiny@v1".*version=1.*revision=.*sha>"\)\. '
+                                         r'Versions there: v1, v3\.$'):
         get_kernel("org/tiny", hub=str(hub))
+    with pytest.raises(RevisionNotFound, match=r"no branch or tag '1' .*available versions: v1, v3 \(did you mean "
+                                               r"org/tiny@v1\?\)"):
+        get_kernel("org/tiny@1", hub=str(hub))
     with pytest.raises(FileNotFoundError, match=r"no kernel repo org/nope on local hub"):
         get_kernel("org/nope", hub=str(hub))  # not "no version given": there is nothing to pin
     with pytest.raises(FileNotFoundError, match=r"no kernel repo org/nope"):

@@ -46,7 +46,7 @@ def test_kernel_ref_properties():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"repo_id": "org/k"}, r'no version given\. Pin one.*get_kernel\("org/k@v1"\).*version=1.*revision='),
+    ({"repo_id": "org/k"}, r'no version given\. Pin one.*get_kernel\("org/k@v1"\).*version=1.*revision=.*\)\.$'),
     ({"repo_id": "org/k@v1", "revision": "v1"}, "pin the kernel once"),
     ({"repo_id": "org/k", "version": True}, "non-negative integer"),
     ({"repo_id": "org/k", "version": "1"}, "non-negative integer"),
@@ -70,6 +70,13 @@ def test_resolve_against_refs():
     with pytest.raises(RevisionNotFound, match=r"no branch or tag 'x' .*versions: v1, v3; other branches: dev, main; "
                                               r"tags: release"):
         resolve(KernelRef("o/k", "x"), REFS, "hub X")
+    # a bare number is not a branch: the v<N> it meant is named when there is one
+    with pytest.raises(RevisionNotFound, match=r"^o/k has no branch or tag '1' on hub X; available versions: v1, v3 "
+                                              r"\(did you mean o/k@v1\?\); other branches"):
+        resolve(KernelRef("o/k", "1"), REFS, "hub X")
+    with pytest.raises(RevisionNotFound, match=r"available versions: v1, v3 \(a version is pinned as o/k@v<N> or "
+                                              r"version=N\); other"):
+        resolve(KernelRef("o/k", "2"), REFS, "hub X")
     with pytest.raises(RevisionNotFound, match=r"available versions: none \(no v<N> branch\)"):
         resolve(KernelRef("o/k", "v1"), Refs({"main": "a" * 40}), "hub X")
     assert Refs.from_json(REFS.to_json()) == REFS
