@@ -174,8 +174,10 @@ def check_current(manifest: Manifest, variants: list[LocalVariant]) -> None:
     for v in variants:
         why = stale_reason(v.metadata, now)
         if why:
+            # with uncommitted changes a rebuild alone would only meet the dirty check next: say both
+            todo = "commit the changes, then rebuild" if now.dirty else "rebuild"
             raise PublishError(f"{v.name} {why}: publishing it would ship a stale build",
-                               hint=f"rebuild (kbuild build {manifest.root}), or pass --allow-dirty")
+                               hint=f"{todo} (kbuild build {manifest.root}), or pass --allow-dirty")
 
 
 def resolve_target(manifest: Manifest, options: PublishOptions, version) -> tuple[str, str]:

@@ -117,7 +117,8 @@ def test_a_build_of_sources_committed_over_since_is_refused_unless_allowed(kerne
     code, output = publish(kernel, hub, capsys=capsys)
     assert code == 7 and "stale build" in output, output
     assert f"built from sources {built[:7]}" in output and f"now at {now[:7]}" in output
-    assert "--allow-dirty" in output and nothing_published(hub)
+    assert f"hint: rebuild (kbuild build {kernel.resolve()}), or pass --allow-dirty" in output, output
+    assert nothing_published(hub)
     assert publish(kernel, hub, "--allow-dirty")[0] == 0
 
 
@@ -127,7 +128,13 @@ def test_a_build_with_uncommitted_edits_since_is_refused(kernel, hub, capsys):
                                                                              names=["double"]))
     code, output = publish(kernel, hub, capsys=capsys)
     assert code == 7 and "uncommitted changes since" in output and "stale build" in output, output
+    # the hint a user follows: a rebuild alone would only be refused next as a dirty build
+    assert f"hint: commit the changes, then rebuild (kbuild build {kernel.resolve()}), or pass --allow-dirty" \
+        in output, output
     assert nothing_published(hub)
     build(kernel)  # rebuilt from the edit: now it is the dirty check that speaks
     code, output = publish(kernel, hub, capsys=capsys)
-    assert code != 0 and "built from uncommitted changes" in output
+    assert code != 0 and "built from uncommitted changes" in output and "hint: commit and rebuild" in output
+    commit(kernel)  # as both hints say: commit, rebuild, publish
+    build(kernel)
+    assert publish(kernel, hub)[0] == 0
