@@ -13,6 +13,7 @@ from builder.hub.address import DEFAULT_LOCAL_HUB
 DEFAULT_PORT = 8080
 DEFAULT_MAX_FILE_SIZE = 2 << 30
 DEFAULT_MAX_COMMIT_SIZE = 16 << 30
+UPSTREAM_ENV = "KBUILD_HUB_UPSTREAM"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -86,6 +87,21 @@ def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:
                         "the address holding the most loses its oldest")
     p.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
                    help="close a connection whose request headers are not complete after S seconds (default: 10)")
+    up = p.add_argument_group("upstream", "serve the repos this hub lacks from another hub (docs/upstream.md)")
+    up.add_argument("--upstream", default=None, metavar="URL",
+                    help=f"the hub to pass reads through to, e.g. https://huggingface.co (default: ${UPSTREAM_ENV}, "
+                         "else none)")
+    up.add_argument("--upstream-token-file", type=Path, default=None, metavar="F",
+                    help="the token sent to the upstream (mode 0600; default: none: clients' tokens are never "
+                         "forwarded)")
+    up.add_argument("--upstream-org", action="append", default=[], metavar="ORG",
+                    help="an organisation with repos on this hub whose other names may still come from the upstream "
+                         "(repeatable; by default a local organisation's missing names are not looked up upstream)")
+    up.add_argument("--allow-shadowing", action="store_true",
+                    help="let clients create a repo here whose name the upstream has (refused by default)")
+    up.add_argument("--upstream-timeout", type=float, nargs=2, default=(5.0, 30.0), metavar=("CONNECT", "READ"),
+                    help="seconds to wait for the upstream to accept a connection and for each read (default: 5 30); "
+                         "past them a branch is served as last seen")
     p.set_defaults(handler=run)
     return p
 
@@ -105,10 +121,66 @@ def run(args, reporter) -> int:
         raise UsageError(f"--header-timeout: expected a positive number of seconds, got {args.header_timeout}")
     if args.token_file is not None and not args.token_file.is_file():
         raise UsageError(f"--token-file: no file at {args.token_file}", hint="write one token per line")
+    from kbuild_hub.errors import HubError
+    upstream, policy = _upstream(args)
     from kbuild_hub.server import serve  # deferred: starlette and uvicorn load only for `hub serve`
+    from kbuild_hub.server.auth import load_tokens
+
+    if args.token_file is not None:
+        # read here as the server will: a file others can read, or a link, is a bad argument (exit 2)
+        try:
+            load_tokens(args.token_file, args.root.expanduser())
+        except HubError as e:
+            raise UsageError(f"--token-file: {e}", hint=e.hint) from None
 
     serve(args.root.expanduser(), host=args.host, port=args.port, token_file=args.token_file,
           public_read=args.public_read, max_file_size=args.max_file_size, trusted_orgs=tuple(args.trusted_org),
           log=reporter.info, max_connections=args.max_connections, header_timeout=args.header_timeout,
-          max_per_client=args.max_connections_per_client, max_commit_size=args.max_commit_size)
+          max_per_client=args.max_connections_per_client, max_commit_size=args.max_commit_size,
+          upstream=upstream, upstream_policy=policy)
     return 0
+
+
+def _upstream(args):
+    """The upstream from --upstream, else $KBUILD_HUB_UPSTREAM (the settings cascade), and its policy."""
+    import os
+
+    from builder.config.cascade import resolve, value
+
+    url = value(resolve(flag=("--upstream", args.upstream), env=(UPSTREAM_ENV, os.environ.get(UPSTREAM_ENV)),
+                        parse=_parse_url, can_turn_off=True))
+    given = [flag for flag, on in (("--upstream-token-file", args.upstream_token_file), ("--upstream-org", args.upstream_org),
+                                   ("--allow-shadowing", args.allow_shadowing)) if on]
+    if url is None:
+        if given:
+            raise UsageError(f"{given[0]}: needs --upstream URL (or ${UPSTREAM_ENV})")
+        return None, None
+    connect, read = args.upstream_timeout
+    if not (connect > 0 and read > 0):
+        raise UsageError(f"--upstream-timeout: expected two positive numbers of seconds, got {connect} {read}")
+    token = None
+    if args.upstream_token_file is not None:
+        from kbuild_hub.errors import HubError
+        from kbuild_hub.server.auth import read_token_file
+
+        try:
+            tokens = read_token_file(args.upstream_token_file)
+        except HubError as e:
+            raise UsageError(f"--upstream-token-file: {e}", hint=e.hint) from None
+        if not tokens:
+            raise UsageError(f"--upstream-token-file: no token in {args.upstream_token_file}")
+        token = tokens[0]
+    from kbuild_hub.server import Upstream
+    from kbuild_hub.upstream.policy import UpstreamPolicy
+
+    return (Upstream(url, token, connect_timeout=connect, read_timeout=read),
+            UpstreamPolicy(frozenset(args.upstream_org), args.allow_shadowing))
+
+
+def _parse_url(text: str, origin: str, error: type) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise error(f"{origin}: expected an http(s) URL of a hub such as https://huggingface.co, got {text!r}")
+    return text.strip().rstrip("/")

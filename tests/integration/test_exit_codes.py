@@ -73,6 +73,20 @@ def test_2_a_malformed_build_toml_or_a_bad_argument(work, capsys):
     assert code == ExitCode.USAGE and "-j/--jobs: expected a positive number, got 0" in err
 
 
+def test_2_a_token_file_others_can_read_is_a_bad_argument(tmp_path):
+    """`kbuild hub serve` refuses it before it listens: exit 2 (a bad argument), not 6 (the hub refused a request)."""
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("kb_secret\n")
+    tokens.chmod(0o644)
+    serve = [sys.executable, "-m", "builder.commands.main", "hub", "serve", "--root", str(tmp_path / "hub"),
+             "--port", "0", "--token-file", str(tokens)]
+    done = subprocess.run(serve, capture_output=True, text=True, timeout=120)  # a served hub would time out
+    assert done.returncode == ExitCode.USAGE, (done.returncode, done.stderr)
+    assert done.stderr.splitlines()[0] == (f"kbuild: error: --token-file: {tokens}: the token file is readable by "
+                                           "others (mode 0644)"), done.stderr
+    assert f"chmod 600 {tokens}" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_3_a_toolchain_missing(work, capsys):
     venv = work / "no-torch"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
