@@ -52,9 +52,11 @@ def _run(options: BuildOptions, plans: list[ToolchainPlan], compiled, reporter: 
     threads = 1 if client else nvcc_threads(compiled, options.compile_jobs, usable_cores(), options.nvcc_threads)
     if threads > 1:
         env["KBUILD_NVCC_THREADS"] = str(threads)
-        reporter.info(f"nvcc compiles each unit's archs in {threads} threads")
     outcome = run_ninja(ninja_path, targets, options.compile_jobs, reporter, env=env,
                         owners=graph.owners, outputs=graph.outputs)
+    # said once nvcc has run: a no-op build (or one that compiled only C++) ran no nvcc to speak of
+    if threads > 1 and any(what.startswith("NVCC") for what, _, _ in outcome.steps):
+        reporter.info(f"nvcc compiled each unit's archs in {threads} threads")
     if outcome.compiles_run == 0 and outcome.returncode == 0:
         reporter.info("nothing to compile: every object is up to date")
     elif client:

@@ -107,8 +107,12 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
         env.update(KBUILD_TEST_DEVICE="cpu", TRITON_INTERPRET="1")
     log = manifest.root / ".kbuild" / variant_dir.name / "test.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    reporter.info(f"testing {manifest.name}/{variant_dir.name} on {env['KBUILD_TEST_DEVICE']}"
-                  + (" (Triton interpreter)" if "TRITON_INTERPRET" in env else ""))
+    if device == "cuda" and not has_gpu and "TRITON_INTERPRET" not in env:
+        # not "on cuda": there is none, and the suite's GPU tests are about to skip themselves
+        reporter.info(f"testing {manifest.name}/{variant_dir.name} without a GPU (tests that need one skip)")
+    else:
+        reporter.info(f"testing {manifest.name}/{variant_dir.name} on {env['KBUILD_TEST_DEVICE']}"
+                      + (" (Triton interpreter)" if "TRITON_INTERPRET" in env else ""))
     start = time.monotonic()
     env.update(_hub_env(manifest.hub_repo_id, variant_dir, settings))
     root = manifest.root.resolve()

@@ -173,3 +173,51 @@ def test_a_library_whose_import_dies_is_refused(tmp_path, capsys, monkeypatch):
     text = out.out + out.err
     assert "does not load in torch" in text and "static initialiser failed" in text, text
     assert not (project / "build" / variant).exists()
+
+
+# -- what a build and `kbuild test` of a CUDA variant say, with and without work to do --------------
+
+GPU_SUITE = '''\
+import pytest
+import torch
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_hopper_runs():
+    import two_archs  # noqa: F401
+'''
+
+
+def test_nvcc_threads_are_named_only_when_nvcc_ran_and_kbuild_test_names_no_absent_gpu(tmp_path, capsys, monkeypatch):
+    """The threads line comes with an nvcc run, never on a no-op rebuild (issue 45); and `kbuild test`
+    on a machine without a GPU does not say it tests `on cuda` before the suite skips."""
+    import torch
+
+    from builder.commands.main import main
+
+    variant = _cuda_or_skip(monkeypatch)
+    monkeypatch.setenv("NVCC_THREADS", "2")  # as a user sets it: two threads whatever the cores
+    project = write_project(tmp_path / "two-archs")
+    (project / "tests").mkdir()
+    (project / "tests" / "test_hopper.py").write_text(GPU_SUITE)
+
+    def build() -> str:
+        capsys.readouterr()
+        assert main(["build", str(project), "--cuda-archs", "9.0a", "--no-cache"]) == 0
+        out = capsys.readouterr()
+        return out.out + out.err
+
+    first = build()
+    assert "nvcc compiled each unit's archs in 2 threads" in first, first
+    again = build()
+    assert "nothing to compile" in again and "archs in 2 threads" not in again, again
+
+    capsys.readouterr()
+    code = main(["test", str(project)])
+    out = capsys.readouterr()
+    said = out.out + out.err
+    if torch.cuda.is_available():
+        assert code == 0 and f"testing two-archs/{variant} on cuda" in said, said
+    else:
+        assert f"testing two-archs/{variant} without a GPU (tests that need one skip)" in said, said
+        assert "on cuda" not in said and "no CUDA device" in said, said
