@@ -27,6 +27,10 @@ from .errors import KernelImportError
 # Re-entrant: a kernel's __init__ may itself load a kernel it depends on.
 _LOCK = threading.RLock()
 
+TYPE_CHECKING = False  # typing's constant, without importing typing
+if TYPE_CHECKING:
+    from ._zip_import import ZipPackage
+
 
 def import_package(name: str, package_dir: Path, files: Iterable[Path] | None = None) -> ModuleType:
     """`package_dir/__init__.py` as `sys.modules[name]`; the module already there when it was
@@ -75,11 +79,12 @@ class VerifiedFiles:
     passed on to the finders that would look at the folder itself."""
 
     def __init__(self):
-        self.packages: dict[str, tuple[str, frozenset[str]]] = {}  # name -> (its folder, its files)
+        # name -> (its folder, its files, the zip of a zip layout or None)
+        self.packages: dict[str, tuple[str, frozenset[str], ZipPackage | None]] = {}
 
-    def register(self, name: str, package_dir: Path, files: set[str]) -> None:
+    def register(self, name: str, package_dir: Path, files: set[str], archive: ZipPackage | None = None) -> None:
         # a new dict, not an update: imports on other threads read it without the lock
-        self.packages = {**self.packages, name: (str(package_dir), frozenset(files))}
+        self.packages = {**self.packages, name: (str(package_dir), frozenset(files), archive)}
         if self not in sys.meta_path:
             sys.meta_path.insert(0, self)
 
@@ -91,8 +96,9 @@ class VerifiedFiles:
         owner = next((p for p in sorted(packages, key=len, reverse=True) if fullname.startswith(p + ".")), None)
         if owner is None:
             return None
-        folder, files = packages[owner]
-        base = os.path.join(folder, *fullname[len(owner) + 1:].split("."))
+        folder, files, archive = packages[owner]
+        relative = fullname[len(owner) + 1:].split(".")
+        base = os.path.join(folder, *relative)
         init = os.path.join(base, "__init__.py")
         if init in files:
             return importlib.util.spec_from_file_location(fullname, init, loader=SourceOnlyLoader(fullname, init),
@@ -104,6 +110,10 @@ class VerifiedFiles:
         if base + ".py" in files:
             return importlib.util.spec_from_file_location(fullname, base + ".py",
                                                           loader=SourceOnlyLoader(fullname, base + ".py"))
+        # a zip layout's package: its files beside the zip first (the library), then the zip's,
+        # as kernels 0.19 searches [variant folder, zip]
+        if archive is not None and (spec := archive.find_spec(fullname, "/".join(relative))):
+            return spec
         if any(f.startswith(base + os.sep) for f in files):  # a folder of verified files without __init__.py
             spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
             spec.submodule_search_locations = [base]
@@ -118,6 +128,26 @@ class VerifiedFiles:
 _VERIFIED = VerifiedFiles()
 
 
+def import_zip_package(name: str, archive_path: Path, variant_dir: Path, files: Iterable[Path]) -> ModuleType:
+    """kernels 0.19's zip build layout: the package is `<id>.zip` (`__init__.py` at its root), its
+    library beside it in `variant_dir`. The zip is one of the verified files; its Python sources
+    are compiled from the archive (never a `.pyc` in it), its submodules found in `variant_dir`'s
+    verified files first, then in the zip."""
+    from ._zip_import import ZipPackage  # here: only a zip layout needs zipfile
+
+    archive_path = Path(archive_path).resolve()
+    with _LOCK:
+        loaded = loaded_from(name, archive_path)
+        if loaded is not None:
+            return loaded
+        archive = ZipPackage(archive_path)
+        _VERIFIED.register(name, Path(variant_dir).resolve(), {os.path.abspath(p) for p in files}, archive)
+        spec = archive.find_spec(name, "")
+        if spec is None:
+            raise KernelImportError(f"{archive_path} has no __init__.py at its root (the zip build layout's package)")
+        return _exec(spec)
+
+
 def _package_files(package_dir: Path) -> set[str]:
     return {os.path.abspath(p) for p in variant_files(package_dir).values() if p.is_file()}
 
@@ -128,6 +158,11 @@ def _exec_package(name: str, package_dir: Path) -> ModuleType:
                                                   submodule_search_locations=[str(package_dir)])
     if spec is None or spec.loader is None:
         raise KernelImportError(f"cannot import {init}")
+    return _exec(spec)
+
+
+def _exec(spec: importlib.machinery.ModuleSpec) -> ModuleType:
+    name = spec.name
     module = importlib.util.module_from_spec(spec)
     # Registered before it runs, as the import system does, so `from . import x` finds it.
     sys.modules[name] = module

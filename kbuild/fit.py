@@ -1,7 +1,8 @@
 """What a variant's metadata.json says about loading it here, before anything of it is imported:
-its ABI floor against this host's C libraries, its GPU archs against this device, and its
-python-depends against this environment. Name-level fit (torch, CUDA, platform) is
-kbuild.variants'; every loader applies both, so the trace, `kbuild info` and the errors agree.
+its `kernels-minver` against the formats this loader reads, its ABI floor against this host's C
+libraries, its GPU archs against this device, and its python-depends against this environment.
+Name-level fit (torch, CUDA, platform) is kbuild.variants'; every loader applies both, so the
+trace, `kbuild info` and the errors agree.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from .gpu_arch import Fit, device_fit
 from .host_abi import floor_problem
-from .metadata import VariantMetadata
+from .metadata import READS_KERNELS, VariantMetadata
 from .python_depends import missing
 from .variants import NOARCH, UNIVERSAL, Candidate, SystemInfo, annotate, parse_variant, reject
 
@@ -25,6 +26,11 @@ def judge(meta: VariantMetadata | None, name: str, system: SystemInfo) -> Verdic
     """The verdict on variant `name` whose metadata is `meta` (None: unknown, nothing checked)."""
     if meta is None:
         return Verdict()
+    if meta.kernels_minver is not None and meta.kernels_minver > READS_KERNELS:
+        # a format newer than this loader knows: another variant may still fit, so a rejection in
+        # the trace rather than kernels 0.19's error at import
+        return Verdict(f"needs a loader of kernels >= {meta.kernels_minver}'s formats (kernels-minver); this kbuild "
+                       f"reads those of kernels {READS_KERNELS}: upgrade kbuild")
     if problem := floor_problem(meta.abi, system.glibc, system.glibcxx):
         return Verdict(problem)
     backend = _backend(meta, name, system)

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import fit
-from ._import import import_package, loaded_from
+from ._import import import_package, import_zip_package, loaded_from
 from .digest import BYTECODE_DIR, variant_files, verify_tree
 from .errors import KernelImportError, KernelNotFound, NoVariantFits
 from .kernel_deps import LoadOne, load_dependencies, serving
@@ -66,17 +66,23 @@ def load_variant(variant_dir: str | Path, *, verify: bool = True, load_dependenc
     if loaded is not None:
         return loaded  # verified when it was first imported
     if verify and meta.digest is not None:
-        verify_tree(variant_dir, meta.digest)
+        verify_tree(variant_dir, meta.digest)  # the zip of a zip layout too: it is one of the served files
     files = importable_files(variant_dir, meta.digest if verify else None)
-    if not meta.kernel_depends:
+
+    def run() -> ModuleType:
+        if meta.build_layout == "zip":
+            return import_zip_package(name, package_dir, variant_dir, files)
         return import_package(name, package_dir, files)
+
+    if not meta.kernel_depends:
+        return run()
     where = owner or str(variant_dir)
     if load_dependency is None:
         raise KernelImportError(f"{where} has kernel dependencies ({', '.join(map(str, meta.kernel_depends))}) "
                                 "and no loader for them was given: load it with get_kernel or get_local_kernel")
     deps = load_dependencies(where, meta.kernel_depends, load_dependency)
     with serving(deps, meta.kernel_depends, where):
-        return import_package(name, package_dir, files)
+        return run()
 
 
 def importable_files(variant_dir: Path, digest: dict[str, str] | None) -> list[Path]:
@@ -109,7 +115,13 @@ def _single_variant(path: Path, system: SystemInfo) -> Path:
 
 
 def _package_dir(variant_dir: Path, meta: VariantMetadata) -> Path:
-    """`variant/__init__.py`, else kernel-builder's compat layout `variant/<python_name>/`."""
+    """`variant/__init__.py`, else kernel-builder's compat layout `variant/<python_name>/`; for
+    the zip layout (kernels 0.19), `variant/<id>.zip`, whose root holds `__init__.py`."""
+    if meta.build_layout == "zip":
+        archive = variant_dir / f"{meta.id}.zip"
+        if not archive.is_file():
+            raise KernelNotFound(f"kernel variant {variant_dir} has the zip build layout and no {archive.name}")
+        return archive
     if (variant_dir / "__init__.py").is_file():
         return variant_dir
     if meta.python_name:

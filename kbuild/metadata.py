@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from .digest import ALGORITHM, METADATA
 from .errors import InvalidMetadata
 from .kernel_deps import KernelPin
@@ -20,6 +22,13 @@ from .variants import BACKENDS
 
 _OURS = " (provenance says kbuild built this variant, and kbuild always records it)"
 
+
+# The newest Hugging Face `kernels` release whose variant formats this loader reads (the 0.19
+# names, the zip layout): a variant whose `kernels-minver` is newer needs something kbuild does
+# not know yet, and is refused in the trace before anything of it is fetched or imported
+# (docs/formats.md, "metadata.json").
+READS_KERNELS = Version("0.19.1")
+LAYOUTS = ("files", "zip")  # `build-layout`: a folder of files, or the package in <id>.zip (kernels 0.19)
 
 PARTIAL_ARCHS = "archs-partial"  # backend key: built for fewer CUDA archs than the kernel lists
 
@@ -55,6 +64,8 @@ class VariantMetadata:
     digest: dict[str, str] | None = field(default=None, compare=False)
     abi: AbiFloor | None = None
     provenance: dict[str, Any] | None = field(default=None, compare=False)
+    build_layout: str = "files"
+    kernels_minver: Version | None = None
 
     @property
     def python_name(self) -> str | None:
@@ -98,6 +109,8 @@ class VariantMetadata:
             digest=_digest(check, data, required=ours),
             abi=_abi(check, data),
             provenance=provenance,
+            build_layout=_layout(check, data, op_id),
+            kernels_minver=_minver(check, data),
         )
 
 
@@ -110,6 +123,25 @@ def _backend(check: _Checker, data: dict) -> BackendInfo | None:
         check.fail("backend.type", f"one of {', '.join(BACKENDS)}", kind)
     partial = check.opt(raw, PARTIAL_ARCHS, bool, where=f"backend.{PARTIAL_ARCHS}")
     return BackendInfo(kind, check.str_list(raw, "archs", where="backend.archs"), bool(partial))
+
+
+def _layout(check: _Checker, data: dict, op_id: str | None) -> str:
+    layout = check.opt(data, "build-layout", str) or "files"
+    if layout not in LAYOUTS:
+        check.fail("build-layout", " or ".join(f'"{x}"' for x in LAYOUTS), layout)
+    if layout == "zip" and op_id is None:
+        check.fail("id", 'a Python identifier: a "zip" build layout keeps the package in <id>.zip')
+    return layout
+
+
+def _minver(check: _Checker, data: dict) -> Version | None:
+    raw = check.opt(data, "kernels-minver", str)
+    if raw is None:
+        return None
+    try:
+        return Version(raw)
+    except InvalidVersion:
+        check.fail("kernels-minver", 'a version such as "0.19.0"', raw)
 
 
 def _kernel_depends(check: _Checker, data: dict) -> tuple[KernelPin, ...]:

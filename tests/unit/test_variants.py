@@ -26,6 +26,30 @@ REAL_NAMES = {
     "torch-xpu": Variant(v.NOARCH, "xpu"),
     "torch-metal": Variant(v.NOARCH, "metal"),
     "torch-universal": Variant(v.UNIVERSAL, ""),
+    # a Linux name without the C++ ABI tag fits either ABI (kernels reads it so)
+    "torch214-cu130-x86_64-linux": Variant(v.COMPILED, "cuda", (2, 14), (13, 0), "x86_64", "linux", cxx11=None),
+    "torch211-cxx11-rocm714-x86_64-linux": Variant(v.COMPILED, "rocm", (2, 11), (7, 14), "x86_64", "linux"),
+    "torch211-cxx11-cann83-aarch64-linux": Variant(v.COMPILED, "cann", (2, 11), (8, 3), "aarch64", "linux"),
+    "tvm-ffi01-cu130-x86_64-linux": Variant(v.TVM_FFI, "cuda", (0, 1), (13, 0), "x86_64", "linux"),
+    # kernels 0.19's names: a minimum CPython and its ABI before the platform
+    "torch-2.11-cuda-13.0-cpython-3.9-abi3-x86_64-linux":
+        Variant(v.COMPILED, "cuda", (2, 11), (13, 0), "x86_64", "linux", None, (3, 9)),
+    "torch-2.11-cxx11-cpu-cpython-3.10-abi3-aarch64-linux":
+        Variant(v.COMPILED, "cpu", (2, 11), None, "aarch64", "linux", True, (3, 10)),
+    "torch-2.11-metal-cpython-3.9-abi3-aarch64-darwin":
+        Variant(v.COMPILED, "metal", (2, 11), None, "aarch64", "darwin", None, (3, 9)),
+    "torch-stable-abi-2.10-cuda-13.0-cpython-3.10-abi3-x86_64-linux":
+        Variant(v.STABLE_ABI, "cuda", (2, 10), (13, 0), "x86_64", "linux", python=(3, 10)),
+    "torch-stable-abi-2.12-rocm-7.2-cpython-3.15-abi3t-x86_64-linux":
+        Variant(v.STABLE_ABI, "rocm", (2, 12), (7, 2), "x86_64", "linux", python=(3, 15), python_abi="abi3t"),
+    "tvm-ffi-0.1-xpu-2025.3-cpython-3.9-abi3-x86_64-linux":
+        Variant(v.TVM_FFI, "xpu", (0, 1), (2025, 3), "x86_64", "linux", python=(3, 9)),
+    "mlx-metal": Variant(v.NOARCH, "metal", framework="mlx"),
+    "sdk": Variant(v.SDK, "", framework=""),
+    "sdk-cuda": Variant(v.SDK, "cuda", framework=""),
+    "sdk-cpython-3.10-abi3-x86_64-linux": Variant(v.SDK, "", None, None, "x86_64", "linux", True, (3, 10), framework=""),
+    "sdk-cuda-13.0-cpython-3.10-abi3-x86_64-linux":
+        Variant(v.SDK, "cuda", None, (13, 0), "x86_64", "linux", True, (3, 10), framework=""),
 }
 
 CUDA130 = SystemInfo((2, 14), "cuda", (13, 0), "x86_64", "linux")
@@ -50,7 +74,14 @@ def test_name_round_trips(name):
         "torch-gpu",
         "torch-universal2",
         "Torch214-cxx11-cu130-x86_64-linux",
-        "torch214-cu130-x86_64-linux",  # Linux needs the ABI tag
+        "torch-2.14-cuda-13.0-x86_64-linux",  # the 0.19 form needs its cpython part
+        "torch-2.14-cuda-13.0-cpython-3.9-abi4-x86_64-linux",
+        "torch-2.14-cuda-13.0-cpython-3.14-abi3t-x86_64-linux",  # abi3t exists from Python 3.15
+        "torch-2.14-cu130-cpython-3.9-abi3-x86_64-linux",  # a legacy compute tag in the new form
+        "torch214-cuda-13.0-x86_64-linux",  # and the other way round
+        "torch-2.14-cxx11-metal-cpython-3.9-abi3-aarch64-darwin",  # the ABI tag is Linux's
+        "sdk-cuda-13.0",  # a versioned SDK backend comes with compiled code
+        "mlx-gpu",
         "torch213-cxx11-metal-aarch64-darwin",  # macOS has none
         "torch214-cxx11-cu130-riscv64-linux",
         "torch214-cxx11-cu130-x86_64-windows",
@@ -131,10 +162,14 @@ def test_compiled_variants_need_the_exact_system(name, reason_part):
     assert reason_part in why_not(parse_variant(name), CUDA130)
 
 
-def test_rocm_and_xpu_need_the_exact_compute_version():
+def test_rocm_takes_the_same_major_and_an_older_minor_xpu_the_exact_version():
+    # kernels 0.18 relaxed ROCm to CUDA's rule
     rocm = SystemInfo((2, 14), "rocm", (6, 3), "x86_64", "linux")
     assert why_not(parse_variant("torch214-cxx11-rocm63-x86_64-linux"), rocm) is None
-    assert "rocm64" in why_not(parse_variant("torch214-cxx11-rocm64-x86_64-linux"), rocm)
+    assert why_not(parse_variant("torch214-cxx11-rocm62-x86_64-linux"), rocm) is None
+    assert why_not(parse_variant("torch214-cxx11-rocm64-x86_64-linux"), rocm) == \
+        "built for ROCm 6.4, this torch uses ROCm 6.3"
+    assert "ROCm 7.0" in why_not(parse_variant("torch214-cxx11-rocm70-x86_64-linux"), rocm)
     xpu = SystemInfo((2, 14), "xpu", (2025, 1), "x86_64", "linux")
     assert why_not(parse_variant("torch214-cxx11-xpu20251-x86_64-linux"), xpu) is None
     assert why_not(parse_variant("torch214-cxx11-xpu20250-x86_64-linux"), xpu) is not None
@@ -258,3 +293,56 @@ def test_detect_system_describes_the_running_torch():
     other = "rocm" if system.backend != "rocm" else "cuda"
     with pytest.raises(ValueError, match="not available"):
         v.detect_system(other)
+
+
+CPU311 = SystemInfo((2, 11), "cpu", None, "x86_64", "linux", python=(3, 11))
+
+
+@pytest.mark.parametrize(
+    "name, system, reason",
+    [
+        ("torch-2.11-cpu-cpython-3.11-abi3-x86_64-linux", CPU311, None),
+        ("torch-2.11-cpu-cpython-3.9-abi3-x86_64-linux", CPU311, None),  # a minimum, not an exact version
+        ("torch-2.11-cpu-cpython-3.12-abi3-x86_64-linux", CPU311, "needs Python >= 3.12, this is Python 3.11"),
+        ("torch211-cxx11-cpu-x86_64-linux", replace(CPU311, python=(3, 8)), "needs Python >= 3.9, this is Python 3.8"),
+        # abi3 never loads into a free-threaded Python; abi3t (3.15+) loads into both kinds
+        ("torch-2.11-cpu-cpython-3.9-abi3-x86_64-linux", replace(CPU311, python=(3, 15), free_threaded=True),
+         "a compiled (.abi3.so) build, which a free-threaded Python cannot import; use a Python with the GIL "
+         "(or an abi3t build, Python 3.15+)"),
+        ("torch-2.11-cpu-cpython-3.15-abi3t-x86_64-linux", replace(CPU311, python=(3, 15), free_threaded=True), None),
+        ("torch-2.11-cpu-cpython-3.15-abi3t-x86_64-linux", replace(CPU311, python=(3, 15)), None),
+        ("torch-2.11-cpu-cpython-3.15-abi3t-x86_64-linux", CPU311, "needs Python >= 3.15, this is Python 3.11"),
+        ("torch-cpu", replace(CPU311, free_threaded=True), None),  # no compiled code
+        ("sdk-cpython-3.12-abi3-x86_64-linux", CPU311, "needs Python >= 3.12, this is Python 3.11"),
+        ("sdk-cuda", CPU311, "built for cuda, this system uses cpu"),
+        ("sdk", CPU311, None),
+        ("tvm-ffi01-cpu-x86_64-linux", CPU311, "built for tvm-ffi 0.1, this has no tvm-ffi installed"),
+        ("tvm-ffi01-cpu-x86_64-linux", replace(CPU311, tvm_ffi=(0, 1)), None),
+        ("mlx-metal", replace(CPU311, backend="metal", os="darwin"), "an MLX kernel, and MLX is not installed"),
+        ("torch-2.11-cxx98-cpu-cpython-3.9-abi3-x86_64-linux", CPU311, "built for the other C++ ABI"),
+        ("torch-2.11-cpu-cpython-3.9-abi3-x86_64-linux", replace(CPU311, cxx11=False), None),  # untagged: either
+    ],
+)
+def test_python_and_framework_rules_of_the_0_19_names(name, system, reason):
+    assert why_not(parse_variant(name), system) == reason
+
+
+def test_preference_is_kernels_0_19s():
+    """Hugging Face's own example run (torch 2.11 cxx11, CUDA 13.0, tvm-ffi 0.1): the same order,
+    names that tie (one build under both forms) by name."""
+    system = SystemInfo((2, 11), "cuda", (13, 0), "x86_64", "linux", python=(3, 11), tvm_ffi=(0, 1))
+    expected = [
+        "torch-stable-abi-2.10-cuda-13.0-cpython-3.10-abi3-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux",
+        "torch-stable-abi29-cu130-x86_64-linux",
+        "torch-2.11-cuda-13.0-cpython-3.9-abi3-x86_64-linux", "torch211-cu130-x86_64-linux",
+        "torch-2.11-cxx11-cuda-13.0-cpython-3.9-abi3-x86_64-linux", "torch211-cxx11-cu130-x86_64-linux",
+        "tvm-ffi-0.1-cuda-13.0-cpython-3.9-abi3-x86_64-linux", "tvm-ffi01-cu130-x86_64-linux",
+        "sdk-cuda-13.0-cpython-3.10-abi3-x86_64-linux", "sdk-cpython-3.10-abi3-x86_64-linux",
+        "torch-cuda", "torch-universal", "sdk-cuda", "sdk",
+    ]
+    rejected = ["torch211-cxx11-cu131-x86_64-linux", "torch211-cxx11-cu128-x86_64-linux",
+                "torch-stable-abi212-cu130-x86_64-linux", "torch-2.11-cuda-13.0-cpython-3.12-abi3-x86_64-linux",
+                "torch-2.11-cuda-13.0-cpython-3.15-abi3t-x86_64-linux"]
+    trace = resolve(list(reversed(expected)) + rejected, system)
+    assert [c.name for c in trace if c.accepted] == expected
+    assert {c.name for c in trace if not c.accepted} == set(rejected)
