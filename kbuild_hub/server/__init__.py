@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from dataclasses import dataclass
+
 from kbuild_hub.errors import HubError
 from kbuild_hub.server.app import HubApp
 from kbuild_hub.server.auth import Tokens, load_tokens
@@ -20,19 +22,49 @@ from kbuild_hub.server.context import Hub, ServerConfig
 
 LISTEN_BACKLOG = 2048
 
-__all__ = ["HubApp", "ServerConfig", "Tokens", "build_app", "listen", "load_tokens", "serve"]
+__all__ = ["HubApp", "ServerConfig", "Tokens", "Upstream", "build_app", "listen", "load_tokens", "serve"]
 
 
-def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: None) -> HubApp:
+def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: None,
+              upstream: Upstream | None = None) -> HubApp:
+    """The app over `config.root`; with `upstream`, repos this hub lacks come from that hub
+    (kbuild_hub/upstream/). A hub folder that holds a cache of an earlier upstream serves it,
+    read-only, also without one."""
+    import os
+
+    from kbuild.signatures.rules import from_environment
+
     from kbuild_hub.gitstore import GitStore
+    from kbuild_hub.upstream.cache import FOLDER, UpstreamCache
+    from kbuild_hub.upstream.client import UpstreamClient
 
-    return HubApp(Hub(config, GitStore(config.root, max_file_size=config.max_file_size)), log)
+    cache = None
+    if upstream is not None or (config.root / FOLDER).is_dir():
+        client = None if upstream is None else UpstreamClient(
+            upstream.url, upstream.token, connect_timeout=upstream.connect_timeout, read_timeout=upstream.read_timeout)
+        cache = UpstreamCache(config.root, client, from_environment(os.environ), log)
+    hub = Hub(config, GitStore(config.root, max_file_size=config.max_file_size), upstream=cache)
+    return HubApp(hub, log)
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The hub in front of which this one serves (`--upstream`); its token is only ever sent there."""
+
+    url: str
+    token: str | None = None
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+
+    def __repr__(self) -> str:
+        return f"Upstream({self.url!r})"
 
 
 def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Path | None = None,
           public_read: bool = True, max_file_size: int | None = None, trusted_orgs: tuple[str, ...] = (),
           log: Callable[[str], None] | None = None, max_connections: int = 512, header_timeout: float = 10.0,
-          max_per_client: int | None = None, max_commit_size: int | None = None) -> None:
+          max_per_client: int | None = None, max_commit_size: int | None = None,
+          upstream: Upstream | None = None, upstream_policy=None) -> None:
     """Serve `root` until interrupted. Without `token_file` the write token is `<root>/.token`
     (created, mode 0600, when missing)."""
     import uvicorn  # deferred: only the server needs it
@@ -41,14 +73,18 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
     root = Path(root)
     tokens = load_tokens(token_file, root)
     config = ServerConfig(root=root, tokens=tokens, public_read=public_read, max_file_size=max_file_size,
-                          max_commit_size=max_commit_size, trusted_orgs=frozenset(trusted_orgs))
-    app = build_app(config, log)
+                          max_commit_size=max_commit_size, trusted_orgs=frozenset(trusted_orgs),
+                          **({"upstream_policy": upstream_policy} if upstream_policy is not None else {}))
+    app = build_app(config, log, upstream)
     app.hub.store.sweep_scratch(3600)  # what a killed server left mid-upload (another may share the root)
     sock = listen(host, port)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     made = "created" if tokens.generated else "from"
     log(f"kbuild hub serve: {root} on {url} "
         f"(reads {'public' if public_read else 'need a token'}; write token {made} {tokens.source})")
+    if upstream is not None:
+        log(f"  in front of {upstream.url} (token: {'yes' if upstream.token else 'none'}): repos this hub lacks "
+            f"come from there, verified, cached in {root / '.upstream'}")
     log(f"  use it with HF_ENDPOINT={url} or HfApi(endpoint={url!r}, token=...)")
     from kbuild_hub.server.connections import Limits, uvicorn_config
 

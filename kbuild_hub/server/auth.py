@@ -74,6 +74,11 @@ def load_tokens(token_file: Path | None, root: Path) -> Tokens:
     return Tokens((token,), path, generated=True)
 
 
+def read_token_file(path: Path) -> tuple[str, ...]:
+    """A token file's tokens: a regular file (not a link) that only its owner can read."""
+    return _read(path)
+
+
 def _read(path: Path) -> tuple[str, ...]:
     """A token file's tokens: a regular file (not a link) that only its owner can read."""
     try:

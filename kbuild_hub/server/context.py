@@ -12,6 +12,7 @@ from kbuild_hub.blobfiles import BlobFiles
 from kbuild_hub.errors import HubRepoNotFound
 from kbuild_hub.server.auth import Tokens
 from kbuild_hub.server.routing import URL_PREFIXES
+from kbuild_hub.upstream.policy import UpstreamPolicy
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class ServerConfig:
     max_file_size: int | None = None  # any one file of an upload
     max_commit_size: int | None = None  # a commit request's whole body (its files base64-encoded)
     trusted_orgs: frozenset[str] = frozenset()
+    upstream_policy: UpstreamPolicy = UpstreamPolicy()
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Call:
 class Hub:
     config: ServerConfig
     store: Any  # gitstore.GitStore
+    upstream: Any = None  # upstream.cache.UpstreamCache: the upstream's repos, when one is configured or cached
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     blobs: BlobFiles = field(init=False)  # what downloads read: plain-file copies of the blobs

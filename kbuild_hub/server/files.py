@@ -20,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 from kbuild_hub.errors import EntryNotFound, HubError
 from kbuild_hub.server.context import Call, Hub
 from kbuild_hub.server.routing import check_ref
+from kbuild_hub.server.sources import source
 
 CHUNK = 128 << 10
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -33,34 +34,52 @@ class RangeNotSatisfiable(HubError):
 
 
 def resolve(hub: Hub, call: Call, range_header: str | None) -> Response:
-    repo_type, repo_id = hub.require_repo(call)
-    commit = hub.store.resolve(repo_type, repo_id, check_ref(call.params["rev"]))
+    repo = source(hub, call)
+    resolved = repo.resolve(check_ref(call.params["rev"]))
+    commit = resolved.commit
     path = hub.store.validate_path(call.params["path"])
     try:
-        entry = hub.store.file_info(repo_type, repo_id, commit, path)
-        if entry.type != "file":
-            raise EntryNotFound(f"{path} is a folder at {commit[:12]}")
+        ref = repo.file(commit, path)
     except EntryNotFound as e:
         e.headers = {"X-Repo-Commit": commit}  # the client caches "no such file at this commit"
         raise
-    headers = {"X-Repo-Commit": commit, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
+    headers = {"X-Repo-Commit": commit, "ETag": f'"{ref.etag}"', "Accept-Ranges": "bytes",
                "Content-Type": _SVG if path.endswith(".svg") else "application/octet-stream",
                "Cache-Control": "private, max-age=0",
                # a published file is the publisher's: shown by a browser (a benchmark plot on a
                # kernel page), it may run nothing, load nothing and be framed by nothing
                "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
-               "X-Content-Type-Options": "nosniff"}
-    span = byte_range(range_header, entry.size)
+               "X-Content-Type-Options": "nosniff", **repo.headers(resolved.stale)}
+    span = byte_range(range_header, ref.size)
     if call.method == "HEAD":
-        return Response(status_code=200, headers={**headers, "Content-Length": str(entry.size)})
+        return Response(status_code=200, headers={**headers, "Content-Length": str(ref.size)})
     if span is None:
-        start, end, status = 0, entry.size, 200
+        start, end, status = 0, ref.size, 200
     else:
         (start, end), status = span, 206
-        headers["Content-Range"] = f"bytes {start}-{end - 1}/{entry.size}"
+        headers["Content-Range"] = f"bytes {start}-{end - 1}/{ref.size}"
     headers["Content-Length"] = str(end - start)
-    copy = hub.blobs.path(hub.store.repo_dir(repo_type, repo_id), entry.oid, entry.size)
-    return StreamingResponse(_chunks(copy, start, end), status_code=status, headers=headers)
+    # an upstream file is fetched (and, for a kernel variant, verified) before the first byte
+    # goes out: a refusal is still an error response, not a cut-off body
+    body = repo.chunks(commit, ref, start, end)
+    if not hasattr(body, "__aiter__"):
+        body = _first_ready(body)
+    return StreamingResponse(body, status_code=status, headers=headers)
+
+
+def _first_ready(chunks):
+    """A sync iterator whose first chunk is taken now (in the handler's worker thread), so that
+    errors before any byte is sent become error responses."""
+    chunks = iter(chunks)
+    try:
+        first = next(chunks)
+    except StopIteration:
+        return iter(())
+
+    def rest():
+        yield first
+        yield from chunks
+    return rest()
 
 
 def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -86,7 +105,7 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-async def _chunks(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
+async def file_chunks(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
     """The bytes [start, end) of `path`, CHUNK at a time, each read in a worker thread (a cold
     disk must not stall the event loop). StreamingResponse stops asking when the client leaves."""
     fd = os.open(path, os.O_RDONLY)

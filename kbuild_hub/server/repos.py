@@ -5,8 +5,11 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 
 from kbuild_hub.errors import HubError, InvalidRepoId, RefConflict, RepoExists
-from kbuild_hub.server.context import Call, Hub, iso_date, repo_url
+from kbuild_hub.upstream.policy import ShadowsUpstream
+from kbuild_hub.server.context import Call, Hub, repo_url
 from kbuild_hub.server.routing import API_TYPES, branch_name, check_ref
+from kbuild_hub.server.sources import MIRROR_HEADER, STALE_HEADER, local_orgs, source
+from kbuild_hub.upstream.client import UpstreamUnavailable
 
 USER = "kbuild"
 
@@ -29,10 +32,14 @@ def org_overview(hub: Hub, call: Call) -> JSONResponse:
     orgs named with --trusted-org are trusted; the others load with `trust_remote_code=True`."""
     org = call.params["org"]
     trusted = org in hub.config.trusted_orgs
-    if not trusted and not any(r.split("/")[0] == org for _, r in hub.store.list_repos()):
-        raise OrgNotFound(f"organization {org} not found: it owns no repository on this hub")
-    return JSONResponse({"name": org, "fullname": org, "type": "org", "isVerified": False,
-                         "trustedKernelPublisher": trusted})
+    if trusted or org in local_orgs(hub):
+        return JSONResponse({"name": org, "fullname": org, "type": "org", "isVerified": False,
+                             "trustedKernelPublisher": trusted})
+    if hub.upstream is not None:  # an org of the upstream's: its card, trust flag included, as the upstream says
+        card, stale = hub.upstream.org_overview(org)
+        headers = {MIRROR_HEADER: hub.upstream.upstream, **({STALE_HEADER: stale} if stale else {})}
+        return JSONResponse(card, headers=headers)
+    raise OrgNotFound(f"organization {org} not found: it owns no repository on this hub")
 
 
 def validate_yaml(hub: Hub, call: Call) -> JSONResponse:
@@ -57,12 +64,31 @@ def create_repo(hub: Hub, call: Call) -> JSONResponse:
                             hint="create `<org>/<name>`")
     repo_id = f"{org}/{name}"
     url = repo_url(call.base_url, repo_type, repo_id)
+    if not hub.store.exists(repo_type, repo_id):
+        _refuse_shadowing(hub, repo_type, repo_id)
     try:
         hub.store.create_repo(repo_type, repo_id)
     except RepoExists:
         return JSONResponse({"error": "You already created this repo", "url": url}, status_code=409,
                             headers={"X-Error-Message": "You already created this repo"})
     return JSONResponse({"url": url, "name": repo_id, "id": repo_id})
+
+
+def _refuse_shadowing(hub: Hub, repo_type: str, repo_id: str) -> None:
+    """A new local repo must not take a name the upstream serves (it would hide the upstream's
+    from every client of this hub) unless the hub allows it."""
+    cache = hub.upstream
+    if cache is None or cache.client is None or hub.config.upstream_policy.allow_shadowing:
+        return
+    try:
+        exists = cache.known(repo_type, repo_id) or cache.client.exists(repo_type, repo_id)
+    except UpstreamUnavailable as e:
+        raise ShadowsUpstream(f"cannot create {repo_type} repo {repo_id}: whether the upstream has that name "
+                              f"cannot be checked ({e})", hint="retry when the upstream answers") from None
+    if exists:
+        raise ShadowsUpstream(f"cannot create {repo_type} repo {repo_id}: the upstream {cache.upstream} has a repo of "
+                              "that name, which a local one would hide from this hub's clients",
+                              hint="pick another name, or start the hub with --allow-shadowing")
 
 
 def list_repos(hub: Hub, call: Call) -> JSONResponse:
@@ -76,38 +102,34 @@ def list_repos(hub: Hub, call: Call) -> JSONResponse:
 
 
 def repo_info(hub: Hub, call: Call) -> JSONResponse:
-    repo_type, repo_id = hub.require_repo(call)
-    revision = call.params.get("rev") or "main"
-    check_ref(revision)
-    commit = hub.store.resolve(repo_type, repo_id, revision)
-    info = hub.store.commit_info(repo_type, repo_id, commit)
+    repo = source(hub, call)
+    resolved = repo.resolve(check_ref(call.params.get("rev") or "main"))
+    commit = resolved.commit
     with_blobs = call.flag("blobs")
     siblings = []
-    for e in hub.store.list_tree(repo_type, repo_id, commit, "", recursive=True):
-        if e.type == "file":
-            siblings.append({"rfilename": e.path, "size": e.size, "blobId": e.oid} if with_blobs
-                            else {"rfilename": e.path})
+    for e in repo.list_tree(commit, "", recursive=True):
+        if e["type"] == "file":
+            siblings.append({"rfilename": e["path"], "size": e["size"], "blobId": e["oid"]} if with_blobs
+                            else {"rfilename": e["path"]})
+    repo_type, repo_id = repo.repo_type, repo.repo_id
     return JSONResponse({
         "_id": repo_id, "id": repo_id, "author": repo_id.split("/")[0], "sha": commit,
-        "lastModified": iso_date(info.get("date")), "createdAt": None,
+        "lastModified": repo.commit_date(commit), "createdAt": None,
         "private": not hub.config.public_read, "gated": False, "disabled": False,
         "downloads": 0, "likes": 0, "tags": [], "library_name": "kernels" if repo_type == "kernel" else None,
         "siblings": siblings,
-    })
+    }, headers=repo.headers(resolved.stale))
 
 
 def refs(hub: Hub, call: Call) -> JSONResponse:
-    repo_type, repo_id = hub.require_repo(call)
-    branches = hub.store.branches(repo_type, repo_id)
-    tags = hub.store.tags(repo_type, repo_id)
-    body = {
-        "branches": [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": c} for n, c in sorted(branches.items())],
-        "tags": [{"name": n, "ref": f"refs/tags/{n}", "targetCommit": c} for n, c in sorted(tags.items())],
-        "converts": [],
-    }
+    repo = source(hub, call)
+    body, stale = repo.refs()
+    body = dict(body)
     if call.flag("include_prs"):
-        body["pullRequests"] = []
-    return JSONResponse(body)
+        body.setdefault("pullRequests", [])
+    else:
+        body.pop("pullRequests", None)
+    return JSONResponse(body, headers=repo.headers(stale))
 
 
 def create_branch(hub: Hub, call: Call) -> JSONResponse:
@@ -134,12 +156,12 @@ def delete_branch(hub: Hub, call: Call) -> JSONResponse:
 def tree(hub: Hub, call: Call) -> JSONResponse:
     """`tree/{rev}[/{path}]`: a folder's entries (folders as `{"type": "directory"}` entries — the
     `kernels` loader finds variants that way), or everything under it with `recursive=true`."""
-    repo_type, repo_id = hub.require_repo(call)
-    commit = hub.store.resolve(repo_type, repo_id, check_ref(call.params["rev"]))
+    repo = source(hub, call)
+    resolved = repo.resolve(check_ref(call.params["rev"]))
     path = call.params.get("path", "")
     path = hub.store.validate_path(path) if path else ""
-    entries = hub.store.list_tree(repo_type, repo_id, commit, path, recursive=call.flag("recursive"))
-    return JSONResponse([_entry(e) for e in entries])
+    entries = repo.list_tree(resolved.commit, path, call.flag("recursive"))
+    return JSONResponse(entries, headers=repo.headers(resolved.stale))
 
 
 MAX_PATHS_INFO = 10_000
@@ -147,19 +169,14 @@ MAX_PATHS_INFO = 10_000
 
 def paths_info(hub: Hub, call: Call) -> JSONResponse:
     """`POST paths-info/{rev}` with form field `paths` (repeated): the entries that exist."""
-    repo_type, repo_id = hub.require_repo(call)
-    commit = hub.store.resolve(repo_type, repo_id, check_ref(call.params["rev"]))
+    repo = source(hub, call)
+    resolved = repo.resolve(check_ref(call.params["rev"]))
     form = call.body if isinstance(call.body, dict) else {}
     asked = form.get("paths", [])
     if len(asked) > MAX_PATHS_INFO:
         raise HubError(f"paths-info: {len(asked)} paths asked for; at most {MAX_PATHS_INFO} per request")
-    return JSONResponse([_entry(e) for e in hub.store.files_info(repo_type, repo_id, commit, asked)])
-
-
-def _entry(e) -> dict:
-    if e.type == "directory":
-        return {"type": "directory", "oid": e.oid, "size": 0, "path": e.path}
-    return {"type": "file", "oid": e.oid, "size": e.size, "path": e.path}
+    asked = [hub.store.validate_path(p) for p in asked]
+    return JSONResponse(repo.paths_info(resolved.commit, asked), headers=repo.headers(resolved.stale))
 
 
 def _object(body) -> dict:

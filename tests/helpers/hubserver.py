@@ -10,8 +10,9 @@ from pathlib import Path
 
 import uvicorn
 
-from kbuild_hub.server import ServerConfig, Tokens, build_app, listen
+from kbuild_hub.server import ServerConfig, Tokens, Upstream, build_app, listen
 from kbuild_hub.server.connections import HEADER_TIMEOUT_S, MAX_CONNECTIONS, uvicorn_config
+from kbuild_hub.upstream.policy import UpstreamPolicy
 
 TOKEN = "kb_test_write_token"
 
@@ -21,15 +22,17 @@ class ServerThread:
 
     def __init__(self, root: Path, *, public_read: bool = True, max_file_size: int | None = None,
                  trusted: tuple[str, ...] = (), header_timeout: float = HEADER_TIMEOUT_S,
-                 max_connections: int = MAX_CONNECTIONS, guarded: bool = True):
+                 max_connections: int = MAX_CONNECTIONS, guarded: bool = True, upstream: Upstream | None = None,
+                 policy: UpstreamPolicy | None = None):
         config = ServerConfig(root=root, tokens=Tokens((TOKEN,), root / "tokens"), public_read=public_read,
-                              max_file_size=max_file_size, trusted_orgs=frozenset(trusted))
+                              max_file_size=max_file_size, trusted_orgs=frozenset(trusted),
+                              upstream_policy=policy or UpstreamPolicy())
         self.log: list[str] = []
         self._in_flight = 0  # requests the app has begun and not yet logged
         sock = listen("127.0.0.1", 0)
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.app = build_app(config, self.log.append)  # the HubApp, for tests that reach its store
+        self.app = build_app(config, self.log.append, upstream)  # the HubApp, for tests that reach its store
         app = self._counted(self.app)
         # guarded=False: uvicorn's own protocol, to show what the guard changes
         self.server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections) if guarded else
