@@ -1,5 +1,5 @@
-"""Assemble a built variant folder (docs/formats.md, "A built variant") and swap it into build/
-atomically.
+"""Assemble a built variant folder (docs/formats.md, "A built variant"; in the zip layout, the
+package in `<id>.zip`: builder/stage/zip_layout.py) and swap it into build/ atomically.
 
 The new folder is written beside the old one and renamed into place only when complete, so an
 interrupted build leaves the previous good variant.
@@ -19,6 +19,7 @@ from kbuild.metadata import PARTIAL_ARCHS
 from builder import __version__
 from builder import resources
 from builder.stage.abi_floor import floor
+from builder.stage.zip_layout import layout_metadata, pack_python
 from builder.project.gitid import SourceId
 from builder.plan.steps import VariantPlan
 
@@ -45,6 +46,8 @@ def stage_variant(plan: VariantPlan, manifest, build_dir: Path, provenance: Prov
         _write_ops(plan, tmp)
         if plan.compiled:
             shutil.copy2(plan.library, tmp / f"{plan.ops_name}.abi3.so")
+        if manifest.build_layout == "zip":  # the package into <id>.zip, the library beside it
+            pack_python(tmp, plan.ops_name)
         abi = floor(sorted(tmp.glob("*.so"))).as_metadata() if plan.compiled else None
         metadata = _metadata(plan, manifest, provenance, digest_tree(tmp), abi)
         (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
@@ -85,6 +88,7 @@ def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[s
         "python-depends": list(manifest.python_depends_for(backend)),
         "kernel-depends": [d.as_metadata() for d in manifest.kernel_depends_for(backend)],
         "backend": _backend(plan),
+        **layout_metadata(manifest.build_layout),  # the zip layout and the kernels release that reads it
         "digest": {"algorithm": "sha256", "files": files},
         "provenance": _provenance(provenance),
     }

@@ -1,0 +1,87 @@
+"""The zip build layout, build side (issue 44): an edition 6 kernel with `build-layout = "zip"` is
+staged as `<id>.zip` holding its Python package (`__init__.py` at the root) with the library beside
+it, metadata.json says so (`build-layout`, `kernels-minver`) and its digest covers the staged files;
+the archive is the same bytes whatever the folder or the sources' times."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from builder.commands.main import main
+from cpu_kernel import write_cpu_kernel
+from kbuild.digest import digest_tree
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+SOURCE = 'extern "C" int zipped_probe(int x) { return x + 1; }\n'
+PACKAGE = "from ._ops import ops\n\n\ndef probe():\n    return 1\n"
+LAYERS = "class Probe:\n    pass\n"
+
+
+def write_zip_kernel(root: Path) -> Path:
+    """A CPU kernel written as edition 6, with a subpackage, in the zip layout."""
+    write_cpu_kernel(root, "zipped", SOURCE, package=PACKAGE)
+    toml = (root / "build.toml").read_text()
+    toml = toml.replace("edition = 5\n", 'edition = 6\nbuild-layout = "zip"\n')
+    toml = toml.replace('backend = "cpu"', 'language = "cpp-cpu"')
+    (root / "build.toml").write_text(toml)
+    (root / "torch-ext" / "zipped" / "layers").mkdir()
+    (root / "torch-ext" / "zipped" / "layers" / "__init__.py").write_text(LAYERS)
+    return root
+
+
+def built_variant(kernel: Path) -> Path:
+    (variant,) = [d for d in (kernel / "build").iterdir() if (d / "metadata.json").is_file()]
+    return variant
+
+
+def test_a_zip_layout_variant_holds_its_package_in_one_archive(tmp_path, capsys):
+    kernel = write_zip_kernel(tmp_path / "zipped")
+    assert main(["build", str(kernel)]) == 0, capsys.readouterr()
+    variant = built_variant(kernel)
+    metadata = json.loads((variant / "metadata.json").read_text())
+    ops_id = metadata["id"]
+
+    assert sorted(p.name for p in variant.iterdir()) == sorted(
+        [f"{ops_id}.abi3.so", f"{ops_id}.zip", "metadata.json"])
+    assert metadata["build-layout"] == "zip" and metadata["kernels-minver"] == "0.19.0"
+    assert metadata["digest"]["files"] == digest_tree(variant)
+    assert set(metadata["digest"]["files"]) == {f"{ops_id}.abi3.so", f"{ops_id}.zip"}
+
+    with zipfile.ZipFile(variant / f"{ops_id}.zip") as z:
+        infos = z.infolist()
+        names = [i.filename for i in infos]
+        assert names == sorted(names) == ["__init__.py", "_ops.py", "layers/__init__.py"]
+        assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
+        assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
+        assert z.read("__init__.py").decode() == PACKAGE
+        assert z.read("layers/__init__.py").decode() == LAYERS
+        assert f"from . import {ops_id}" in z.read("_ops.py").decode()  # the library beside the archive
+
+
+def test_the_archive_is_reproducible(tmp_path, capsys):
+    """Another folder, other source times: the same archive, byte for byte, and the same digest."""
+    first = write_zip_kernel(tmp_path / "one" / "zipped")
+    second = write_zip_kernel(tmp_path / "two" / "zipped")
+    for path in (second / "torch-ext").rglob("*"):
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    for kernel in (first, second):
+        assert main(["build", str(kernel)]) == 0, capsys.readouterr()
+    a, b = built_variant(first), built_variant(second)
+    ops_id = json.loads((a / "metadata.json").read_text())["id"]
+    assert (a / f"{ops_id}.zip").read_bytes() == (b / f"{ops_id}.zip").read_bytes()
+    assert digest_tree(a) == digest_tree(b)
+
+    # a rebuild with nothing changed keeps the staged folder as it is
+    before = (a / f"{ops_id}.zip").stat().st_mtime_ns
+    m1 = json.loads((a / "metadata.json").read_text())
+    assert main(["build", str(first)]) == 0, capsys.readouterr()
+    m2 = json.loads((a / "metadata.json").read_text())
+    assert m1 == m2
+    assert (a / f"{ops_id}.zip").stat().st_mtime_ns == before
