@@ -5,6 +5,8 @@ one is kept in memory by its sha: a page costs the refs and what is new since th
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import threading
@@ -27,7 +29,7 @@ class Variant:
     row: str  # "torch 2.14" or "stable ABI (torch >= 2.10)" or "any torch (Python only)"
     column: str  # "CUDA 13.0", "CPU", "Triton / CUDA", ...
     size: int  # bytes of its files
-    files: tuple[tuple[str, int, str], ...]  # (path under the variant, size, sha256 from the digest or "")
+    files: tuple[tuple[str, int, str], ...]  # (path under the variant, size, the digest's sha256 in hex or "")
     archs: tuple[str, ...] = ()
     partial: bool = False
     floor: str = ""  # "manylinux_2_34_x86_64 (glibc 2.34, GLIBCXX 3.4.29)"
@@ -43,6 +45,8 @@ class Version:
     variants: tuple[Variant, ...]
     bench: dict | None = None  # the branch's benchmarks/results/results.json
     plots: tuple[str, ...] = ()  # the branch's other benchmarks/**.svg: the author's own plots (peers, say)
+    layers: bool = False  # a variant has layers (layers.py or layers/): KernelConfig can name one
+    attention: bool = False  # the package offers flash_attn_varlen_func: transformers' attn_implementation
 
     @property
     def rows(self) -> list[str]:
@@ -167,7 +171,22 @@ class Catalog:
             if e.type == "file" and len(parts) == 3:
                 by_variant.setdefault(parts[1], []).append((parts[2], e.size))
         variants = tuple(self._variant(repo_id, commit, name, files) for name, files in sorted(by_variant.items()))
-        return Version(branch, commit, date, variants, self._bench(repo_id, commit), self._plots(repo_id, commit))
+        layers = any(p == "layers.py" or p.startswith("layers/") for files in by_variant.values() for p, _ in files)
+        return Version(branch, commit, date, variants, self._bench(repo_id, commit), self._plots(repo_id, commit),
+                       layers=layers, attention=self._attention(repo_id, commit, by_variant))
+
+    def _attention(self, repo_id: str, commit: str, by_variant: dict[str, list]) -> bool:
+        """Whether transformers' `attn_implementation="org/name@vN"` finds what it calls: it takes a hub
+        kernel as attention when the package has `flash_attn_varlen_func`, so its __init__.py defines
+        or imports that name (read as text: the hub never runs a kernel's code)."""
+        for name, files in sorted(by_variant.items()):
+            if any(p == "__init__.py" for p, _ in files):
+                try:
+                    text = self.store.read_file(KERNEL, repo_id, commit, f"build/{name}/__init__.py")
+                except HubError:
+                    continue
+                return re.search(rb"\bflash_attn_varlen_func\b", text) is not None
+        return False
 
     def _variant(self, repo_id: str, commit: str, name: str, files: list[tuple[str, int]]) -> Variant:
         row, column = _place(name)
@@ -180,7 +199,7 @@ class Catalog:
         except Exception as e:  # noqa: BLE001 - a broken metadata.json is shown, not a broken page
             return Variant(name, row, column, size, tuple((p, s, "") for p, s in files), problem=str(e)[:300])
         digest = meta.digest or {}
-        return Variant(name, row, column, size, tuple((p, s, digest.get(p, "")) for p, s in sorted(files)),
+        return Variant(name, row, column, size, tuple((p, s, _hex(digest.get(p, ""))) for p, s in sorted(files)),
                        archs=meta.backend.archs if meta.backend else (),
                        partial=bool(meta.backend and meta.backend.partial), floor=_floor(meta),
                        provenance=meta.provenance or {})
@@ -200,6 +219,18 @@ class Catalog:
             return ()
         return tuple(sorted(e.path for e in entries
                             if e.type == "file" and e.path.endswith(".svg") and e.path != RESULTS_PLOT))
+
+
+def _hex(digest: str) -> str:
+    """metadata.json's digest (base64 of the sha256) as `sha256sum` prints it; one that is not a
+    sha256 in base64 is shown as recorded, saying so."""
+    if not digest:
+        return ""
+    try:
+        raw = base64.b64decode(digest, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    return raw.hex() if len(raw) == 32 else f"not a sha256: {digest}"
 
 
 def _versions(branches: dict[str, str]) -> list[tuple[str, str]]:

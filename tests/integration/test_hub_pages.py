@@ -6,6 +6,7 @@ private hub asking for the token, and hostile cards, file names and repo ids tha
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from html.parser import HTMLParser
@@ -28,9 +29,9 @@ license: apache-2.0
 """
 
 
-def metadata(archs: list[str], digest: dict[str, str]) -> bytes:
+def metadata(archs: list[str], digest: dict[str, str], depends: tuple[str, ...]) -> bytes:
     return json.dumps({"name": "flash", "id": "_flash_abc1234", "version": 1, "license": "Apache-2.0",
-                       "python-depends": ["einops-not-installed-here"], "kernel-depends": [],
+                       "python-depends": list(depends), "kernel-depends": [],
                        "backend": {"type": "cuda", "archs": archs},
                        "digest": {"algorithm": "sha256", "files": digest},
                        "abi": {"glibc": "2.34", "glibcxx": "3.4.29", "manylinux": "manylinux_2_34_x86_64"},
@@ -38,28 +39,37 @@ def metadata(archs: list[str], digest: dict[str, str]) -> bytes:
                                       "kernel": {"commit": "c0ffee" * 6 + "abcd", "dirty": False}}}).encode()
 
 
-def variant_files(name: str, archs: list[str]) -> list[FileAdd]:
-    files = {"__init__.py": b"from ._ops import ops\n", "_ops.py": b"ops = None\n"}
-    digest = {path: "sha-of-" + path for path in files}
+PLAIN = {"__init__.py": b"from ._ops import ops\n", "_ops.py": b"ops = None\n"}
+# what transformers looks for: layers (KernelConfig's "repo:Layer") and flash_attn_varlen_func (attn_implementation)
+WITH_LAYERS = {"__init__.py": b"from ._ops import ops\nfrom .attention import flash_attn_varlen_func\n",
+               "_ops.py": b"ops = None\n", "attention.py": b"def flash_attn_varlen_func(*args): ...\n",
+               "layers.py": b"class RMSNorm: ...\n"}
+
+
+def variant_files(name: str, archs: list[str], files: dict[str, bytes] = PLAIN,
+                  depends: tuple[str, ...] = ("einops-not-installed-here",)) -> list[FileAdd]:
+    # metadata.json's digests as kbuild writes them: base64 of each file's sha256
+    digest = {path: base64.b64encode(hashlib.sha256(data).digest()).decode() for path, data in files.items()}
     return [FileAdd(f"build/{name}/{p}", d) for p, d in files.items()] + \
-        [FileAdd(f"build/{name}/metadata.json", metadata(archs, digest))]
+        [FileAdd(f"build/{name}/metadata.json", metadata(archs, digest, depends))]
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+def root(tmp_path_factory):
+    """The hub's git store: org/flash with a card, v1 and v2 (v2's variant has layers and attention), other/relu."""
     root = tmp_path_factory.mktemp("pages") / "hub"
     store = GitStore(root)
     store.create_repo(*K)
     main = store.commit(*K, "main", add=[FileAdd("README.md", HOSTILE_CARD.encode())], message="card", parent=None)
     v1 = variant_files("torch-stable-abi210-cu130-x86_64-linux", ["9.0"]) + \
-        variant_files("torch213-cxx11-cpu-x86_64-linux", [])
+        variant_files("torch213-cxx11-cpu-x86_64-linux", [], depends=())  # kbuild's loader takes it: test_the_use_it_lines_work_as_copied
     store.commit(*K, "v1", add=v1, message="v1", parent=None, create_branch_from=main)
     results = {"workloads": [{"kernel": "flash", "variant": "torch-stable-abi210-cu130-x86_64-linux",
                               "script": "benchmark.py", "class": "FlashBench", "name": "causal", "device": "cuda",
                               "timing": {"min_ms": 0.5, "median_ms": 0.6, "max_ms": 0.9},
                               "reference": {"min_ms": 1.1, "median_ms": 1.2, "max_ms": 1.5},
                               "verified": True, "error": "", "speedup": 2.0}], "machines": {}, "skipped": []}
-    v2 = variant_files("torch-stable-abi210-cu130-x86_64-linux", ["8.0", "9.0", "10.0"]) + \
+    v2 = variant_files("torch-stable-abi210-cu130-x86_64-linux", ["8.0", "9.0", "10.0"], WITH_LAYERS) + \
         [FileAdd("benchmarks/results/results.json", json.dumps(results).encode()),
          FileAdd("benchmarks/results/results.svg", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(4)</script></svg>'),
          FileAdd("benchmarks/peers.svg", b'<svg xmlns="http://www.w3.org/2000/svg"/>'),
@@ -68,7 +78,22 @@ def hub(tmp_path_factory):
          FileAdd("build/<b>onerror=alert(3)</b>/x.py", b"")]
     store.commit(*K, "v2", add=v2, message="v2", parent=None, create_branch_from=main)
     store.create_repo("kernel", "other/relu")
+    store.commit("kernel", "other/relu", "v1", add=variant_files("torch213-cxx11-cpu-x86_64-linux", [], depends=()),
+                 message="v1", parent=None, create_branch_from="main")
+    return root
+
+
+@pytest.fixture(scope="module")
+def hub(root):
     server = ServerThread(root)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def trusting(root):
+    """The same store, served with --trusted-org org."""
+    server = ServerThread(root, trusted=("org",))
     yield server
     server.stop()
 
@@ -109,10 +134,16 @@ def test_a_kernel_page_shows_versions_grid_use_it_and_benchmarks(hub):
     status, html, _ = get(hub, "/org/flash")
     assert status == 200
     assert html.index('id="v2"') < html.index('id="v1"')  # newest first
-    assert 'get_kernel("org/flash", version=2)' in html
-    # transformers' KernelConfig: "repo:LayerClass" with the version beside it, never repo@vN
-    assert 'KernelConfig({"RMSNorm": ("org/flash:LAYER", {"version": 2})})' in html and 'attn_implementation="org/flash@v2"' in html
-    assert f"HF_ENDPOINT={hub.url}" in html
+    use = use_it(html)
+    # org is not trusted on this hub: the lines say so, and work as copied
+    assert 'get_kernel("org/flash", version=2, trust_remote_code=True)' in use, use
+    assert "kbuild hub serve --trusted-org org" in use and "KBUILD_TRUSTED_ORGS" not in use
+    # transformers' KernelConfig: "repo:LayerClass" with the version beside it, never repo@vN; v2 has
+    # layers and flash_attn_varlen_func, so both lines, with transformers' own trust switch
+    assert ('config = KernelConfig({"RMSNorm": ("org/flash:LAYER", {"version": 2})})\n'
+            "model = AutoModelForCausalLM.from_pretrained(MODEL, kernel_config=config, allow_all_kernels=True)") in use
+    assert 'attn_implementation="org/flash@v2", allow_all_kernels=True)' in use
+    assert f"HF_ENDPOINT={hub.url}" in use
     # the grid: stable ABI row, CUDA 13.0 column; v1 also a torch 2.13 CPU cell
     assert "stable ABI (torch &gt;= 2.10)" in html and "CUDA 13.0" in html and "torch 2.13" in html and ">CPU<" in html
     assert "archs 8.0 9.0 10.0" in html and "manylinux_2_34_x86_64 (glibc 2.34, GLIBCXX 3.4.29)" in html
@@ -123,6 +154,46 @@ def test_a_kernel_page_shows_versions_grid_use_it_and_benchmarks(hub):
     status, _, head = get(hub, src)
     assert status == 200 and head["content-type"] == "image/svg+xml"
     assert "sandbox" in head["content-security-policy"] and "script-src" not in head["content-security-policy"]
+
+
+def use_it(html: str) -> str:
+    """The "Use it" block's text, as a browser shows it."""
+    block = re.search(r'<pre id="use-it">(.*?)</pre>', html, re.S)
+    assert block, html
+    return "".join(Tags(block.group(1)).text)
+
+
+def test_the_use_it_block_follows_trust_layers_and_attention(hub, trusting):
+    # a kernel with neither layers nor an attention entry: get_kernel alone, nothing of transformers
+    _, html, _ = get(hub, "/other/relu")
+    use = use_it(html)
+    assert 'get_kernel("other/relu", version=1, trust_remote_code=True)' in use, use
+    assert "transformers" not in use and "KernelConfig" not in use and "attn_implementation" not in use
+    # served with --trusted-org org: Hugging Face's loader trusts it as the hub says, kbuild's by its setting
+    _, html, _ = get(trusting, "/org/flash")
+    use = use_it(html)
+    assert 'get_kernel("org/flash", version=2)\n' in use and "trust_remote_code" not in use, use
+    assert "allow_all_kernels" not in use and 'attn_implementation="org/flash@v2")' in use
+    assert f"KBUILD_TRUSTED_ORGS=org@{trusting.url}" in use
+    _, html, _ = get(trusting, "/other/relu")  # another org on the same hub is still not trusted
+    assert 'get_kernel("other/relu", version=1, trust_remote_code=True)' in use_it(html)
+
+
+def test_the_use_it_lines_work_as_copied(hub, trusting, tmp_path, monkeypatch):
+    """kbuild's loader over HTTP, as the block says for each hub: an untrusted org with
+    trust_remote_code=True, a trusted one with the KBUILD_TRUSTED_ORGS line and nothing else."""
+    from kbuild import get_kernel
+    from kbuild.errors import UntrustedKernel
+    from kbuild.variants import SystemInfo
+
+    cpu = SystemInfo((2, 13), "cpu", None, "x86_64", "linux")  # what the fixture's torch213 CPU variants fit
+    monkeypatch.setenv("KBUILD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("KBUILD_TRUSTED_ORGS", raising=False)
+    with pytest.raises(UntrustedKernel):  # what the block's first lines met (issue 45)
+        get_kernel("other/relu", version=1, hub=hub.url, system=cpu)
+    assert get_kernel("other/relu", version=1, hub=hub.url, system=cpu, trust_remote_code=True).ops is None
+    monkeypatch.setenv("KBUILD_TRUSTED_ORGS", f"org@{trusting.url}")
+    assert get_kernel("org/flash", version=1, hub=trusting.url, system=cpu).ops is None
 
 
 def test_a_kernel_page_shows_the_plots_its_benchmarks_folder_carries(hub):
@@ -156,7 +227,13 @@ def test_untrusted_text_never_becomes_markup(hub):
 def test_a_variant_page_lists_files_with_digests_and_provenance(hub):
     status, html, _ = get(hub, "/org/flash/tree/v1/torch-stable-abi210-cu130-x86_64-linux")
     assert status == 200
-    assert "sha-of-__init__.py" in html and "sha-of-_ops.py" in html
+    # each digest as `sha256sum` prints it: the hex of the file's sha256, not metadata.json's base64
+    for path, data in PLAIN.items():
+        assert f"<code>{hashlib.sha256(data).hexdigest()}</code>" in html, path
+        assert base64.b64encode(hashlib.sha256(data).digest()).decode() not in html
+    # a digest that is no base64 sha256 (an older or foreign metadata.json) is shown as recorded, saying so
+    from kbuild_hub.pages.model import _hex
+    assert _hex("sha-of-x.py") == "not a sha256: sha-of-x.py" and _hex(base64.b64encode(b"x" * 16).decode()).startswith("not")
     assert "c0ffee" * 6 + "abcd" in html and "kbuild 0.1.0" in html
     assert '/kernels/org/flash/resolve/' in html  # each file links its download
     status, html, _ = get(hub, "/org/flash/tree/v9/torch-stable-abi210-cu130-x86_64-linux")

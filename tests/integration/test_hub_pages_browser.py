@@ -132,7 +132,10 @@ def test_a_kernel_page_shows_its_variant_grid_use_it_and_the_benchmark_plot(hub,
     page.goto(server.url + "/")
     page.click("#kernels >> text=bscale")
     page.wait_for_url("**/me/bscale")
-    assert 'get_kernel("me/bscale", version=1)' in page.inner_text("#use-it")
+    use = page.inner_text("#use-it")
+    # me is not trusted on this hub: the line says so; the scaffold has no layers nor attention: no transformers
+    assert 'get_kernel("me/bscale", version=1, trust_remote_code=True)' in use, use
+    assert "kbuild hub serve --trusted-org me" in use and "KernelConfig" not in use and "attn_implementation" not in use
     grid = page.locator("#v1 table.grid")
     shown = sorted(grid.locator("td.cell a").all_inner_texts())
     assert shown == variants, (shown, variants)  # every variant the build staged, one cell link each
@@ -143,13 +146,16 @@ def test_a_kernel_page_shows_its_variant_grid_use_it_and_the_benchmark_plot(hub,
     assert plot.evaluate("img => img.complete && img.naturalWidth > 0")
     visit.shot("kernel")
 
-    # a cell leads to the variant's files, each with its digest
+    # a cell leads to the variant's files, each with its digest as `sha256sum` prints it
     grid.locator("td.cell a").first.click()
     page.wait_for_url(f"**/me/bscale/tree/v1/{variants[0]}")
     rows = page.locator("#files tr").all()[1:]
     shown = {r.locator("td").nth(0).inner_text(): r.locator("td").nth(2).inner_text() for r in rows}
-    digests = json.loads((kernel / "build" / variants[0] / "metadata.json").read_text())["digest"]["files"]
-    assert {path: shown[path] for path in digests} == digests  # each file with the digest it was built with
+    built = kernel / "build" / variants[0]
+    digests = json.loads((built / "metadata.json").read_text())["digest"]["files"]
+    listed = subprocess.run(["sha256sum", *sorted(digests)], cwd=built, capture_output=True, text=True, check=True)
+    sums = {path: digest for digest, path in (line.split("  ", 1) for line in listed.stdout.splitlines())}
+    assert {path: shown[path] for path in digests} == sums  # each file with the digest it was built with
     visit.shot("variant")
 
 
