@@ -54,7 +54,8 @@ def scaffold(dest: Path, name: str, backends: tuple[str, ...], org: str = "me", 
     kind = "triton" if backends == ("triton",) else "compiled"
     values = {"name": name, "python_name": python_name, "repo_id": f"{org}/{name}", "kind": kind,
               "backends": ", ".join(f'"{b}"' for b in backends if b != "triton") or '"cuda"',
-              "backends_text": ", ".join(backends)}
+              "backends_text": ", ".join(backends),
+              "load_note": triton_note(f"{org}/{name}") if kind == "triton" else ""}
     files: dict[str, str] = {}
     if kind == "compiled":
         values["sections"] = "".join(_render(f"compiled/section_{b}.toml.in", values) for b in backends)
@@ -83,6 +84,15 @@ def scaffold(dest: Path, name: str, backends: tuple[str, ...], org: str = "me", 
     if outer is None:
         proc.run(["git", "init", "-q", str(dest)], what="git init")
     return written
+
+
+def triton_note(repo_id: str) -> str:
+    """The generated README's word on where a Triton kernel runs (the generated scale() refuses a CPU
+    tensor without the interpreter in one line, instead of Triton's "0 active drivers")."""
+    load = f'import torch; from kbuild import get_kernel; print(get_kernel("{repo_id}@v1").scale(torch.ones(3), 2.0))'
+    return ("\n\nA Triton kernel needs a GPU (`x` a CUDA tensor). On a machine without one, set `TRITON_INTERPRET=1` "
+            "before loading it, and it runs on CPU tensors under Triton's interpreter:\n\n"
+            f"    TRITON_INTERPRET=1 python -c '{load}'")
 
 
 def _render(template: str, values: dict[str, str]) -> str:

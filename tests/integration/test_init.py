@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,8 +60,21 @@ def test_a_new_project_builds_tests_publishes_and_loads(backends, variants, tmp_
     code, out = run(capsys, "publish", str(project), "--hub", str(hub), *(["--allow-partial-archs"] if archs else []))
     assert code == 0, out
     if backends == "triton" and not torch.cuda.is_available():
-        # importing it here would need TRITON_INTERPRET before triton's import: fetch and verify only
+        # importing it here would need TRITON_INTERPRET before triton's import: fetch and verify here,
+        # then load it as the README says, in processes of their own
         assert install_kernel("me/my-scale@v1", hub=str(hub)).name == "torch-cuda"
+        assert "TRITON_INTERPRET=1 python -c" in (project / "README.md").read_text()
+        load = ("import torch; from kbuild import get_kernel; "
+                f"print(get_kernel('me/my-scale@v1', hub={str(hub)!r}).scale(torch.ones(3), 2.0).tolist())")
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        bare = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, env=env, timeout=300)
+        assert bare.returncode == 1 and bare.stderr.splitlines()[-1] == (
+            "RuntimeError: scale: a Triton kernel needs a GPU (a CUDA tensor; this one is on cpu), or "
+            "TRITON_INTERPRET=1 set before the kernel is loaded, to run it on the CPU"), bare.stderr
+        assert "active drivers" not in bare.stderr
+        interpreted = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=300,
+                                     env={**env, "TRITON_INTERPRET": "1"})
+        assert interpreted.returncode == 0 and interpreted.stdout.strip() == "[2.0, 2.0, 2.0]", interpreted.stderr
         return
     kernel = get_kernel("me/my-scale@v1", hub=str(hub))
     x = torch.randn(5, 3)
