@@ -1,5 +1,5 @@
-"""`kbuild update-build [DIR] [--check]`: rewrite an edition 4 build.toml (a kernel's, or each
-member's of a workspace) as edition 5, keeping comments and formatting (builder/project/update_build.py);
+"""`kbuild update-build [DIR] [--check]`: rewrite an edition 4 or 5 build.toml (a kernel's, or each
+member's of a workspace) as edition 6, keeping comments and formatting (builder/project/update_build.py);
 `--check` writes nothing and exits 1 when an upgrade is due (for CI)."""
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("update-build", help="rewrite an edition 4 build.toml as edition 5, comments and formatting kept")
+    p = sub.add_parser("update-build", help="rewrite an edition 4 or 5 build.toml as edition 6, comments and formatting kept")
     add_dir(p)
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when an upgrade is due")
     p.set_defaults(handler=run)
 
 
 def run(args, reporter: Reporter) -> int:
+    from builder.project.editions import CURRENT_EDITION
     from builder.project.update_build import plan_upgrade, write_upgrade
     from builder.project.workspace import kernel_dirs
 
@@ -34,5 +35,5 @@ def run(args, reporter: Reporter) -> int:
                             f"run kbuild update-build {args.dir or '.'}")
         else:
             write_upgrade(u)
-            reporter.result(f"{u.path}: edition {u.edition} -> 5 ({'; '.join(u.changes)})")
+            reporter.result(f"{u.path}: edition {u.edition} -> {CURRENT_EDITION} ({'; '.join(u.changes)})")
     return ExitCode.FAILED if args.check and due else ExitCode.OK
