@@ -26,7 +26,7 @@ _UNSUPPORTED = {"tvm-ffi": "tvm-ffi kernels are not supported by kbuild yet"}
 # Edition 6's shim for kernels written against torch's stable ABI: kbuild compiles them against the
 # stable-ABI headers the torch being built against ships (torch/csrc/stable, torch/headeronly),
 # which every unit already has, so it needs nothing provisioned (kernel-builder's own package for it
-# was not available to compare; docs/formats.md says so).
+# was not available to compare: an assumption, which the README's build.toml tour states).
 STABLE_ABI_SHIM = "torch-stable-abi-shim"
 KNOWN = ("torch", "cutlass_X_Y", STABLE_ABI_SHIM, *_BACKEND_ONLY, *_RUNTIME_PYTHON, *_UNSUPPORTED)
 
