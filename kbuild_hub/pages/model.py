@@ -91,6 +91,22 @@ class Summary(KernelRepo):
     newest: str | None  # its newest vN branch
     updated: str  # the newest date among its versions
     variants: int  # how many the newest version offers
+    mirrored: str | None = None  # an upstream repo this hub serves: "<upstream> @ <commit>"
+
+
+def mirrored_summaries(cache) -> list[Summary]:
+    """Index rows of the upstream's kernel repos this hub has fetched (from disk: no fetch)."""
+    rows = []
+    for kind, repo_id in cache.repos():
+        if kind != KERNEL:
+            continue
+        m = cache.mirrored(KERNEL, repo_id)
+        seen = sorted(m["refs"].items(), key=lambda kv: kv[1].get("seen", 0), reverse=True)
+        newest = next((name for name, _ in seen if _VERSION.match(name)), seen[0][0] if seen else None)
+        commit = m["refs"][newest]["sha"] if newest else next(iter(m["commits"]), "")
+        verified = len(m["commits"].get(commit, {}).get("verified", {}))
+        rows.append(Summary(repo_id, newest, "", verified, mirrored=f"{m['upstream']} @ {commit[:12]}"))
+    return rows
 
 
 class Catalog:

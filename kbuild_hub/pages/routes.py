@@ -16,7 +16,7 @@ from kbuild.hub_loader import get_kernel_variants
 from kbuild.variants import SystemInfo
 
 from kbuild_hub.errors import HubError, HubRepoNotFound, HubRevisionNotFound
-from kbuild_hub.pages.model import KERNEL, Catalog
+from kbuild_hub.pages.model import KERNEL, Catalog, mirrored_summaries
 from kbuild_hub.pages.render import page
 from kbuild_hub.server.routing import Route
 
@@ -63,6 +63,8 @@ def _shown_as_page(handler):
 @_shown_as_page
 def index(hub, call) -> HTMLResponse:
     kernels = _catalog(hub).summaries()
+    if hub.upstream is not None:
+        kernels += mirrored_summaries(hub.upstream)
     query = (call.query.get("q") or "").strip()
     shown = [k for k in kernels if query.lower() in k.repo_id.lower()] if query else kernels
     return _html(page("index.html", kernels=shown, total=len(kernels), query=query))
@@ -70,6 +72,10 @@ def index(hub, call) -> HTMLResponse:
 
 @_shown_as_page
 def kernel(hub, call) -> HTMLResponse:
+    repo_id = f"{call.params['ns']}/{call.params['name']}"
+    if not hub.store.exists(KERNEL, repo_id) and hub.upstream is not None and hub.upstream.known(KERNEL, repo_id):
+        # a repo of the upstream's: what this hub fetched and verified of it, never a fetch
+        return _html(page("mirror.html", repo_id=repo_id, m=hub.upstream.mirrored(KERNEL, repo_id)))
     k = _kernel(hub, call)
     # the org card's trustedKernelPublisher (--trusted-org): the Use-it lines work as copied either way
     return _html(page("kernel.html", k=k, base_url=call.base_url, trusted=k.org in hub.config.trusted_orgs))

@@ -45,6 +45,7 @@ from kbuild_hub.upstream.verify import ContentHash, Refused, verify_variant
 FOLDER = ".upstream"
 _KEY = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _WAIT_S = 60.0  # a reader waits this long for a stalled download's next bytes
+_CHUNK = 128 << 10  # what a reader is sent at a time: memory per client (kbuild_hub/server/files.py sends as much)
 
 
 class NeverFetched(HubError):
@@ -290,6 +291,33 @@ class UpstreamCache:
             self.log(f"upstream: verified {where}: {how}")
             return how
 
+    def fetch_file(self, snap: Snapshot, path: str, progress=lambda n: None) -> bool:
+        """Fetch one file that is not part of a kernel variant into the cache, verified against the
+        upstream's listing, without serving it (`kbuild hub mirror`); `progress(n)` hears of each
+        n bytes written. False when it was cached already. It joins a download in flight for the
+        same file (the single-flight download the server's readers follow)."""
+        entry = snap.entry(path)
+        if entry.get("type") != "file":
+            raise EntryNotFound(f"{path} is a folder at {snap.commit[:12]} in {snap.repo_id}")
+        if snap.variant_of(path) is not None:  # a variant is fetched and verified as a whole
+            raise HubError(f"{path} is part of variant {snap.variant_of(path)}: fetch it with ensure_variant")
+        if self._blob_path(blob_key(entry)).is_file():
+            return False
+        download = self._start_download(snap, entry)
+        reported = 0
+        while True:
+            with download.cond:
+                if download.written == reported and not download.done and not download.cond.wait(_WAIT_S):
+                    raise HubError(f"the upstream stalled fetching {snap.repo_id}@{snap.commit[:12]}:{path}")
+                written, done, error = download.written, download.done, download.error
+            if error is not None:
+                raise error
+            if written > reported:
+                progress(written - reported)
+                reported = written
+            if done:
+                return True
+
     def _fetch_to(self, snap: Snapshot, entry: dict, target: Path) -> None:
         """One file into `target` (a cached copy is reused), checked against the upstream's listing."""
         cached = self._blob_path(blob_key(entry))
@@ -386,11 +414,31 @@ class UpstreamCache:
                     if download.error is not None:
                         raise download.error
                     available = min(download.written, end) if not download.done else end
-                data = os.pread(f.fileno(), min(1 << 20, available - pos), pos)
+                data = os.pread(f.fileno(), min(_CHUNK, available - pos), pos)
                 if not data:
                     raise HubError(f"upstream download of {download.final.name[:12]} ended early")
                 pos += len(data)
                 yield data
+
+    # -- what the pages show --------------------------------------------------------------------
+
+    def mirrored(self, repo_type: str, repo_id: str) -> dict:
+        """What this hub holds of an upstream repo, read from disk only (a page never fetches):
+        the upstream, the refs last seen, and per cached commit its variants verified or refused."""
+        folder = self._repo_dir(repo_type, repo_id)
+        record = self._read_json(folder / "refs.json") or {}
+        commits = {}
+        for sha in self.commits(repo_type, repo_id):
+            marks = folder / "variants" / sha
+            commits[sha] = {
+                "verified": {p.stem: p.read_text() for p in sorted(marks.glob("*.ok"))} if marks.is_dir() else {},
+                "refused": {p.stem: p.read_text() for p in sorted(marks.glob("*.refused"))} if marks.is_dir() else {},
+            }
+        upstream = record.get("upstream")
+        for sha in commits if upstream is None else ():
+            upstream = (self._read_json(self._commit_file(repo_type, repo_id, sha)) or {}).get("upstream")
+            break
+        return {"upstream": upstream or self.upstream, "refs": record.get("refs") or {}, "commits": commits}
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -445,7 +493,7 @@ def _read_file(path: Path, start: int, end: int) -> Iterator[bytes]:
     with open(path, "rb") as f:
         pos = start
         while pos < end:
-            data = os.pread(f.fileno(), min(1 << 20, end - pos), pos)
+            data = os.pread(f.fileno(), min(_CHUNK, end - pos), pos)
             if not data:
                 return
             pos += len(data)

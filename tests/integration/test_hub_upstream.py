@@ -164,3 +164,21 @@ def test_a_variant_that_fails_its_digest_is_refused_and_never_kept(upstream, tmp
     finally:
         closed.stop()
         hub.stop()
+
+
+def test_the_pages_show_an_upstream_repo_as_mirrored_with_its_upstream_and_commit(upstream, tmp_path, runtime_env):  # noqa: F811
+    up, _ = upstream
+    hub = front(tmp_path, up.url)
+    try:
+        assert get_kernel("org/tiny@v1", hub=hub.url, trust_remote_code=True).double(1) == 2
+        commit = HfApi(endpoint=up.url).kernel_info("org/tiny", revision="v1").sha
+        mark = len(up.logged())
+        status, _, body = hub.raw("GET", "/")
+        index = body.decode()
+        assert status == 200 and "mirrored from" in index and up.url in index and commit[:12] in index
+        status, _, body = hub.raw("GET", "/org/tiny")
+        page = body.decode()
+        assert status == 200 and commit in page and "torch-cpu" in page and "sha256 digest" in page
+        assert up.logged(mark) == []  # the pages read what the hub holds: no upstream request
+    finally:
+        hub.stop()
