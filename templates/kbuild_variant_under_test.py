@@ -6,7 +6,8 @@
    same name (flash-mla's `flash_mla/`, which imports a `flash_mla.cuda` that only its own setup.py
    builds). A finder first on sys.meta_path answers that one name from the variant's folder, when
    the suite imports it (after its conftest.py ran, as without kbuild); its submodules follow
-   the package's own path.
+   the package's own path. A variant in the zip layout (its package in `<id>.zip`) is imported
+   from the archive, as kernels 0.19 imports it.
 2. A test that calls Hugging Face's `kernels.get_kernel` without `version=`/`revision=` fails in
    `kernels` >= 0.16 before it reaches the variant (that loader now requires one): such a test is
    reported skipped, saying which call and why, instead of counted as the variant's failure.
@@ -23,6 +24,7 @@ import os
 import re
 import sys
 import traceback
+import zipimport
 
 import pytest
 
@@ -38,7 +40,34 @@ class _VariantFirst:
     def find_spec(self, fullname, path=None, target=None):
         if fullname != self.name:
             return None
+        variant = os.path.join(self.folder, fullname)
+        archives = [n for n in os.listdir(variant) if n.endswith(".zip")] if os.path.isdir(variant) else []
+        if len(archives) == 1 and not os.path.isfile(os.path.join(variant, "__init__.py")):
+            return _zip_spec(fullname, variant, os.path.join(variant, archives[0]))
         return importlib.machinery.PathFinder.find_spec(fullname, [self.folder])
+
+
+class _ZipInit:
+    """The `__init__.py` at the root of a zip layout's `<id>.zip` (edition 6's build-layout = "zip")."""
+
+    def __init__(self, archive: str):
+        self.archive, self.importer = archive, zipimport.zipimporter(archive)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(self.importer.get_code("__init__"), module.__dict__)
+
+
+def _zip_spec(name: str, variant: str, archive: str):
+    """As kernels 0.19 imports a zip layout variant: the package's code from the archive, its
+    submodules from the variant folder (the library beside the archive), then from the archive."""
+    spec = importlib.machinery.ModuleSpec(name, _ZipInit(archive), origin=os.path.join(archive, "__init__.py"),
+                                          is_package=True)
+    spec.submodule_search_locations = [variant, archive]
+    spec.has_location = True
+    return spec
 
 
 if os.environ.get("KBUILD_TEST_PACKAGE") and os.environ.get("KBUILD_TEST_PACKAGE_DIR"):

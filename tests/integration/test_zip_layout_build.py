@@ -1,7 +1,8 @@
 """The zip build layout, build side (issue 44): an edition 6 kernel with `build-layout = "zip"` is
 staged as `<id>.zip` holding its Python package (`__init__.py` at the root) with the library beside
 it, metadata.json says so (`build-layout`, `kernels-minver`) and its digest covers the staged files;
-the archive is the same bytes whatever the folder or the sources' times."""
+the archive is the same bytes whatever the folder or the sources' times; `kbuild test` runs the
+kernel's suite against the package in the archive."""
 
 from __future__ import annotations
 
@@ -85,3 +86,25 @@ def test_the_archive_is_reproducible(tmp_path, capsys):
     m2 = json.loads((a / "metadata.json").read_text())
     assert m1 == m2
     assert (a / f"{ops_id}.zip").stat().st_mtime_ns == before
+
+
+SUITE = """import sys
+
+import zipped
+from zipped.layers import Probe
+
+
+def test_the_package_comes_from_the_archive_and_the_library_from_beside_it():
+    assert zipped.__file__.endswith(".zip/__init__.py") and zipped.probe() == 1 and Probe.__module__ == "zipped.layers"
+    libraries = [m.__file__ for n, m in sys.modules.items() if n.startswith("zipped._zipped_cpu_")]
+    assert len(libraries) == 1 and libraries[0].endswith(".abi3.so") and ".zip" not in libraries[0]
+"""
+
+
+def test_kbuild_test_imports_the_package_from_the_archive(tmp_path, capsys):
+    kernel = write_zip_kernel(tmp_path / "zipped")
+    (kernel / "tests").mkdir()
+    (kernel / "tests" / "test_zipped.py").write_text(SUITE)
+    assert main(["build", str(kernel)]) == 0, capsys.readouterr()
+    assert main(["test", str(kernel)]) == 0, capsys.readouterr()
+    assert "1 passed" in "".join(capsys.readouterr())
