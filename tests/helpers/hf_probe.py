@@ -53,7 +53,7 @@ def layer(repo: str, version: str, layer_name: str) -> dict:
     """transformers' own kernelize (what `use_kernels=True` runs) with a kernels mapping that sends
     the Llama's RMSNorm (`@use_kernel_forward_from_hub("RMSNorm")`) to our repo. KernelConfig can
     not say this: both releases accept only accelerator devices there, never "cpu"."""
-    from kernels import LayerRepository, use_kernel_mapping
+    from kernels import LayerRepository, Mode, use_kernel_mapping
     from transformers import LlamaForCausalLM
     from transformers.integrations.hub_kernels import kernelize
 
@@ -65,7 +65,9 @@ def layer(repo: str, version: str, layer_name: str) -> dict:
     mapping = {"RMSNorm": {"cpu": LayerRepository(repo_id=repo, layer_name=layer_name, version=int(version),
                                                   trust_remote_code=True)}}
     with use_kernel_mapping(mapping, inherit_mapping=False):
-        kernelize(model)
+        # the mode said, as from_pretrained(use_kernels=True) says it: transformers 5.25 no longer
+        # derives one for a model built from a config (its kernels_mode is None)
+        kernelize(model, mode=Mode.INFERENCE)
     forward = model.model.norm.forward
     with torch.no_grad():
         out, ops = ran_ops(lambda: model(ids).logits)
