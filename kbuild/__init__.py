@@ -31,6 +31,9 @@ _EXPORTS = {
     "use_kernel_forward_from_hub": "layers", "use_kernel_mapping": "layers", "use_kernelized_func": "layers",
     "get_local_kernel": "local",
     "get_locked_kernel": "lockfile", "load_kernel": "lockfile",
+    "LoadedKernel": "loading", "get_loaded_kernels": "loading",
+    "KernelizedFunc": "layers", "KernelizedLayer": "layers", "KernelizedLayers": "layers",
+    "get_kernelized_layers": "layers",
     "VariantMetadata": "metadata",
     "SystemInfo": "variants", "Variant": "variants", "choose": "variants", "detect_system": "variants",
     "format_trace": "variants", "parse_variant": "variants", "resolve": "variants",
@@ -60,6 +63,8 @@ if TYPE_CHECKING:
                          LockedLayerRepository, Mode, ROCMProperties, kernelize, register_kernel_mapping,
                          replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping,
                          use_kernelized_func)
+    from .layers import KernelizedFunc, KernelizedLayer, KernelizedLayers, get_kernelized_layers
+    from .loading import LoadedKernel, get_loaded_kernels
     from .local import get_local_kernel
     from .lockfile import get_locked_kernel, load_kernel
     from .metadata import VariantMetadata

@@ -436,7 +436,7 @@ class Session:
             # verified by install (digest or marker); the same build reached through another
             # commit (republished to another branch) is the module already loaded
             module = same_build_loaded(folder) or load_variant(folder, verify=False, load_dependency=dependency,
-                                                               owner=repo_id)
+                                                               owner=repo_id, origin=(repo_id, commit))
             with _MEMO_LOCK:
                 _LOADED[key] = module
         return module

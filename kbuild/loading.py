@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -52,14 +53,42 @@ def judge_folder(build: Path, system: SystemInfo) -> list[Candidate]:
     return trace
 
 
+@dataclass(frozen=True)
+class LoadedKernel:
+    """A kernel variant imported in this process (`get_loaded_kernels`, as kernels 0.18+ has it)."""
+
+    metadata: VariantMetadata
+    module: ModuleType
+    path: Path  # the variant folder
+    repo_id: str | None = None  # the hub repo it came from; None: a local folder
+    revision: str | None = None  # the commit it came from
+
+
+_LOADED: dict[Path, LoadedKernel] = {}
+
+
+def get_loaded_kernels() -> list[LoadedKernel]:
+    """Every kernel variant imported in this process so far, in the order they were first loaded
+    (a new list: changing it changes nothing)."""
+    return list(_LOADED.values())
+
+
 def load_variant(variant_dir: str | Path, *, verify: bool = True, load_dependency: LoadOne | None = None,
-                 owner: str | None = None) -> ModuleType:
+                 owner: str | None = None, origin: tuple[str, str] | None = None) -> ModuleType:
     """Import one variant folder as `sys.modules[<its id>]` (memoised per folder). Its kernel
     dependencies are loaded first with `load_dependency` (the loaders pass get_kernel on their
     hub; without one, a variant that has dependencies is refused); `owner` names the kernel in
-    messages and in the dependency chain (default: the folder)."""
+    messages and in the dependency chain (default: the folder); `origin` is the (repo id, commit)
+    a hub loader fetched it from, for get_loaded_kernels."""
     variant_dir = Path(variant_dir).resolve()
     meta = VariantMetadata.for_variant(variant_dir)
+    module = _load(variant_dir, meta, verify, load_dependency, owner)
+    _LOADED[variant_dir] = LoadedKernel(meta, module, variant_dir, *(origin or (None, None)))
+    return module
+
+
+def _load(variant_dir: Path, meta: VariantMetadata, verify: bool, load_dependency: LoadOne | None,
+          owner: str | None) -> ModuleType:
     package_dir = _package_dir(variant_dir, meta)
     name = meta.id or _derived_name(meta.python_name or _python_name_of(variant_dir, package_dir), variant_dir)
     loaded = loaded_from(name, package_dir)

@@ -99,18 +99,25 @@ def _commit(value) -> str:
 # -- loading -----------------------------------------------------------------------------------------
 
 def load_kernel(repo_id: str, *, lockfile: str | Path | None = None, backend: str | None = None,
-                hub: str | None = None, system: SystemInfo | None = None) -> ModuleType:
+                hub: str | None = None, system: SystemInfo | None = None, check_arch: bool = True) -> ModuleType:
     """The locked kernel, from the cache only (fill it with `kbuild download` or get_locked_kernel).
-    Without `lockfile`, the kernels.lock nearest above the caller's file (or the working folder)."""
+    Without `lockfile`, the kernels.lock nearest above the caller's file (or the working folder).
+    `check_arch=False` as for get_kernel."""
     locked = _locked(repo_id, lockfile)
     settings = replace(from_environment(), offline=True)
-    return _load(locked, hub, settings, system or _system(backend))
+    return _load(locked, hub, settings, _arch_checked(system or _system(backend), check_arch))
 
 
 def get_locked_kernel(repo_id: str, *, lockfile: str | Path | None = None, backend: str | None = None,
-                      hub: str | None = None, system: SystemInfo | None = None) -> ModuleType:
-    """The locked kernel, downloaded when it is not cached yet."""
-    return _load(_locked(repo_id, lockfile), hub, from_environment(), system or _system(backend))
+                      hub: str | None = None, system: SystemInfo | None = None, check_arch: bool = True) -> ModuleType:
+    """The locked kernel, downloaded when it is not cached yet. `check_arch=False` as for get_kernel."""
+    return _load(_locked(repo_id, lockfile), hub, from_environment(),
+                 _arch_checked(system or _system(backend), check_arch))
+
+
+def _arch_checked(system: SystemInfo, check_arch: bool) -> SystemInfo:
+    # without a GPU arch, no variant's recorded archs are held against this GPU (kbuild.fit)
+    return system if check_arch else replace(system, gpu_arch=None)
 
 
 def download_locked(lockfile: str | Path, *, hub: str | None = None, backend: str | None = None,

@@ -18,24 +18,10 @@ if TYPE_CHECKING:
 def kernel_info(session: Session, request: str, backend: str | None = None) -> dict:
     """The record of ORG/NAME[@REV] `request`: repo, hub, revision, commit, versions (branch ->
     commit), system, and variants (one row each; `loads` marks the one get_kernel loads)."""
-    from kbuild.errors import InvalidRequest
-    from kbuild.refs import KernelRef, check_repo_id, parse_request
+
     from kbuild.variants import detect_system
 
-    repo_id = request.partition("@")[0]
-    try:
-        check_repo_id(repo_id)
-    except InvalidRequest as e:
-        raise UsageError(str(e)) from None
-    refs = session.refs(repo_id)  # RepoNotFound: "no kernel repo ... on ..." (a one-line error)
-    versions = sorted((b for b in refs.branches if re.fullmatch(r"v\d+", b)), key=lambda b: int(b[1:]))
-    if "@" in request:
-        ref = parse_request(request)
-    elif versions:
-        ref = KernelRef(repo_id, versions[-1])
-    else:
-        raise UsageError(f"{repo_id} on {session.reader.describe()} has no version branch (v1, v2, ...); "
-                         f"name a branch or commit: {repo_id}@<branch>")
+    repo_id, refs, versions, ref = _pin(session, request)
     system = detect_system(backend)
     found = session.judge_metadata(session.resolve(ref, system), every=True)
     rows = []
@@ -47,3 +33,45 @@ def kernel_info(session: Session, request: str, backend: str | None = None) -> d
                      "loads": c.name == found.chosen})
     return {"repo": repo_id, "hub": session.reader.describe(), "revision": ref.revision, "commit": found.commit,
             "versions": {v: refs.branches[v] for v in versions}, "system": system.describe(), "variants": rows}
+
+
+def variant_traces(session: Session, request: str, backend: str | None = None, all_versions: bool = False) -> dict:
+    """`kbuild variants ORG/NAME[@REV]`: every variant at the requested revision (default: the
+    newest vN; `all_versions`: each vN, newest first) judged as get_kernel judges it here, accepted
+    best-first with the one it loads marked, then the rejected with the reason (kernels' `variants`
+    trace). Only metadata.json is fetched."""
+    from kbuild.refs import KernelRef
+    from kbuild.variants import detect_system
+
+    if all_versions and "@" in request:
+        raise UsageError(f"kbuild variants: --all-versions lists every vN; {request} names one revision")
+    repo_id, refs, versions, ref = _pin(session, request)
+    pins = [KernelRef(repo_id, v) for v in reversed(versions)] if all_versions else [ref]
+    system = detect_system(backend)
+    revisions = []
+    for pin in pins:
+        found = session.judge_metadata(session.resolve(pin, system), every=True)
+        revisions.append({"revision": pin.revision, "commit": found.commit, "variants": [
+            {"variant": c.name, "accepted": c.accepted, "reason": c.reason, "note": c.note,
+             "loads": c.name == found.chosen} for c in found.trace]})
+    return {"repo": repo_id, "hub": session.reader.describe(), "system": system.describe(), "revisions": revisions}
+
+
+def _pin(session: Session, request: str):
+    """(repo id, its refs, its vN branches oldest first, the ref `request` names or the newest vN)."""
+    from kbuild.errors import InvalidRequest
+    from kbuild.refs import KernelRef, check_repo_id, parse_request
+
+    repo_id = request.partition("@")[0]
+    try:
+        check_repo_id(repo_id)
+    except InvalidRequest as e:
+        raise UsageError(str(e)) from None
+    refs = session.refs(repo_id)  # RepoNotFound: "no kernel repo ... on ..." (a one-line error)
+    versions = sorted((b for b in refs.branches if re.fullmatch(r"v\d+", b)), key=lambda b: int(b[1:]))
+    if "@" in request:
+        return repo_id, refs, versions, parse_request(request)
+    if versions:
+        return repo_id, refs, versions, KernelRef(repo_id, versions[-1])
+    raise UsageError(f"{repo_id} on {session.reader.describe()} has no version branch (v1, v2, ...); "
+                     f"name a branch or commit: {repo_id}@<branch>")

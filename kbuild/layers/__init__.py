@@ -16,18 +16,20 @@
 Modules (each one job): mode.py (Mode, KernelizeFallback, which entry serves a mode), device.py
 (Device and capability ranges), repository.py (where a layer comes from, and the drop-in check),
 mapping.py (register / use_kernel_mapping), decorators.py (marking layer classes and functions),
-kernelize.py.
+kernelize.py, kernelized.py (what kernelize bound, from which repository).
 Importing this package does not import torch.
 """
 
 from .decorators import replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernelized_func
 from .device import CUDAProperties, Device, ROCMProperties
 from .kernelize import kernelize, restore
+from .kernelized import KernelizedFunc, KernelizedLayer, KernelizedLayers, get_kernelized_layers
 from .mapping import register_kernel_mapping, use_kernel_mapping
 from .mode import KernelizeFallback, Mode
 from .repository import LayerRepository, LocalLayerRepository, LockedLayerRepository
 
-__all__ = ["CUDAProperties", "Device", "KernelizeFallback", "LayerRepository", "LocalLayerRepository",
-           "LockedLayerRepository", "Mode", "ROCMProperties", "kernelize", "register_kernel_mapping",
+__all__ = ["CUDAProperties", "Device", "KernelizeFallback", "KernelizedFunc", "KernelizedLayer", "KernelizedLayers",
+           "LayerRepository", "LocalLayerRepository", "LockedLayerRepository", "Mode", "ROCMProperties",
+           "get_kernelized_layers", "kernelize", "register_kernel_mapping",
            "replace_kernel_forward_from_hub", "restore", "use_kernel_forward_from_hub", "use_kernel_mapping",
            "use_kernelized_func"]

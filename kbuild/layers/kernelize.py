@@ -21,6 +21,7 @@ from .decorators import carried_functions
 from .device import Device, as_device, capability, model_device
 from .mapping import candidates, current_mapping, use_kernel_mapping
 from .mode import KernelizeFallback, Mode, requested_mode, serving_order
+from .kernelized import REPO
 from .repository import KBUILD_REPOSITORIES, check_drop_in, parse_shorthand
 
 logger = logging.getLogger("kbuild.layers")
@@ -100,7 +101,7 @@ def _kernelize(model, wanted: Mode, device: Device, allowed: KernelizeFallback, 
                     warnings.warn(f"kernelize: {name} keeps its own forward: {e}", stacklevel=3)
             _own_forward(module)
             continue
-        _bind(module, layer)
+        _bind(module, layer, repo)
     return model
 
 
@@ -184,14 +185,17 @@ def _fallback_cases(use_fallback) -> KernelizeFallback:
     raise InvalidRequest(f"kernelize: use_fallback must be True, False or KernelizeFallback flags, got {use_fallback!r}")
 
 
-def _bind(module, layer) -> None:
-    """`layer.forward` bound to this one instance; the module's own is kept for restore."""
+def _bind(module, layer, repo) -> None:
+    """`layer.forward` bound to this one instance; the module's own is kept for restore, the
+    repository for get_kernelized_layers."""
     if "_kbuild_original_forward" not in module.__dict__:
         module._kbuild_original_forward = module.__dict__.get("forward")
     module.forward = types.MethodType(layer.forward, module)
+    module.__dict__[REPO] = repo
 
 
 def _own_forward(module) -> None:
+    module.__dict__.pop(REPO, None)
     if "_kbuild_original_forward" in module.__dict__:
         original = module.__dict__.pop("_kbuild_original_forward")
         module.__dict__.pop("forward", None)

@@ -17,10 +17,10 @@ from ..errors import InvalidLayer, InvalidRequest
 class LayerRepository:
     """Layer `layer_name` of hub repo `repo_id`, pinned by `version=1`, `revision="main"` (a branch,
     tag or commit) or "org/repo@v1" (exactly one). `hub` as for get_kernel (by default
-    $KBUILD_HUB, else $HF_ENDPOINT); `trust_remote_code` too."""
+    $KBUILD_HUB, else $HF_ENDPOINT); `trust_remote_code` and `check_arch` too."""
 
     def __init__(self, repo_id: str, *, layer_name: str, revision: str | None = None, version: int | None = None,
-                 trust_remote_code: bool | list[str] = False, hub: str | None = None):
+                 trust_remote_code: bool | list[str] = False, hub: str | None = None, check_arch: bool = True):
         name, at, pin = str(repo_id).partition("@")
         pins = sum(p is not None for p in (revision, version)) + bool(at)
         where = f"LayerRepository({repo_id!r}, layer_name={layer_name!r})"
@@ -33,17 +33,19 @@ class LayerRepository:
         self.repo_id, self.layer_name, self.hub = str(repo_id), layer_name, hub
         self.revision, self.version = revision, version
         self.trust_remote_code = tuple(trust_remote_code) if isinstance(trust_remote_code, list) else trust_remote_code
+        self.check_arch = _check_arch(check_arch, where)
 
     def load(self, backend: str | None = None):
         from ..hub_loader import get_kernel
 
         trust = list(self.trust_remote_code) if isinstance(self.trust_remote_code, tuple) else self.trust_remote_code
         kernel = get_kernel(self.repo_id, revision=self.revision, version=self.version, hub=self.hub,
-                            backend=backend, trust_remote_code=trust)
+                            backend=backend, trust_remote_code=trust, check_arch=self.check_arch)
         return find_layer(kernel, self)
 
     def _key(self):
-        return (self.repo_id, self.layer_name, self.revision, self.version, self.trust_remote_code, self.hub)
+        return (self.repo_id, self.layer_name, self.revision, self.version, self.trust_remote_code, self.hub,
+                self.check_arch)
 
     def __eq__(self, other):
         return type(other) is type(self) and other._key() == self._key()
@@ -59,22 +61,26 @@ class LayerRepository:
 
 
 class LocalLayerRepository:
-    """Layer `layer_name` of the kernel at `repo_path` (a project, build folder or variant folder)."""
+    """Layer `layer_name` of the kernel at `repo_path` (a project, build folder or variant folder);
+    `check_arch` as for get_local_kernel."""
 
-    def __init__(self, repo_path: str | Path, *, layer_name: str):
-        _check_layer_name(layer_name, f"LocalLayerRepository({str(repo_path)!r})")
+    def __init__(self, repo_path: str | Path, *, layer_name: str, check_arch: bool = True):
+        where = f"LocalLayerRepository({str(repo_path)!r})"
+        _check_layer_name(layer_name, where)
         self.repo_path, self.layer_name = Path(repo_path), layer_name
+        self.check_arch = _check_arch(check_arch, where)
 
     def load(self, backend: str | None = None):
         from ..local import get_local_kernel
 
-        return find_layer(get_local_kernel(self.repo_path, backend), self)
+        return find_layer(get_local_kernel(self.repo_path, backend, check_arch=self.check_arch), self)
 
     def __eq__(self, other):
-        return type(other) is type(self) and (other.repo_path, other.layer_name) == (self.repo_path, self.layer_name)
+        return type(other) is type(self) and (other.repo_path, other.layer_name, other.check_arch) == (
+            self.repo_path, self.layer_name, self.check_arch)
 
     def __hash__(self):
-        return hash((self.repo_path, self.layer_name))
+        return hash((self.repo_path, self.layer_name, self.check_arch))
 
     def __str__(self) -> str:
         return f"{self.repo_path}:{self.layer_name}"
@@ -84,12 +90,15 @@ class LocalLayerRepository:
 
 class LockedLayerRepository:
     """Layer `layer_name` of `repo_id` as `lockfile` locks it (by default the kernels.lock nearest
-    above the file that makes this repository, as kbuild.get_locked_kernel finds it)."""
+    above the file that makes this repository, as kbuild.get_locked_kernel finds it); `check_arch`
+    as for get_locked_kernel."""
 
-    def __init__(self, repo_id: str, *, layer_name: str, lockfile: str | Path | None = None):
+    def __init__(self, repo_id: str, *, layer_name: str, lockfile: str | Path | None = None, check_arch: bool = True):
         from ..lockfile import find_lockfile
 
-        _check_layer_name(layer_name, f"LockedLayerRepository({repo_id!r})")
+        where = f"LockedLayerRepository({repo_id!r})"
+        _check_layer_name(layer_name, where)
+        self.check_arch = _check_arch(check_arch, where)
         if lockfile is None:
             caller = sys._getframe(1).f_globals.get("__file__")
             lockfile = find_lockfile(Path(caller).resolve().parent if caller else Path.cwd())
@@ -98,14 +107,15 @@ class LockedLayerRepository:
     def load(self, backend: str | None = None):
         from ..lockfile import get_locked_kernel
 
-        return find_layer(get_locked_kernel(self.repo_id, lockfile=self.lockfile, backend=backend), self)
+        return find_layer(get_locked_kernel(self.repo_id, lockfile=self.lockfile, backend=backend,
+                                            check_arch=self.check_arch), self)
 
     def __eq__(self, other):
-        return type(other) is type(self) and (other.repo_id, other.layer_name, other.lockfile) == (
-            self.repo_id, self.layer_name, self.lockfile)
+        return type(other) is type(self) and (other.repo_id, other.layer_name, other.lockfile, other.check_arch) == (
+            self.repo_id, self.layer_name, self.lockfile, self.check_arch)
 
     def __hash__(self):
-        return hash((self.repo_id, self.layer_name, self.lockfile))
+        return hash((self.repo_id, self.layer_name, self.lockfile, self.check_arch))
 
     def __str__(self) -> str:
         return f"{self.repo_id}:{self.layer_name} (locked in {self.lockfile})"
@@ -173,6 +183,12 @@ def _parameters(function) -> list[inspect.Parameter]:
 
 def _signature(function) -> str:
     return f"{function.__qualname__}{inspect.signature(function)}"
+
+
+def _check_arch(value, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{where}: check_arch must be True or False, got {value!r}")
+    return value
 
 
 def _check_layer_name(layer_name, where: str) -> None:

@@ -68,3 +68,45 @@ def test_info_over_http_and_its_errors(kernel, tmp_path, runtime_env, capsys, mo
         assert code == 2 and "not a kernel repo id" in out
     finally:
         stop()
+
+
+def test_variants_of_a_published_kernel_print_the_trace(kernel, tmp_path, runtime_env, capsys, monkeypatch):
+    """`kbuild variants ORG/NAME[@REV]`: kernels' `variants` trace (accepted and rejected, with the
+    reason for each) for a published kernel; a folder of that name is still a folder."""
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    kernel.publish(hub, "--branch", "v2", "--force")
+    code, out = run(capsys, "variants", "org/tiny", "--hub", str(hub), "--backend", "cpu")
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0].startswith(f"org/tiny on local hub {hub}; this machine: torch ")
+    assert lines[1].startswith("v2 = commit ")  # the newest version by default
+    assert lines[2:] == ["  torch-cpu: fits, get_kernel loads this",
+                         "  torch-cuda: rejected (built for cuda, this system uses cpu)"]
+
+    code, out = run(capsys, "variants", "org/tiny@v1", "--hub", str(hub), "--backend", "cpu", "--json")
+    record = json.loads(out)
+    (v1,) = record["revisions"]
+    assert v1["revision"] == "v1" and v1["commit"] == resolve_kernel("org/tiny@v1", hub=str(hub)).commit
+    assert v1["variants"] == [
+        {"variant": "torch-cpu", "accepted": True, "reason": None, "note": None, "loads": True},
+        {"variant": "torch-cuda", "accepted": False, "reason": "built for cuda, this system uses cpu", "note": None,
+         "loads": False}]
+
+    code, out = run(capsys, "variants", "org/tiny", "--hub", str(hub), "--all-versions", "--json")
+    assert [r["revision"] for r in json.loads(out)["revisions"]] == ["v2", "v1"]
+
+    code, out = run(capsys, "variants", "org/missing", "--hub", str(hub))
+    assert code != 0 and len(out.strip().splitlines()) == 1 and "org/missing" in out, out
+    code, out = run(capsys, "variants", "org/tiny@v1", "--hub", str(hub), "--all-versions")
+    assert code != 0 and "--all-versions lists every vN; org/tiny@v1 names one revision" in out, out
+
+    # a kernel folder keeps its meaning, however it is named
+    folder = tmp_path / "org" / "tiny"
+    folder.parent.mkdir()
+    kernel.root.rename(folder)
+    monkeypatch.chdir(tmp_path)
+    code, out = run(capsys, "variants", "org/tiny")
+    assert code == 0 and out.startswith("tiny: torch-"), out
+    code, out = run(capsys, "variants", "org/tiny", "--backend", "cpu")
+    assert code != 0 and "--backend is for a published kernel (ORG/NAME[@REV]); org/tiny is a folder" in out, out

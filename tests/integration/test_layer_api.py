@@ -18,10 +18,12 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn
 
-from kbuild import (CUDAProperties, Device, InvalidLayer, KernelizeFallback, LayerRepository, LocalLayerRepository,
-                    LockedLayerRepository, Mode, ROCMProperties, RevisionNotFound, kernelize, register_kernel_mapping,
+from kbuild import (CUDAProperties, Device, InvalidLayer, KernelizedLayers, KernelizeFallback, LayerRepository,
+                    LocalLayerRepository, LockedLayerRepository, Mode, ROCMProperties, RevisionNotFound, get_kernel,
+                    get_kernelized_layers, get_loaded_kernels, kernelize, register_kernel_mapping,
                     replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping,
                     use_kernelized_func)
+from kbuild.errors import InvalidRequest
 from kbuild.layers import restore
 from kbuild.layers.mapping import current_mapping
 
@@ -344,3 +346,51 @@ def test_misuse_is_a_one_line_error():
             call()
         assert "\n" not in str(caught.value), str(caught.value)
     assert current_mapping() == {}  # a bad mapping registers nothing
+
+
+def test_get_kernelized_layers_names_each_bound_layer_and_its_repository(hub):
+    """kernels 0.18's get_kernelized_layers: the module name (as named_modules gives it) or the
+    (carrier, function) of each layer a kernel serves, with the repository it came from."""
+    model = nn.Sequential(Net(), Block())
+    norm, function = repo(hub), repo(hub, "Axpy")
+    assert get_kernelized_layers(model) == KernelizedLayers()
+    try:
+        kernelize(model, {"RMSNorm": {"cpu": norm}, "Axpy": {"cpu": function}}, device="cpu")
+        found = get_kernelized_layers(model)
+        assert {name: k.repo for name, k in found.layers.items()} == {"0.norm": norm}
+        assert found.layers["0.norm"].module is model[0].norm
+        assert {key: k.repo for key, k in found.funcs.items()} == {("1", "Axpy"): function}
+        assert found.funcs[("1", "Axpy")].module is axpy
+        # a later kernelize that falls back takes the layer off the list
+        kernelize(model, {"Axpy": {"cpu": function}}, device="cpu")
+        assert list(get_kernelized_layers(model).layers) == []
+    finally:
+        restore(model)
+    assert get_kernelized_layers(model) == KernelizedLayers()
+
+
+def test_check_arch_is_part_of_each_repository(hub, tmp_path):
+    """kernels 0.19's check_arch= on the repository classes: passed to the loader, part of equality."""
+    relaxed = repo(hub, version=1, check_arch=False)
+    assert relaxed != repo(hub) and relaxed == repo(hub, version=1, check_arch=False) and hash(relaxed) == hash(
+        repo(hub, version=1, check_arch=False))
+    net, reference = Net(), Net()
+    reference.load_state_dict(net.state_dict())
+    kernelize(net, {"RMSNorm": {"cpu": relaxed}}, device="cpu")
+    assert bound(net.norm) == "RMSNorm"
+    local = LocalLayerRepository(tmp_path / "rmsnorm", layer_name="Version", check_arch=False)
+    assert local != LocalLayerRepository(tmp_path / "rmsnorm", layer_name="Version")
+    with use_kernel_mapping({"Version": {"cpu": local}}):
+        assert kernelize(Version(), device="cpu")() == 2
+    with pytest.raises(InvalidRequest, match=r"check_arch must be True or False, got 'no'"):
+        LayerRepository("org/rmsnorm", layer_name="RMSNorm", version=1, check_arch="no")
+
+
+def test_get_loaded_kernels_lists_what_was_imported_and_from_where(hub):
+    kernel = get_kernel("org/rmsnorm@v1", hub=hub, backend="cpu")
+    (loaded,) = [k for k in get_loaded_kernels() if k.module is kernel]
+    assert loaded.repo_id == "org/rmsnorm" and len(loaded.revision) == 40
+    assert loaded.metadata.name == "tiny" and loaded.metadata.id == kernel.__name__
+    assert loaded.path.name == "torch-cpu"
+    get_loaded_kernels().clear()  # a copy: the registry keeps it
+    assert any(k.module is kernel for k in get_loaded_kernels())
