@@ -1,6 +1,6 @@
-"""Integration: Hugging Face's `kernels` 0.16.2 and 0.17.2, each with the transformers release that
-pins it (5.17.0, 5.21.1; tests/helpers/hf_envs.py), load kbuild-built kernels from a real `kbuild hub
-serve` on 127.0.0.1 (HF_ENDPOINT), on torch 2.13.0's CPU build:
+"""Integration: Hugging Face's `kernels` 0.16.2, 0.17.2, 0.18.3 and 0.19.1, each with the transformers
+release that pins it (5.17.0, 5.21.1, 5.24.0, 5.25.0; tests/helpers/hf_envs.py), load kbuild-built
+kernels from a real `kbuild hub serve` on 127.0.0.1 (HF_ENDPOINT), on torch 2.13.0's CPU build:
 
 - `kernels.get_kernel(repo, version=…)` and `(…, revision=<commit>)` run the published rmsnorm;
 - transformers' kernelize binds our `RMSNorm` layer onto a tiny Llama's norms (its
@@ -31,7 +31,7 @@ from hubserver import TOKEN, ServerThread
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).resolve().parents[1] / "helpers" / "hf_probe.py"
-VARIANT = "torch213-cxx11-cpu-x86_64-linux"  # what hf_envs.TORCH builds (both environments hold it)
+VARIANT = "torch213-cxx11-cpu-x86_64-linux"  # what hf_envs.TORCH builds (every environment holds it)
 IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
 ENVS = list(hf_envs.PAIRS)
 
