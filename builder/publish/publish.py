@@ -7,11 +7,13 @@ its users: a slice that would drop a public name is refused unless forced.
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import re
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -308,7 +310,22 @@ def _head(hub, repo_id, branch, dry_run) -> str | None:
 
 
 def _local_names(variants: list[LocalVariant]) -> dict[str, set[str] | None]:
-    return {v.name: public_names(_init_file(v.path).read_text()) if _init_file(v.path) else None for v in variants}
+    names = {}
+    for v in variants:
+        init = _init_file(v.path)
+        archives = sorted(v.path.glob("*.zip"))  # the zip layout: the package in <id>.zip
+        text = init.read_text() if init else _zip_init(archives[0].read_bytes()) if len(archives) == 1 else None
+        names[v.name] = public_names(text) if text is not None else None
+    return names
+
+
+def _zip_init(archive: bytes) -> str | None:
+    """The `__init__.py` at the root of a zip layout's archive, or None when it has none."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(archive)) as z:
+            return z.read("__init__.py").decode("utf-8", "replace")
+    except (zipfile.BadZipFile, KeyError):
+        return None
 
 
 def _init_file(variant: Path) -> Path | None:
@@ -324,6 +341,9 @@ def _remote_names(hub, repo_id, commit, remote: dict[str, RemoteFile]) -> dict[s
         parts = path.split("/")
         if len(parts) == 3 and parts[0] == "build" and parts[2] == "__init__.py":
             names[parts[1]] = public_names(hub.read(repo_id, commit, path).decode("utf-8", "replace"))
+        elif len(parts) == 3 and parts[0] == "build" and parts[2].endswith(".zip"):
+            text = _zip_init(hub.read(repo_id, commit, path))
+            names[parts[1]] = public_names(text) if text is not None else None
     return names
 
 

@@ -2,7 +2,7 @@
 staged as `<id>.zip` holding its Python package (`__init__.py` at the root) with the library beside
 it, metadata.json says so (`build-layout`, `kernels-minver`) and its digest covers the staged files;
 the archive is the same bytes whatever the folder or the sources' times; `kbuild test` runs the
-kernel's suite against the package in the archive."""
+kernel's suite against the package in the archive, and `kbuild publish` reads its public names there."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 from builder.commands.main import main
 from cpu_kernel import write_cpu_kernel
 from kbuild.digest import digest_tree
+from tiny_kernel import build, commit, hub, kernel, publish, tree, write_kernel  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -37,15 +38,15 @@ def write_zip_kernel(root: Path) -> Path:
     return root
 
 
-def built_variant(kernel: Path) -> Path:
-    (variant,) = [d for d in (kernel / "build").iterdir() if (d / "metadata.json").is_file()]
+def built_variant(project: Path) -> Path:
+    (variant,) = [d for d in (project / "build").iterdir() if (d / "metadata.json").is_file()]
     return variant
 
 
 def test_a_zip_layout_variant_holds_its_package_in_one_archive(tmp_path, capsys):
-    kernel = write_zip_kernel(tmp_path / "zipped")
-    assert main(["build", str(kernel)]) == 0, capsys.readouterr()
-    variant = built_variant(kernel)
+    project = write_zip_kernel(tmp_path / "zipped")
+    assert main(["build", str(project)]) == 0, capsys.readouterr()
+    variant = built_variant(project)
     metadata = json.loads((variant / "metadata.json").read_text())
     ops_id = metadata["id"]
 
@@ -72,8 +73,8 @@ def test_the_archive_is_reproducible(tmp_path, capsys):
     second = write_zip_kernel(tmp_path / "two" / "zipped")
     for path in (second / "torch-ext").rglob("*"):
         os.utime(path, (1_700_000_000, 1_700_000_000))
-    for kernel in (first, second):
-        assert main(["build", str(kernel)]) == 0, capsys.readouterr()
+    for project in (first, second):
+        assert main(["build", str(project)]) == 0, capsys.readouterr()
     a, b = built_variant(first), built_variant(second)
     ops_id = json.loads((a / "metadata.json").read_text())["id"]
     assert (a / f"{ops_id}.zip").read_bytes() == (b / f"{ops_id}.zip").read_bytes()
@@ -102,9 +103,34 @@ def test_the_package_comes_from_the_archive_and_the_library_from_beside_it():
 
 
 def test_kbuild_test_imports_the_package_from_the_archive(tmp_path, capsys):
-    kernel = write_zip_kernel(tmp_path / "zipped")
-    (kernel / "tests").mkdir()
-    (kernel / "tests" / "test_zipped.py").write_text(SUITE)
-    assert main(["build", str(kernel)]) == 0, capsys.readouterr()
-    assert main(["test", str(kernel)]) == 0, capsys.readouterr()
+    project = write_zip_kernel(tmp_path / "zipped")
+    (project / "tests").mkdir()
+    (project / "tests" / "test_zipped.py").write_text(SUITE)
+    assert main(["build", str(project)]) == 0, capsys.readouterr()
+    assert main(["test", str(project)]) == 0, capsys.readouterr()
     assert "1 passed" in "".join(capsys.readouterr())
+
+
+def in_zip_layout(root: Path) -> None:
+    """tiny_kernel's project, as edition 6 in the zip layout."""
+    text = (root / "build.toml").read_text()
+    (root / "build.toml").write_text(text.replace("edition = 5\n", 'edition = 6\nbuild-layout = "zip"\n'))
+
+
+def test_publish_reads_the_public_names_of_a_zip_layout_variant(kernel, hub, capsys):
+    """Removing a public name is refused for a zip layout kernel too: the names are read from the
+    archives, built and published."""
+    write_kernel(kernel, names=("double", "triple"))
+    in_zip_layout(kernel)
+    commit(kernel)
+    build(kernel)
+    assert publish(kernel, hub)[0] == 0
+    files = tree(hub, "v1")
+    assert any(f.startswith("build/torch-cpu/") and f.endswith(".zip") for f in files), files
+    assert "build/torch-cpu/__init__.py" not in files
+    write_kernel(kernel, names=("double",))
+    in_zip_layout(kernel)
+    commit(kernel)
+    build(kernel)
+    code, output = publish(kernel, hub, capsys=capsys)
+    assert code != 0 and "triple" in output and "new major" in output, output
