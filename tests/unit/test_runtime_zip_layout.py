@@ -133,3 +133,29 @@ def test_a_bad_kernels_minver_is_one_line(tmp_path):
     variant = make_zip_variant(tmp_path / "build", meta={"kernels-minver": "soon"})
     with pytest.raises(InvalidMetadata, match='`kernels-minver` must be a version such as "0.19.0", got "soon"'):
         load_variant(variant)
+
+
+def test_a_0_19_name_in_the_nested_layout_is_found_and_loaded(tmp_path):
+    """The issue's other refusal: a variant named in kernels 0.19's form, its package in
+    `<variant>/<name>/__init__.py` (kernel-builder's nested layout)."""
+    name = "torch-stable-abi-2.10-cpu-cpython-3.9-abi3-x86_64-linux"
+    root = tmp_path / "build" / name
+    (root / "nested_demo").mkdir(parents=True)
+    (root / "nested_demo" / "__init__.py").write_text("from ._ops import NAMESPACE\n")
+    (root / "nested_demo" / "_ops.py").write_text(ZIPPED["_ops.py"])
+    record = {"id": "_nested_demo_cpu_1234567", "name": "nested-demo", "version": 1, "license": "MIT",
+              "python-depends": [], "backend": {"type": "cpu"},
+              "digest": {"algorithm": "sha256", "files": digest_tree(root)}}
+    (root / "metadata.json").write_text(json.dumps(record))
+    legacy = make_zip_variant(tmp_path / "build", "torch213-cxx11-cpu-x86_64-linux")  # the wrong torch here
+    found = find_variant(tmp_path, CPU)
+    assert found == root.resolve()
+    trace = judge_folder(tmp_path / "build", CPU)
+    assert [c.name for c in trace] == [name, legacy.name]
+    module = load_variant(found)
+    try:
+        assert module.__name__ == "_nested_demo_cpu_1234567" and module.NAMESPACE == module.__name__
+        assert module.__file__ == str(root / "nested_demo" / "__init__.py")
+    finally:
+        for key in [k for k in sys.modules if k.startswith("_nested_demo_cpu_1234567")]:
+            del sys.modules[key]
