@@ -60,15 +60,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def rss(pid: int) -> int:
+    """Resident bytes of `pid` alone; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
 def tree_rss(pid: int) -> int:
     """Resident bytes of `pid` and all its descendants."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
+        total += rss(p)
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
             for task in Path(f"/proc/{p}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
@@ -77,8 +86,12 @@ def tree_rss(pid: int) -> int:
 
 
 class PeakSampler:
+    """The peak resident memory of a process and its descendants (`peak`), and of the process
+    alone (`peak_own`: without the short-lived children a server starts, such as git)."""
+
     def __init__(self, pid: int, every: float = 0.05):
         self.pid, self.every, self.peak, self.idle = pid, every, 0, tree_rss(pid)
+        self.peak_own, self.idle_own = 0, rss(pid)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -92,12 +105,14 @@ class PeakSampler:
 
     def _run(self):
         while not self._stop.is_set():
+            self.peak_own = max(self.peak_own, rss(self.pid))
             self.peak = max(self.peak, tree_rss(self.pid))
             self._stop.wait(self.every)
 
 
-def download(url: str) -> tuple[int, str, float, float]:
-    """(status, sha256 of the body, start, end) of one GET, read 1 MB at a time."""
+def download(url: str) -> tuple[int, str, float, float, float]:
+    """(status, sha256 of the body, start, end, time its first body byte arrived) of one GET, read
+    1 MB at a time (times from time.time(), comparable across processes of this machine)."""
     import http.client
 
     started = time.time()
@@ -107,22 +122,25 @@ def download(url: str) -> tuple[int, str, float, float]:
         conn.request("GET", parts.path)
         response = conn.getresponse()
         if response.status != 200:
-            return response.status, "", started, time.time()
+            return response.status, "", started, time.time(), time.time()
         digest, buffer = hashlib.sha256(), bytearray(1 << 20)
         view = memoryview(buffer)
+        n = response.readinto(view[:1])  # the first byte alone, to time it
+        first = time.time()
+        digest.update(view[:n])
         while n := response.readinto(buffer):
             digest.update(view[:n])
-        return 200, digest.hexdigest(), started, time.time()
+        return 200, digest.hexdigest(), started, time.time(), first
     finally:
         conn.close()
 
 
-def client_process(url: str, threads: int) -> list[tuple[int, str, float, float]]:
+def client_process(url: str, threads: int) -> list[tuple[int, str, float, float, float]]:
     with ThreadPoolExecutor(threads) as pool:
         return list(pool.map(download, [url] * threads))
 
 
-def run_clients(url: str, clients: int, processes: int) -> tuple[float, list[tuple[int, str, float, float]]]:
+def run_clients(url: str, clients: int, processes: int) -> tuple[float, list[tuple[int, str, float, float, float]]]:
     """Every result, and the seconds from the first request's start to the last one's end."""
     per = [clients // processes + (i < clients % processes) for i in range(processes)]
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
@@ -155,7 +173,7 @@ def measure(name: str, command: list[str], url: str, args, sha: str, size: int) 
         wait_until_up(url, child)
         with PeakSampler(child.pid) as rss:
             seconds, results = run_clients(url, args.clients, args.processes)
-        ok = sum(status == 200 and got == sha for status, got, _, _ in results)
+        ok = sum(status == 200 and got == sha for status, got, *_ in results)
         row = {"server": name, "clients": args.clients, "file_bytes": size, "verified": ok, "seconds": round(seconds, 2),
                "throughput_mb_s": round(ok * size / seconds / 1e6, 1), "idle_rss_mb": round(rss.idle / 1e6, 1),
                "peak_rss_mb": round(rss.peak / 1e6, 1)}

@@ -1,10 +1,11 @@
-"""The Markdown table of `kbuild bench --json` or `bench/peers.py --json` results, as
-bench/RESULTS.md shows them.
+"""The Markdown table of `kbuild bench --json`, `bench/peers.py --json` or bench/hub_front_load.py
+results, as bench/RESULTS.md shows them.
 
     python bench/results_table.py bench/gpu/results/run11/*.json            # print the table
     python bench/results_table.py --check bench/RESULTS.md bench/gpu/results/run11/*.json
     python bench/results_table.py bench/gpu/results/run15/peers.json        # kbuild beside its peers
     python bench/results_table.py --before bench/gpu/results/run15/peers.json bench/gpu/results/run16/peers.json
+    python bench/results_table.py bench/hub_front_load_results.json          # the hub front's load run
 
 RESULTS.md's tables of kbuild bench figures are made from the JSON files, never typed: `--check`
 fails when the table in RESULTS.md differs from what the JSON says (tests/unit/test_results_table.py).
@@ -85,12 +86,45 @@ def compare_rows(before: dict, after: dict) -> list[str]:
     return out
 
 
+def front_rows(doc: dict) -> list[str]:
+    """bench/hub_front_load.py's run: the direct row and the front's cold and warm rows with their
+    ratios to it, then how the cold download streamed."""
+    out = ["| run | wall (vs direct) | per-client MB/s, median (vs direct) | first byte, median (max) | "
+           "serving hub's peak RSS MB, process alone (vs direct); with children | idle RSS MB | "
+           "upstream's peak RSS MB, alone; with children | upstream GETs of the file | sha256 checked |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        vs = r.get("vs_direct")
+        ratio = lambda key: f" ({vs[key]:.2f}x)" if vs else ""  # noqa: E731
+        mine, up = r["serving_rss_mb"], r["upstream_rss_mb"]
+        upstream = f"{up['peak_own']:.1f}; {up['peak']:.1f}" if vs else "(the serving hub)"
+        first = r["first_byte_s"]
+        out.append(f"| {r['run']} | {r['seconds']:.2f} s{ratio('seconds')} | "
+                   f"{r['per_client_mb_s']['median']:.2f}{ratio('per_client_mb_s')} | "
+                   f"{first['median']:.2f} s ({first['max']:.2f} s) | "
+                   f"{mine['peak_own']:.1f}{ratio('serving_peak_rss_own')}; {mine['peak']:.1f} | {mine['idle_own']:.1f} | "
+                   f"{upstream} | {r['upstream_file_gets']} | "
+                   f"{r['verified']}/{r['clients']} |")
+    for r in doc["rows"]:
+        if get := r.get("upstream_get"):
+            began = get["ended_after_clients_started_s"] - get["send_s"]
+            out.append("")
+            out.append(f"{r['run']}: the upstream sent the file once, in {get['send_s']:.2f} s, from {began:.2f} s to "
+                       f"{get['ended_after_clients_started_s']:.2f} s after the first client's request; the first "
+                       f"client byte reached its client at {get['first_client_byte_after_clients_started_s']:.2f} s, and "
+                       f"{get['clients_with_first_byte_before_it_ended']} of {r['clients']} clients had their first "
+                       f"byte before the upstream had sent its last.")
+    return out
+
+
 def kind_of(path: Path) -> tuple[str, dict]:
-    """("peers" or "bench", the document) of a results file; a one-line error for anything else."""
+    """("peers", "bench" or "front", the document) of a results file; a one-line error for anything else."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise SystemExit(f"results_table.py: cannot read {path}: {e}") from None
+    if isinstance(doc, dict) and doc.get("bench") == "hub_front_load" and isinstance(doc.get("rows"), list):
+        return "front", doc
     if isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "copy_gb_per_s" in doc:
         return "peers", doc
     if isinstance(doc, dict) and isinstance(doc.get("workloads"), list):
@@ -106,7 +140,12 @@ def table(paths: list[Path], before: Path | None = None) -> str:
             raise SystemExit("results_table.py: --before compares one bench/peers.py JSON with another")
         return "\n".join(compare_rows(earlier[1], docs[0]))
     if len(set(kinds)) > 1:
-        raise SystemExit("results_table.py: give either kbuild bench JSON or bench/peers.py JSON, not both")
+        raise SystemExit("results_table.py: give results of one kind: kbuild bench, bench/peers.py or "
+                         "bench/hub_front_load.py JSON")
+    if kinds[0] == "front":
+        if len(docs) != 1:
+            raise SystemExit("results_table.py: give one bench/hub_front_load.py run")
+        return "\n".join(front_rows(docs[0]))
     if kinds[0] == "peers":
         return "\n".join(peer_rows(list(docs)))
     return "\n".join([HEADER, *rows(list(docs))])

@@ -64,3 +64,19 @@ def test_a_file_of_another_kind_is_one_line_naming_it(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         results_table().main([str(other)])
     assert exit_.value.code == f"results_table.py: {other} is neither kbuild bench --json nor bench/peers.py --json output"
+
+
+FRONT = REPO / "bench" / "hub_front_load_results.json"
+
+
+def test_the_hub_front_table_is_the_one_the_json_makes():
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(FRONT)]) == 0
+
+
+def test_a_hub_front_figure_that_differs_from_the_json_is_caught(tmp_path, capsys):
+    doc = json.loads(FRONT.read_text())
+    doc["rows"][1]["seconds"] = 77.77
+    edited = tmp_path / "hub_front_load_results.json"
+    edited.write_text(json.dumps(doc))
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
+    assert "77.77 s" in capsys.readouterr().err
