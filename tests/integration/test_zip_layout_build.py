@@ -2,18 +2,22 @@
 staged as `<id>.zip` holding its Python package (`__init__.py` at the root) with the library beside
 it, metadata.json says so (`build-layout`, `kernels-minver`) and its digest covers the staged files;
 the archive is the same bytes whatever the folder or the sources' times; `kbuild test` runs the
-kernel's suite against the package in the archive, and `kbuild publish` reads its public names there."""
+kernel's suite against the package in the archive, and `kbuild publish` reads its public names there;
+Hugging Face's loader loads the build as it comes out (kernels 0.19.1) or refuses it in one line
+(0.18.3)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 
+import hf_envs
 from builder.commands.main import main
 from cpu_kernel import write_cpu_kernel
 from kbuild.digest import digest_tree
@@ -134,3 +138,35 @@ def test_publish_reads_the_public_names_of_a_zip_layout_variant(kernel, hub, cap
     build(kernel)
     code, output = publish(kernel, hub, capsys=capsys)
     assert code != 0 and "triple" in output and "new major" in output, output
+
+
+LOAD = """
+import sys
+from pathlib import Path
+import kernels
+try:
+    kernel = kernels.get_local_kernel(Path(sys.argv[1]))
+except RuntimeError as e:
+    print("refused:", e)
+else:
+    print("loaded:", kernel.__file__, kernel.double(21))
+"""
+
+
+def test_hugging_faces_loader_loads_the_zip_layout_build(kernel, capsys):
+    """The build itself, not a repacked one: kernels 0.19.1 imports it from the archive (its digest
+    checked); 0.18.3, which does not know the layout, refuses it for its kernels-minver."""
+    try:
+        pythons = {name: hf_envs.ensure(name) for name in ("kernels-0.18", "kernels-0.19")}
+    except hf_envs.EnvError as e:
+        pytest.fail(str(e))
+    in_zip_layout(kernel)
+    commit(kernel)
+    build(kernel)
+    said = {}
+    for name, python in pythons.items():
+        done = subprocess.run([str(python), "-c", LOAD, str(kernel)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        said[name] = done.stdout.strip()
+    assert said["kernels-0.19"].startswith("loaded: ") and said["kernels-0.19"].endswith(".zip/__init__.py 42"), said
+    assert "requires kernels>=0.19.0" in said["kernels-0.18"], said
