@@ -1,10 +1,12 @@
-"""`kbuild hub serve` and `kbuild hub gc`: their arguments and their handlers (parse → one library
-call): the local hub served over the Hugging Face Hub HTTP API (kbuild_hub/server/), and what
-failed publishes left in it collected (kbuild_hub/gitstore.py)."""
+"""`kbuild hub serve`, `kbuild hub mirror` and `kbuild hub gc`: their arguments and their handlers
+(parse → one library call): the local hub served over the Hugging Face Hub HTTP API
+(kbuild_hub/server/), repos copied into it from an upstream hub for offline serving
+(builder/hub/mirror.py), and what failed publishes left in it collected (kbuild_hub/gitstore.py)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from builder.errors import UsageError
@@ -19,9 +21,11 @@ UPSTREAM_ENV = "KBUILD_HUB_UPSTREAM"
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register `hub` with its `serve` subcommand on the CLI's subparsers; returns `serve`'s parser."""
     hub = subparsers.add_parser("hub", help="serve the local hub over the Hugging Face Hub HTTP API (serve), "
+                                "copy repos into it from an upstream hub for offline use (mirror), "
                                 "or collect what failed publishes left in it (gc)")
     commands = hub.add_subparsers(dest="hub_command", required=True, metavar="HUB_COMMAND")
     serve = add_serve_parser(commands)
+    add_mirror_parser(commands)
     add_gc_parser(commands)
     return serve
 
@@ -41,6 +45,74 @@ def add_gc_parser(hub_subparsers) -> argparse.ArgumentParser:
                    help="keep what is younger than S seconds (default: 3600; 0 only when nothing publishes)")
     p.set_defaults(handler=run_gc)
     return p
+
+
+def add_mirror_parser(hub_subparsers) -> argparse.ArgumentParser:
+    p = hub_subparsers.add_parser(
+        "mirror", help="copy repos from an upstream hub into a hub folder, verified, for offline serving",
+        description="Fetch repos at given revisions from an upstream hub into the hub folder's upstream cache "
+                    "(the one `kbuild hub serve --upstream` fills), with the same verification: kernel variants "
+                    "against their metadata.json digest, every file against the upstream's listing. What is "
+                    "there already is not fetched again. `kbuild hub serve --root DIR` then serves them offline.")
+    p.add_argument("repos", nargs="*", metavar="REPO[@REV]",
+                   help="ORG/NAME, ORG/NAME@vN, ORG/NAME@BRANCH or ORG/NAME@SHA (without @: the newest vN branch "
+                        "of a kernel, main of a model or dataset)")
+    p.add_argument("--from", dest="source", default=None, metavar="URL",
+                   help="the upstream hub to copy from, e.g. https://huggingface.co (required)")
+    p.add_argument("--root", type=Path, default=DEFAULT_LOCAL_HUB, metavar="DIR",
+                   help=f"the hub folder, as `kbuild hub serve --root` takes (default: {DEFAULT_LOCAL_HUB})")
+    p.add_argument("--repo-type", choices=("kernel", "model", "dataset"), default="kernel",
+                   help="the type of the REPO arguments (default: kernel)")
+    p.add_argument("--lock", type=Path, action="append", default=[], metavar="FILE",
+                   help="mirror every kernel a lock file pins, at its commit: kbuild's kernels.lock or Hugging Face "
+                        "kernels' (repeatable)")
+    p.add_argument("--transformers", action="store_true",
+                   help="mirror every kernel repo the installed transformers maps by default (its layer and hub "
+                        "function mappings), read from transformers itself with --python")
+    p.add_argument("--python", default=None, metavar="PY",
+                   help="the Python whose transformers --transformers reads (default: the one running kbuild)")
+    p.add_argument("--variant", action="append", default=[], metavar="V",
+                   help="of kernel repos take only this variant under build/ (repeatable; everything outside build/ "
+                        "is always taken)")
+    p.add_argument("--upstream-token-file", type=Path, default=None, metavar="F",
+                   help="the token sent to the upstream (mode 0600; default: none)")
+    p.set_defaults(handler=run_mirror)
+    return p
+
+
+def run_mirror(args, reporter) -> int:
+    from builder.hub.mirror import mirror, requests_for
+
+    if args.source is None:
+        raise UsageError("--from: expected the URL of the hub to mirror from, e.g. --from https://huggingface.co")
+    url = _parse_url(args.source, "--from", UsageError)
+    if args.python is not None and not args.transformers:
+        raise UsageError("--python: only read with --transformers")
+    root = args.root.expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--root: {root} is not a folder")
+    token = None if args.upstream_token_file is None else _upstream_token(args.upstream_token_file)
+    python = (args.python or sys.executable) if args.transformers else None
+    requests = requests_for(args.repos, args.repo_type, args.lock, python, reporter)
+    if not requests:
+        raise UsageError("nothing to mirror: name REPO[@REV] arguments, --lock FILE or --transformers")
+    if args.variant and not any(r.repo_type == "kernel" for r in requests):
+        raise UsageError(f"--variant: only kernel repos have variants; the repos named are {args.repo_type}s")
+    return mirror(url, token, root, requests, set(args.variant) or None, reporter)
+
+
+def _upstream_token(path: Path) -> str:
+    """The token of --upstream-token-file (mode 0600, as the server's token file); a bad file is a bad argument."""
+    from kbuild_hub.errors import HubError
+    from kbuild_hub.server.auth import read_token_file
+
+    try:
+        tokens = read_token_file(path)
+    except HubError as e:
+        raise UsageError(f"--upstream-token-file: {e}", hint=e.hint) from None
+    if not tokens:
+        raise UsageError(f"--upstream-token-file: no token in {path}")
+    return tokens[0]
 
 
 def run_gc(args, reporter) -> int:
