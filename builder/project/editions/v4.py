@@ -6,14 +6,16 @@ that `kbuild update-build` rewrites it."""
 from __future__ import annotations
 
 from builder.notices import notice
-from builder.project.editions.reader import GENERAL, Reader
+from builder.project.editions.reader import GENERAL
+from builder.project.editions.v5 import Edition5
 from builder.project.model import display
 
 
-class Edition4(Reader):
+class Edition4(Edition5):
     EDITION = 5  # read as edition 5, as kernel-builder 0.17 did; provenance records the same
     GENERAL = {**GENERAL, "universal": "bool"}
     REQUIRED = ("name", "backends", "version", "license")
+    RETIRED = {key: why for key, why in Edition5.RETIRED.items() if key != ("general", "universal")}  # 4 has it
 
     def universal(self, general: dict) -> bool:
         return bool(general.get("universal"))
