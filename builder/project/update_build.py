@@ -53,7 +53,8 @@ class Upgrade:
 def plan_upgrade(path: Path) -> Upgrade:
     """What `kbuild update-build` would write for the build.toml at `path` (checked: the result
     reads as the same kernel)."""
-    text = path.read_text(encoding="utf-8")
+    with open(path, encoding="utf-8", newline="") as f:  # as written: CRLF line ends stay CRLF
+        text = f.read()
     old = parse_manifest(path, text, notify=False)  # every error of the old file, as kbuild check says it
     edition = edition_of(tomllib.loads(text))
     if edition == CURRENT_EDITION:
@@ -76,6 +77,8 @@ def plan_upgrade(path: Path) -> Upgrade:
         else:
             changes.append("[general] universal = false removed (edition 6 has no such key)")
     new_text = tomlkit.dumps(doc)
+    if "\r\n" in text:  # what tomlkit adds ends in \n: the file's own line ends for every line
+        new_text = new_text.replace("\r\n", "\n").replace("\n", "\r\n")
     try:
         new = parse_manifest(path, new_text)
     except (ManifestError, TOMLKitError) as e:
@@ -136,7 +139,7 @@ def write_upgrade(upgrade: Upgrade) -> None:
     """Replace the file with the upgraded text: a temporary file beside it, renamed over it."""
     fd, tmp = tempfile.mkstemp(prefix=".build.toml.", dir=upgrade.path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(upgrade.text)
         os.chmod(tmp, upgrade.path.stat().st_mode & 0o777)
         os.replace(tmp, upgrade.path)

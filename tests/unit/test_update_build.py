@@ -167,6 +167,18 @@ def test_what_cannot_be_rewritten_is_refused_and_nothing_written(tmp_path, capsy
     assert len([line for line in out.splitlines() if "error:" in line]) == 1 and why in out, out
 
 
+@pytest.mark.parametrize("source", [FIXTURE, EDITION5], ids=lambda p: p.name)
+def test_crlf_line_ends_are_kept(tmp_path, capsys, source):
+    kernel = tmp_path / source.name
+    shutil.copytree(source, kernel)
+    lf = (kernel / "build.toml").read_bytes()
+    (kernel / "build.toml").write_bytes(lf.replace(b"\n", b"\r\n"))
+    code, out = kbuild(capsys, kernel)
+    assert code == 0, out
+    after = (kernel / "build.toml").read_bytes()
+    assert after.count(b"\n") == after.count(b"\r\n") == lf.count(b"\n") + (source == FIXTURE)  # + edition = 6
+
+
 def test_a_bad_manifest_in_a_workspace_writes_nothing(tmp_path, capsys):
     shutil.copytree(FIXTURE, tmp_path / "kernels" / "scale")
     shutil.copytree(MANIFESTS / "bad" / "edition-4-missing-license", tmp_path / "kernels" / "broken")
