@@ -1,0 +1,248 @@
+"""Integration: every kind of variant kbuild makes, as Hugging Face's kernels 0.19.1 checks it at
+load time (issue 44, item 5: metadata exactly as 0.18+ reads it, and the digest over the served
+files), and the zip build layout on both loaders.
+
+Built here with the kernels-0.19 environment's torch (2.13.0 CPU; tests/helpers/hf_envs.py) and
+published to a real `kbuild hub serve` on 127.0.0.1 whose organisation is a trusted publisher:
+
+- stable ABI (kernels/activation: torch-stable-abi210-cpu-x86_64-linux), compiled
+  (torch213-cxx11-cpu-x86_64-linux), Python-only (torch-cpu) and the zip layout (activation's
+  build repacked here as kernels 0.19 lays it out: `<id>.zip` with the library beside it) each
+  load through `kernels.get_kernel` as a user calls it (no trust_remote_code, kernels' validators
+  on), and kernels' digest validator says the files match;
+- a CUDA variant (built with .venv's CUDA torch; this host has no GPU and the environment a CPU
+  torch) goes through kernels' own metadata parser and digest check;
+- kernels 0.18.3 refuses the zip layout in one line; kbuild's loader loads it from the hub.
+
+The helper that runs inside the environment is tests/helpers/hf_formats_probe.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import hf_envs
+from cpu_kernel import write_cpu_kernel, write_cuda_kernel, write_noarch_kernel
+from hubserver import TOKEN, ServerThread
+from kbuild.digest import digest_tree, is_bytecode
+
+REPO = Path(__file__).resolve().parents[2]
+PROBE = Path(__file__).resolve().parents[1] / "helpers" / "hf_formats_probe.py"
+ORG = "kb-fmt"
+IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
+CPU_SOURCE = 'extern "C" int kb_compiled_probe(int x) { return x + 1; }\n'
+CUDA_SOURCE = "__global__ void kb_cuda_probe(int *x) { *x += 1; }\n"
+PACKAGE = "from ._ops import ops\n\n\ndef probe():\n    return 'ran'\n"
+
+
+def commit(root: Path) -> Path:
+    """A fresh git repository of `root`, committed: kbuild names a build after its sources' commit
+    and publishes only a clean one."""
+    git = ["git", "-C", str(root), "-c", "user.name=kbuild-tests", "-c", "user.email=tests@kbuild.invalid",
+           "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "kernel"]):
+        subprocess.run([*git, *args], check=True, capture_output=True, timeout=120)
+    return root
+
+
+def kbuild(*args: str, timeout: int = 1800) -> str:
+    done = subprocess.run([sys.executable, "-m", "builder.commands.main", *args], capture_output=True, text=True,
+                          env={**os.environ, "HF_TOKEN": TOKEN}, timeout=timeout)
+    assert done.returncode == 0, (args, done.stdout[-3000:] + done.stderr[-3000:])
+    return done.stdout
+
+
+def only_variant(kernel: Path) -> Path:
+    (variant,) = [d for d in (kernel / "build").iterdir() if not d.name.startswith(".")]
+    return variant
+
+
+def repack_as_zip(variant: Path) -> None:
+    """kernels 0.19's zip layout made from a built variant: every file but the libraries and
+    metadata.json into `<id>.zip` (`__init__.py` at its root), the metadata saying so, the digest
+    over the new files (the builder's own zip staging is tested in test_zip_layout_build.py)."""
+    meta = json.loads((variant / "metadata.json").read_text())
+    members = sorted(p for p in variant.rglob("*") if p.is_file() and p.suffix != ".so"
+                     and p.name != "metadata.json" and not is_bytecode(p.relative_to(variant).as_posix()))
+    with zipfile.ZipFile(variant / f"{meta['id']}.zip", "w") as archive:
+        for path in members:
+            archive.write(path, path.relative_to(variant).as_posix())
+    for path in members:
+        path.unlink()
+    for folder in sorted((p for p in variant.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        shutil.rmtree(folder) if all(is_bytecode(q.relative_to(variant).as_posix()) for q in folder.rglob("*")) \
+            else None
+    meta.update({"build-layout": "zip", "kernels-minver": "0.19.0"})
+    meta["digest"]["files"] = digest_tree(variant)
+    (variant / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+@pytest.fixture(scope="module")
+def envs() -> dict[str, Path]:
+    try:
+        return {name: hf_envs.ensure(name) for name in ("kernels-0.18", "kernels-0.19")}
+    except hf_envs.EnvError as e:
+        pytest.fail(str(e))
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    server = ServerThread(tmp_path_factory.mktemp("hub"), trusted=(ORG,))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def published(envs, hub, tmp_path_factory) -> dict[str, dict]:
+    """Each kind built with the 0.19 environment's torch and published: kind -> repo, variant, id, commit."""
+    root = tmp_path_factory.mktemp("kernels")
+    projects = {
+        "stable-abi": shutil.copytree(REPO / "kernels" / "activation", root / "activation", ignore=IGNORE),
+        "compiled": write_cpu_kernel(root / "kb-compiled", "kb-compiled", CPU_SOURCE, package=PACKAGE),
+        "noarch": write_noarch_kernel(root / "kb-noarch", "kb-noarch", package="def probe():\n    return 'ran'\n"),
+        # another build of activation (one more file, so another tree id and op namespace)
+        "zip": shutil.copytree(REPO / "kernels" / "activation", root / "activation-zip", ignore=IGNORE),
+    }
+    (projects["zip"] / "ZIP.md").write_text("the zip layout's build of activation\n")
+    out = {}
+    for kind, project in projects.items():
+        commit(project)
+        kbuild("build", str(project), "--python", str(envs["kernels-0.19"]), "-j", "2")
+        variant = only_variant(project)
+        if kind == "zip":
+            repack_as_zip(variant)
+        repo_id = f"{ORG}/{project.name}"
+        summary = json.loads(kbuild("publish", str(project), "--hub", hub.url, "--repo-id", repo_id, "--json"))
+        meta = json.loads((variant / "metadata.json").read_text())
+        out[kind] = {"repo": repo_id, "variant": variant.name, "id": meta["id"], "name": meta["name"],
+                     "commit": summary["commit"], "kbuild_dirty": meta["provenance"]["kernel-builder"].get("dirty")}
+    return out
+
+
+def probe(python: Path, hub: ServerThread, home: Path, *args: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "KERNELS_", "TRANSFORMERS_"))}
+    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
+    before = len(hub.logged())
+    done = subprocess.run([str(python), str(PROBE), *args], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+    report = json.loads(line.removeprefix("PROBE "))
+    report["requests"] = hub.logged(before)
+    return report
+
+
+KINDS = ["stable-abi", "compiled", "noarch", "zip"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kernels_0_19_loads_each_kind_with_its_validators(kind, envs, hub, published, tmp_path):
+    built = published[kind]
+    # the zip build by branch name: 0.18+ resolve it through /api/kernels/{repo}/revision/v1
+    pin = "v1" if kind == "zip" else "1"
+    report = probe(envs["kernels-0.19"], hub, tmp_path / "hf", "load", built["repo"], pin)
+    assert "error" not in report, report
+    assert report["kernels"] == "0.19.1"
+    assert report["module"] == built["id"] and report["metadata"]["id"] == built["id"]
+    assert report["metadata"]["name"] == built["name"] and report["metadata"]["version"] == 1
+    snapshot = tmp_path / "hf" / "hub" / f"kernels--{built['repo'].replace('/', '--')}" / "snapshots" / built["commit"]
+    init = f"{built['id']}.zip/__init__.py" if kind == "zip" else "__init__.py"
+    assert report["file"] == str(snapshot / "build" / built["variant"] / init), report
+    # kernels' digest validator ran on the downloaded files and found them as metadata.json says
+    assert f"DEBUG: Kernel '{built['name']}' variant '{built['variant']}': the files match the digest in the metadata" \
+        in report["log"], report["log"]
+    # and nothing else to say, but what is true: kernels warns about a build by a kbuild checkout
+    # with uncommitted changes (a development tree such as this one may be), as the provenance says
+    warnings = [line for line in report["log"] if line.startswith(("WARNING", "ERROR"))]
+    dirty = f"WARNING: Kernel '{built['name']}' variant '{built['variant']}' was built from a dirty git tree " \
+            "(kernel-builder had uncommitted changes)"
+    assert [w[:len(dirty)] for w in warnings] == ([dirty] if built["kbuild_dirty"] else []), report["log"]
+    # trusted by the hub's word, not by trust_remote_code
+    assert any(r.startswith(f"GET /api/organizations/{ORG}/overview 200") for r in report["requests"]), report["requests"]
+    if kind == "zip":
+        assert "zip" in report["metadata"]["build_layout"].lower()
+        assert any(r.startswith(f"GET /api/kernels/{built['repo']}/revision/v1 200") for r in report["requests"])
+    if kind in ("stable-abi", "zip"):
+        assert report["max_err"] < 1e-5, report  # the library beside the archive ran
+    else:
+        assert "probe" in report["names"], report
+
+
+def test_each_build_has_its_own_id(published):
+    assert len({b["id"] for b in published.values()}) == len(published)
+
+
+def test_kernels_0_18_refuses_the_zip_layout_in_one_line(envs, hub, published, tmp_path):
+    report = probe(envs["kernels-0.18"], hub, tmp_path / "hf", "load", published["zip"]["repo"], "1")
+    assert report["kernels"] == "0.18.3"
+    assert report["error"].startswith("RuntimeError: "), report
+    assert "requires kernels>=0.19.0" in report["error"], report
+
+
+def test_kbuild_loads_the_zip_layout_from_the_hub(hub, published, tmp_path):
+    """kbuild's loader, in .venv's torch (2.14, CPU backend): the stable-ABI build fits it."""
+    built = published["zip"]
+    script = (
+        "import json, sys, torch, kbuild\n"
+        "k = kbuild.get_kernel(sys.argv[1], hub=sys.argv[2], backend='cpu')\n"
+        "x = torch.randn(4, 16)\n"
+        "err = (k.silu_and_mul(x) - torch.nn.functional.silu(x[..., :8]) * x[..., 8:]).abs().max().item()\n"
+        "print(json.dumps({'name': k.__name__, 'file': k.__file__, 'err': err}))\n"
+    )
+    # kbuild trusts an organisation by the user's word (KBUILD_TRUSTED_ORGS), not by the hub's (README)
+    env = {**os.environ, "KBUILD_CACHE": str(tmp_path / "cache"), "HF_HOME": str(tmp_path / "hf"),
+           "KBUILD_TRUSTED_ORGS": f"{ORG}@{hub.url}"}
+    done = subprocess.run([sys.executable, "-c", script, f"{built['repo']}@v1", hub.url], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["name"] == built["id"]
+    assert got["file"].endswith(f"/{built['variant']}/{built['id']}.zip/__init__.py"), got
+    assert got["err"] < 1e-5
+
+
+@pytest.fixture(scope="module")
+def cuda_variant(tmp_path_factory) -> Path:
+    """A CUDA build of a one-kernel project, with .venv's CUDA torch and nvcc (no GPU needed)."""
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file():
+        pytest.skip("no nvcc")
+    project = write_cuda_kernel(tmp_path_factory.mktemp("cuda") / "kb-cuda", "kb-cuda", CUDA_SOURCE, ("9.0",),
+                                package=PACKAGE)
+    commit(project)
+    kbuild("build", str(project), "-j", "2")
+    return only_variant(project)
+
+
+def test_a_cuda_variants_metadata_is_what_kernels_0_19_reads(cuda_variant, envs, hub, tmp_path):
+    assert cuda_variant.name.startswith("torch") and "-cu" in cuda_variant.name
+    report = probe(envs["kernels-0.19"], hub, tmp_path / "hf", "check", str(cuda_variant))
+    meta = json.loads((cuda_variant / "metadata.json").read_text())
+    assert (report["id"], report["name"], report["version"]) == (meta["id"], "kb-cuda", 1)
+    assert report["digest"] == "Success", report
+    assert meta["backend"] == {"type": "cuda", "archs": ["9.0"]}
+
+
+def test_kernels_variants_and_kbuild_variants_agree(envs, hub, published, tmp_path):
+    """`kernels variants --all-versions` (which lists each branch's tree as refs%2Fheads%2Fv1) and
+    `kbuild variants` on the same published kernel: the same variants, the same one preferred."""
+    repo = published["stable-abi"]["repo"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "KERNELS_"))}
+    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"))
+    before = len(hub.logged())
+    done = subprocess.run([str(envs["kernels-0.19"].parent / "kernels"), "variants", repo, "--all-versions", "--json"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert any(f"/api/kernels/{repo}/tree/refs%2Fheads%2Fv1/build" in r and " 200 " in r
+               for r in hub.logged(before)), hub.logged(before)
+    (theirs,) = json.loads(done.stdout)["revisions"]
+    ours = json.loads(kbuild("variants", repo, "--hub", hub.url, "--backend", "cpu", "--all-versions", "--json"))
+    (mine,) = ours["revisions"]
+    assert [(v["variant"], v["compatible"], v["preferred"]) for v in theirs["variants"]] == \
+        [(v["variant"], v["accepted"], v["loads"]) for v in mine["variants"]]
