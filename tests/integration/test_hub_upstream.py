@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -182,3 +184,28 @@ def test_the_pages_show_an_upstream_repo_as_mirrored_with_its_upstream_and_commi
         assert up.logged(mark) == []  # the pages read what the hub holds: no upstream request
     finally:
         hub.stop()
+
+
+@pytest.mark.parametrize("args, env, expected", [
+    (["--upstream", "ftp://example.org"], {}, "--upstream: expected an http(s) URL of a hub such as "
+                                              "https://huggingface.co, got 'ftp://example.org'"),
+    ([], {"KBUILD_HUB_UPSTREAM": "example.org"}, "KBUILD_HUB_UPSTREAM: expected an http(s) URL"),
+    (["--upstream-org", "acme"], {}, "--upstream-org: needs --upstream URL (or $KBUILD_HUB_UPSTREAM)"),
+    (["--upstream", "http://127.0.0.1:9", "--upstream-timeout", "0", "5"], {},
+     "--upstream-timeout: expected two positive numbers of seconds, got 0.0 5.0"),
+    (["--upstream", "http://127.0.0.1:9", "--upstream-token-file", "{open_token}"], {},
+     "--upstream-token-file: {open_token}: the token file is readable by others (mode 0644)"),
+], ids=["scheme", "variable", "org-without-upstream", "timeout", "token-mode"])
+def test_a_bad_upstream_setting_is_one_line_and_exit_2(args, env, expected, tmp_path):
+    """Refused before the hub listens (a served hub would outlive the timeout)."""
+    token = tmp_path / "upstream.token"
+    token.write_text("hf_secret\n")
+    token.chmod(0o644)
+    args = [a.replace("{open_token}", str(token)) for a in args]
+    expected = expected.replace("{open_token}", str(token))
+    environ = {k: v for k, v in os.environ.items() if k != "KBUILD_HUB_UPSTREAM"} | env
+    done = subprocess.run([sys.executable, "-m", "builder.commands.main", "hub", "serve", "--root", str(tmp_path / "hub"),
+                           "--port", "0", *args], capture_output=True, text=True, timeout=120, env=environ)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr.splitlines()[0].startswith(f"kbuild: error: {expected}"), done.stderr
+    assert "Traceback" not in done.stderr and "hf_secret" not in done.stderr
