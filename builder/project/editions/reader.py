@@ -65,6 +65,7 @@ class Reader:
     GENERAL = GENERAL
     REQUIRED = ("name", "backends")  # [general]'s required keys
     RETIRED: dict[tuple[str, ...], str] = {}  # keys another edition had: (table..., key) -> what to write instead
+    RETIRED_KERNEL_KEYS: dict[str, str] = {}  # the same for a key of any [kernel.<name>]
     TOP = ("general", "torch", "torch-noarch", "tvm-ffi", "kernel")
     # kernel-builder's documentation spells [torch-noarch]'s keys with dashes, its parser (kernels-data,
     # edition 5 and 6 alike) with underscores: edition 5 takes both, edition 6 the parser's
@@ -342,7 +343,10 @@ class Reader:
         for key, v in value.items():
             if key not in spec:
                 other = [b for b, s in KERNEL_BY_BACKEND.items() if key in s]
-                if (retired := self.RETIRED.get(keys + (key,))) is not None:
+                retired = self.RETIRED.get(keys + (key,))
+                if retired is None and keys[:1] == ("kernel",) and len(keys) == 2:
+                    retired = self.RETIRED_KERNEL_KEYS.get(key)
+                if retired is not None:
                     self._fail(keys + (key,), retired)
                 elif backend_note and other:
                     self._fail(keys + (key,), f'only valid for {self.kind(other[0])}, this kernel is '

@@ -37,6 +37,8 @@ class Edition6(Reader):
     NOARCH = {"pyext": "strs", "cuda_capabilities": "strs", "rocm_archs": "strs"}
     NOARCH_CAPABILITIES, NOARCH_ROCM = ("cuda_capabilities",), ("rocm_archs",)
     SELECTOR = "language"
+    RETIRED_KERNEL_KEYS = {"backend": "edition 5's key; edition 6 names a kernel's language only (language = "
+                                      "\"cpp-…\" says its backend): drop it"}
 
     def kernel_backend(self, keys: tuple[str, ...], value) -> str:
         self._type(keys, value, "str")

@@ -1,0 +1,1 @@
+// placeholder source for the manifest tests: never compiled
