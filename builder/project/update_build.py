@@ -32,6 +32,7 @@ from builder.errors import KbuildError, ManifestError
 from builder.project.editions import CURRENT_EDITION, edition_of
 from builder.project.editions.v6 import LANGUAGES
 from builder.project.manifest import parse_manifest
+from builder.project.model import Where
 from builder.project.toml_lines import key_lines
 
 # what edition 6 spells otherwise, renamed on the key's own line: (table..., old key) -> new key
@@ -101,8 +102,9 @@ def _rename_keys(path: Path, text: str, changes: list[str]) -> str:
         if language not in LANGUAGES:
             raise KbuildError(f"{_at(path, lines, ('kernel', name, 'backend'))}: edition 6 has no language for "
                               f'{backend} kernels (it has {", ".join(LANGUAGES)}); nothing written')
+        quoted = f'"{language}"'
         _rename(path, out, lines, ("kernel", name), "backend", "language",
-                lambda value, language=language: f'"{language}"' if value.strip("\"'") == backend else None)
+                lambda value, quoted=quoted, backend=backend: quoted if value.strip("\"'") == backend else None)
         changes.append(f'[kernel.{name}] backend = "{backend}" -> language = "{language}"')
     for old, new in _NOARCH_RENAMES.items():
         if old in data.get("torch-noarch", {}):
@@ -130,9 +132,7 @@ def _rename(path: Path, out: list[str], lines: dict, table: tuple[str, ...], key
 
 
 def _at(path: Path, lines: dict, keys: tuple[str, ...]) -> str:
-    line = next((lines[keys[:n]] for n in range(len(keys), 0, -1) if keys[:n] in lines), None)
-    table = f"kernel.{keys[1]}" if keys[0] == "kernel" else keys[0]
-    return f"{path}:{line}: [{table}] {keys[-1]}" if line else f"{path}: [{table}] {keys[-1]}"
+    return Where(path, lines).at(keys)  # `file:line: [table] key`, as kbuild check names it
 
 
 def write_upgrade(upgrade: Upgrade) -> None:
