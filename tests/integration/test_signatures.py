@@ -331,8 +331,17 @@ def test_kbuild_verify_names_an_untrusted_signer(tmp_path, kernel, keys, trusted
 
 # -- Hugging Face's loader -------------------------------------------------------------------------
 
-def test_hugging_faces_loader_loads_a_signed_kbuild_variant(tmp_path, kernel, keys, monkeypatch):
-    python = hf_envs.HOME / "kernels-0.17" / "bin" / "python"
+# kernels 0.18+ check the digest on load and exempt only metadata.json, metadata.json.sigstore and
+# bytecode: kbuild's metadata.json.sig beside them is an "Unknown file" there, and the load fails
+# (issue 44). Strict: this fails once the signature moves where kernels does not look.
+SIG_UNKNOWN = pytest.mark.xfail(reason="kernels 0.18+ refuse metadata.json.sig as a file outside the digest",
+                                strict=True)
+
+
+@pytest.mark.parametrize("env", ["kernels-0.17", pytest.param("kernels-0.18", marks=SIG_UNKNOWN),
+                                 pytest.param("kernels-0.19", marks=SIG_UNKNOWN)])
+def test_hugging_faces_loader_loads_a_signed_kbuild_variant(env, tmp_path, kernel, keys, monkeypatch):
+    python = hf_envs.HOME / env / "bin" / "python"
     if not python.is_file():
         pytest.skip(f"no Hugging Face environment at {python.parent.parent} (ci/setup.sh makes it)")
     served, stop = start_server(tmp_path / "served")
