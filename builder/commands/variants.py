@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
 
 
 def run(args, reporter: Reporter) -> int:
-    if not args.dir.exists() and _REPO.fullmatch(str(args.dir)):
+    if _names_a_repo(args.dir):
         return _published(args, reporter)
     for flag in ("hub", "backend", "all_versions"):
         if getattr(args, flag):
@@ -58,6 +58,12 @@ def run(args, reporter: Reporter) -> int:
         reporter.result(f"{r['kernel']}: {r['variant']}  <- {r['toolchain'] or 'no toolchain (Python only)'}"
                         f"{archs}{here}")
     return 0
+
+
+def _names_a_repo(path) -> bool:
+    """ORG/NAME[@REV] with no folder of that name (a folder named ORG may well exist: in kbuild's
+    own checkout, kbuild/activation is both a folder's child and a published kernel)."""
+    return not path.exists() and bool(_REPO.fullmatch(str(path)))
 
 
 def _published(args, reporter: Reporter) -> int:
