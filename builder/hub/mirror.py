@@ -60,7 +60,7 @@ def _resolve(work, requests) -> tuple[list, list]:
     from kbuild_hub.errors import HubError
     from kbuild_hub.upstream.mirror import Failure
 
-    targets, failures, seen = [], [], set()
+    targets, failures = {}, []
     for request in requests:
         try:
             target = work.resolve(request)
@@ -68,10 +68,11 @@ def _resolve(work, requests) -> tuple[list, list]:
             failures.append(Failure(request.label, str(e)))
             continue
         key = (target.snap.repo_type, target.snap.repo_id, target.snap.commit)
-        if key not in seen:
-            seen.add(key)
-            targets.append(target)
-    return targets, failures
+        if key in targets:
+            targets[key].request = _merged(targets[key].request, request)
+        else:
+            targets[key] = target
+    return list(targets.values()), failures
 
 
 def _mirror_target(work, target, variants, view):
@@ -103,6 +104,7 @@ def _mirror_target(work, target, variants, view):
         if how is not None:
             tally.verified[item.variant] = how
         view.item_done(target, item, how)
+    tally.failures += [Failure(target.failure_label, why) for why in work.lock_mismatches(target, variants)]
     view.done(target, tally)
     return tally, before
 
@@ -137,9 +139,16 @@ def _transformers_requests(python: str, reporter) -> list:
 
 
 def _unique(requests: list) -> list:
-    seen, kept = set(), []
+    """Each (type, repo, revision) once; what lock files record of one is kept together."""
+    kept: dict = {}
     for r in requests:
-        if (r.repo_type, r.repo_id, r.revision) not in seen:
-            seen.add((r.repo_type, r.repo_id, r.revision))
-            kept.append(r)
-    return kept
+        key = (r.repo_type, r.repo_id, r.revision)
+        kept[key] = _merged(kept[key], r) if key in kept else r
+    return list(kept.values())
+
+
+def _merged(first, other):
+    """`first`, also carrying the locked variants `other` records."""
+    from dataclasses import replace
+
+    return replace(first, locked=tuple(sorted(set(first.locked) | set(other.locked))))

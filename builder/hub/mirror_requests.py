@@ -50,7 +50,9 @@ def read_lock(path: Path) -> list[Request]:
             locked = read_kbuild_lock(path)
         except KernelError as e:
             raise UsageError(f"--lock: {e}") from None
-        return [Request("kernel", k.repo_id, k.commit, LOCK_ORIGIN) for k in locked.values()]
+        # the metadata.json hash it records per variant is checked once mirrored (a lock pins content)
+        return [Request("kernel", k.repo_id, k.commit, LOCK_ORIGIN,
+                        tuple(sorted((v, h) for v, h in k.variants.items() if h))) for k in locked.values()]
     if not isinstance(data, list):
         raise UsageError(f"--lock: {path} is neither a kbuild lock file nor Hugging Face's (a JSON list of locked "
                          "kernels); write one with `kbuild lock` or `kernels lock`")

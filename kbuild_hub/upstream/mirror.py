@@ -31,6 +31,7 @@ class Request:
     repo_id: str
     revision: str | None = None
     origin: str = ""  # why it is mirrored, when not named on the command line: "kernels.lock", "transformers: …"
+    locked: tuple[tuple[str, str], ...] = ()  # (variant, sha256 of its metadata.json) a kbuild lock file records
 
     @property
     def label(self) -> str:
@@ -140,6 +141,28 @@ class Mirror:
             return how
         self.cache.fetch_file(target.snap, item.path, progress)
         return None
+
+    def lock_mismatches(self, target: Target, variants: set[str] | None) -> list[str]:
+        """The variants a kbuild lock file records whose metadata.json here is not the one it
+        locked (sha256), or that the commit lacks: a lock pins content, not only a commit id."""
+        import hashlib
+
+        wrong = []
+        for variant, expected in target.request.locked:
+            if variants is not None and variant not in variants:
+                continue
+            path = f"build/{variant}/metadata.json"
+            if path not in target.snap.entries:
+                wrong.append(f"build/{variant}: locked, but not at commit {target.snap.commit[:12]}")
+                continue
+            copy = self.cache.cached_path(target.snap, path)
+            if copy is None:  # not mirrored (refused or failed): said by its own failure
+                continue
+            actual = hashlib.sha256(copy.read_bytes()).hexdigest()
+            if actual != expected:
+                wrong.append(f"build/{variant}: metadata.json does not match the lock file "
+                             f"(locked {expected[:12]}, the upstream's {actual[:12]})")
+        return wrong
 
     def _org_card(self, org: str) -> None:
         """The organisation card, once per organisation: the offline hub answers its trust flag as

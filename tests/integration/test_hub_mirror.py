@@ -5,6 +5,7 @@ huggingface_hub, without a request reaching the upstream."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -185,7 +186,7 @@ def _blob_of(server: ServerThread, repo_id: str, commit: str, path: str) -> str:
 
 
 def test_lock_files_kbuild_and_hugging_face(upstream, tmp_path, capsys, runtime_env):  # noqa: F811
-    up, _, _ = upstream
+    up, v1_metadata, _ = upstream
     sha = heads(up)["v1"]
     project = tmp_path / "app"
     project.mkdir()
@@ -195,6 +196,19 @@ def test_lock_files_kbuild_and_hugging_face(upstream, tmp_path, capsys, runtime_
     code, out, err = mirror(capsys, "--lock", project / "kernels.lock", "--from", up.url, "--root", tmp_path / "a")
     assert code == 0, err
     assert f"org/tiny@{sha} ({sha[:12]})" in err and "2 variant(s) verified" in out
+
+    # a kbuild lock pins content too: a metadata.json other than the locked one, or a locked variant
+    # the commit lacks, is a failure naming it
+    data = json.loads((project / "kernels.lock").read_text())
+    data["kernels"]["org/tiny"]["variants"]["torch-cpu"] = "0" * 64
+    data["kernels"]["org/tiny"]["variants"]["torch-gone"] = "1" * 64
+    (project / "kernels.lock").write_text(json.dumps(data))
+    code, out, err = mirror(capsys, "--lock", project / "kernels.lock", "--from", up.url, "--root", tmp_path / "a")
+    errors = [line for line in err.splitlines() if line.startswith("kbuild: error: ")]
+    assert code == 1 and errors == [
+        f"kbuild: error: org/tiny@{sha} (kernels.lock): build/torch-cpu: metadata.json does not match the lock file "
+        f"(locked 000000000000, the upstream's {hashlib.sha256(v1_metadata['torch-cpu']).hexdigest()[:12]})",
+        f"kbuild: error: org/tiny@{sha} (kernels.lock): build/torch-gone: locked, but not at commit {sha[:12]}"], err
 
     # Hugging Face kernels' format, written by kernels 0.17's own lock writer, and the <= 0.16 one by hand
     from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
@@ -259,3 +273,63 @@ def test_transformers_mapping_is_read_from_the_installed_transformers(upstream, 
     # kbuild's own Python has no transformers: say which Python to use
     code, out, err = mirror(capsys, "--transformers", "--from", up.url, "--root", root)
     assert code == 2 and "cannot import transformers" in err and "--python" in err
+
+
+def test_a_private_upstream_gets_the_token_file_and_only_it(upstream, tmp_path, capsys, monkeypatch):
+    up, _, up_root = upstream
+    private = ServerThread(up_root, public_read=False)  # the same repos, reads need a token
+    monkeypatch.setenv("HF_TOKEN", TOKEN)  # the caller's own token is never sent upstream
+    try:
+        code, out, err = mirror(capsys, "org/tiny@v1", "--from", private.url, "--root", tmp_path / "a")
+        errors = [line for line in err.splitlines() if line.startswith("kbuild: error: ")]
+        assert code == 1 and len(errors) == 1 and errors[0].startswith("kbuild: error: org/tiny@v1: ")
+        assert "refused" in errors[0]
+        token = tmp_path / "token"
+        token.write_text(TOKEN + "\n")
+        token.chmod(0o644)
+        code, out, err = mirror(capsys, "org/tiny@v1", "--from", private.url, "--root", tmp_path / "a",
+                                "--upstream-token-file", token)
+        assert code == 2 and err.startswith("kbuild: error: --upstream-token-file: ")
+        token.chmod(0o600)
+        code, out, err = mirror(capsys, "org/tiny@v1", "--from", private.url, "--root", tmp_path / "a",
+                                "--upstream-token-file", token)
+        assert code == 0, err
+        assert "2 variant(s) verified" in out
+    finally:
+        private.stop()
+
+
+def test_an_upstream_that_is_down_changes_nothing_offline(upstream, tmp_path, capsys, runtime_env):  # noqa: F811
+    """The mirrored folder served with --upstream at a dead port: the same answers, commit ids included."""
+    from kbuild_hub.server import Upstream
+
+    up, _, _ = upstream
+    root, sha = tmp_path / "site", heads(up)["v1"]
+    assert mirror(capsys, "org/tiny@v1", "--from", up.url, "--root", root)[0] == 0
+    dead = ServerThread(root, upstream=Upstream("http://127.0.0.1:9", connect_timeout=1, read_timeout=1))
+    try:
+        assert get_kernel(f"org/tiny@{sha}", hub=dead.url, trust_remote_code=True).double(4) == 8
+        status, headers, body = dead.raw("GET", "/api/kernels/org/tiny/revision/v1")
+        assert status == 200 and json.loads(body)["sha"] == sha
+        assert "last seen" in headers["x-kbuild-upstream-stale"]
+    finally:
+        dead.stop()
+
+
+def test_the_live_view_on_a_terminal(upstream, tmp_path):
+    """What a terminal shows (rich progress rows, not plain lines), rendered into a string."""
+    import io
+
+    from builder.hub.mirror import mirror as run_mirror
+    from builder.hub.mirror_requests import parse_repo
+    from builder.report import Reporter
+
+    up, _, _ = upstream
+    screen = io.StringIO()
+    reporter = Reporter(plain=False, stream=screen)
+    code = run_mirror(up.url, None, tmp_path / "site", [parse_repo("org/tiny@v1", "kernel")], None, reporter)
+    assert code == 0
+    shown = screen.getvalue()
+    assert f"org/tiny@v1 ({heads(up)['v1'][:12]})" in shown and "6/6 files" in shown
+    assert "build/torch-cuda: verified, sha256 digest of" in shown
+    assert "mirrored 1 repo(s) at 1 commit(s)" in shown
