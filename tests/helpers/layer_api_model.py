@@ -107,6 +107,10 @@ x = torch.randn(4, 16)
 with lib.use_kernel_mapping({"RMSNorm": {"cpu": repo()}}):
     lib.kernelize(net, mode=Mode.INFERENCE, device="cpu")
     seen["inference"] = [runs(net.norm), runs(net.other), bool(torch.allclose(net(x), reference(x), atol=1e-6))]
+    # kernels 0.18+ (and kbuild): which layers a kernel serves, from which repository
+    kernelized = getattr(lib, "get_kernelized_layers", None)
+    seen["kernelized"] = None if kernelized is None else sorted(
+        [name, k.repo.layer_name, k.module is getattr(net, name)] for name, k in kernelized(net).layers.items())
     lib.kernelize(net, mode=Mode.TRAINING, device="cpu")
     net(x).square().sum().backward()
     reference(x).square().sum().backward()
@@ -161,6 +165,8 @@ with lib.use_kernel_mapping({"Axpy": {"cpu": repo("Axpy")}}):
     got.sum().backward()
     seen["function"] = [runs(axpy) == "Axpy", bool(torch.allclose(got, expected)), sorted(blocks[0].__dict__["_kernel_funcs"]),
                         blocks[1].proj.weight.grad is not None]
+    seen["kernelized_funcs"] = None if kernelized is None else sorted(
+        [*key, k.repo.layer_name] for key, k in kernelized(blocks).funcs.items())
 seen["function_unmapped"] = runs(lib.kernelize(blocks, mode=Mode.INFERENCE, device="cpu")[0].__dict__["_kernel_funcs"]["Axpy"]) == "Axpy"
 with lib.use_kernel_mapping({"Axpy": {"cpu": repo("TwoArgs")}}):
     seen["function_no_drop_in"] = error(lambda: lib.kernelize(blocks, mode=Mode.INFERENCE, device="cpu"))

@@ -31,7 +31,7 @@ ENVS = ["kernels-0.17", "kernels-0.18", "kernels-0.19"]
 # decorated function itself is not rebound: `runs(axpy)` is False there); 0.19 binds a layer
 # registered for TRAINING that has no backward instead of refusing it (its eager mode check is gone)
 MOVED = {
-    "kernels-0.17": {},
+    "kernels-0.17": {"kernelized": None, "kernelized_funcs": None},  # get_kernelized_layers came in 0.18
     "kernels-0.18": {"function": [False, True, ["Axpy"], True]},
     "kernels-0.19": {"function": [False, True, ["Axpy"], True], "registered_training_without_backward": "none"},
 }
@@ -75,5 +75,7 @@ def test_the_same_model_script_behaves_the_same_on_kernels_and_on_kbuild(env, hu
     assert theirs["by_mode"] == ["NormNoBackward", "RMSNorm", "ModelNorm"]
     assert theirs["versions"] == [1, 2, 1]
     assert ours["function"] == [True, True, ["Axpy"], True] and theirs["function_unmapped"] is False
+    assert ours["kernelized"] == [["norm", "RMSNorm", True]]
+    assert ours["kernelized_funcs"] == [["0", "Axpy", "Axpy"], ["1", "Axpy", "Axpy"]]
     assert ours.keys() == theirs.keys()
     assert {k: v for k, v in theirs.items() if ours[k] != v} == MOVED[env]
