@@ -41,6 +41,7 @@ def mirror(url: str, token: str | None, root: Path, requests, variants: set[str]
     work = Mirror(UpstreamCache(root, UpstreamClient(url, token), from_environment(os.environ), trace))
     targets, failures = _resolve(work, requests)
     _check_variants(variants, targets, failures, reporter)
+    _warn_hidden(root, targets, reporter)
     totals = Totals()
     with MirrorView(reporter) as view:
         for target in targets:
@@ -123,6 +124,26 @@ def _check_variants(variants, targets, failures, reporter) -> None:
             reporter.error(failure.line())
         raise UsageError(f"--variant: {', '.join(unknown)} is in none of the kernel repos mirrored "
                          f"({', '.join(t.label for t in kernels)}); they have: {', '.join(have) or 'no variants'}")
+
+
+def _warn_hidden(root: Path, targets, reporter) -> None:
+    """Mirrored repos the hub folder's own repos keep `kbuild hub serve` from serving (its rule
+    against dependency confusion, docs/upstream.md "No dependency confusion"), said before the
+    fetch rather than found out on the offline site."""
+    from kbuild_hub.gitstore import GitStore
+
+    store = GitStore(root)
+    local = store.list_repos()
+    orgs = {repo_id.split("/")[0] for _, repo_id in local}
+    for target in targets:
+        kind, repo_id = target.snap.repo_type, target.snap.repo_id
+        org = repo_id.split("/")[0]
+        if (kind, repo_id) in local:
+            reporter.warn(f"{repo_id}: {root} holds a {kind} repo of that name, which `kbuild hub serve` serves "
+                          "instead of the mirrored one")
+        elif org in orgs:
+            reporter.warn(f"{repo_id}: organisation {org} has repos in {root}, so `kbuild hub serve` serves none of "
+                          f"its other names from the mirror unless started with --upstream-org {org}")
 
 
 def _transformers_requests(python: str, reporter) -> list:

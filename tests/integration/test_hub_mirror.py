@@ -119,6 +119,21 @@ def test_a_rerun_fetches_nothing_and_the_newest_version_is_the_default(upstream,
     assert upstream_requests(up, mark, "/resolve/") == [] and upstream_requests(up, mark, "/tree/") == []
 
 
+def test_a_mirrored_repo_the_hub_folder_would_not_serve_is_warned_of(upstream, tmp_path, capsys):
+    from kbuild_hub.gitstore import GitStore
+
+    up, _, _ = upstream
+    root = tmp_path / "site"
+    GitStore(root).create_repo("kernel", "org/own")  # org is this hub's: its other names are not looked up
+    GitStore(root).create_repo("model", "org/small-model")  # a local repo of the same name wins
+    code, out, err = mirror(capsys, "org/tiny@v1", "--from", up.url, "--root", root)
+    assert code == 0, err
+    assert "kbuild: warning: org/tiny: organisation org has repos in" in err and "--upstream-org org" in err
+    code, out, err = mirror(capsys, "org/small-model", "--repo-type", "model", "--from", up.url, "--root", root)
+    assert code == 0, err
+    assert "kbuild: warning: org/small-model: " in err and "serves instead of the mirrored one" in err
+
+
 def test_variant_filter_and_unknown_variant(upstream, tmp_path, capsys):
     up, _, _ = upstream
     root = tmp_path / "site"
