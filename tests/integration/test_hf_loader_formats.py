@@ -6,8 +6,8 @@ Built here with the kernels-0.19 environment's torch (2.13.0 CPU; tests/helpers/
 published to a real `kbuild hub serve` on 127.0.0.1 whose organisation is a trusted publisher:
 
 - stable ABI (kernels/activation: torch-stable-abi210-cpu-x86_64-linux), compiled
-  (torch213-cxx11-cpu-x86_64-linux), Python-only (torch-cpu) and the zip layout (activation's
-  build repacked here as kernels 0.19 lays it out: `<id>.zip` with the library beside it) each
+  (torch213-cxx11-cpu-x86_64-linux), Python-only (torch-cpu) and the zip layout (activation as
+  edition 6 with `build-layout = "zip"`: `<id>.zip` with the library beside it) each
   load through `kernels.get_kernel` as a user calls it (no trust_remote_code, kernels' validators
   on), and kernels' digest validator says the files match;
 - a CUDA variant (built with .venv's CUDA torch; this host has no GPU and the environment a CPU
@@ -24,7 +24,6 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,6 @@ import pytest
 import hf_envs
 from cpu_kernel import write_cpu_kernel, write_cuda_kernel, write_noarch_kernel
 from hubserver import TOKEN, ServerThread
-from kbuild.digest import digest_tree, is_bytecode
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).resolve().parents[1] / "helpers" / "hf_formats_probe.py"
@@ -65,24 +63,14 @@ def only_variant(kernel: Path) -> Path:
     return variant
 
 
-def repack_as_zip(variant: Path) -> None:
-    """kernels 0.19's zip layout made from a built variant: every file but the libraries and
-    metadata.json into `<id>.zip` (`__init__.py` at its root), the metadata saying so, the digest
-    over the new files (the builder's own zip staging is tested in test_zip_layout_build.py)."""
-    meta = json.loads((variant / "metadata.json").read_text())
-    members = sorted(p for p in variant.rglob("*") if p.is_file() and p.suffix != ".so"
-                     and p.name != "metadata.json" and not is_bytecode(p.relative_to(variant).as_posix()))
-    with zipfile.ZipFile(variant / f"{meta['id']}.zip", "w") as archive:
-        for path in members:
-            archive.write(path, path.relative_to(variant).as_posix())
-    for path in members:
-        path.unlink()
-    for folder in sorted((p for p in variant.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-        shutil.rmtree(folder) if all(is_bytecode(q.relative_to(variant).as_posix()) for q in folder.rglob("*")) \
-            else None
-    meta.update({"build-layout": "zip", "kernels-minver": "0.19.0"})
-    meta["digest"]["files"] = digest_tree(variant)
-    (variant / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+def as_zip_layout(project: Path) -> Path:
+    """The project's manifest as edition 6 with `build-layout = "zip"`: kbuild stages the package as
+    `<id>.zip` with the library beside it (builder/stage/zip_layout.py)."""
+    toml = (project / "build.toml").read_text()
+    toml = toml.replace("edition = 5\n", 'edition = 6\nbuild-layout = "zip"\n')
+    toml = toml.replace('backend = "cpu"', 'language = "cpp-cpu"').replace('backend = "cuda"', 'language = "cpp-cuda"')
+    (project / "build.toml").write_text(toml)
+    return project
 
 
 @pytest.fixture(scope="module")
@@ -108,17 +96,14 @@ def published(envs, hub, tmp_path_factory) -> dict[str, dict]:
         "stable-abi": shutil.copytree(REPO / "kernels" / "activation", root / "activation", ignore=IGNORE),
         "compiled": write_cpu_kernel(root / "kb-compiled", "kb-compiled", CPU_SOURCE, package=PACKAGE),
         "noarch": write_noarch_kernel(root / "kb-noarch", "kb-noarch", package="def probe():\n    return 'ran'\n"),
-        # another build of activation (one more file, so another tree id and op namespace)
-        "zip": shutil.copytree(REPO / "kernels" / "activation", root / "activation-zip", ignore=IGNORE),
+        # activation in the zip layout (another manifest, so another tree id and op namespace)
+        "zip": as_zip_layout(shutil.copytree(REPO / "kernels" / "activation", root / "activation-zip", ignore=IGNORE)),
     }
-    (projects["zip"] / "ZIP.md").write_text("the zip layout's build of activation\n")
     out = {}
     for kind, project in projects.items():
         commit(project)
         kbuild("build", str(project), "--python", str(envs["kernels-0.19"]), "-j", "2")
         variant = only_variant(project)
-        if kind == "zip":
-            repack_as_zip(variant)
         repo_id = f"{ORG}/{project.name}"
         summary = json.loads(kbuild("publish", str(project), "--hub", hub.url, "--repo-id", repo_id, "--json"))
         meta = json.loads((variant / "metadata.json").read_text())
