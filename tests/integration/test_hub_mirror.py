@@ -348,3 +348,36 @@ def test_the_live_view_on_a_terminal(upstream, tmp_path):
     assert f"org/tiny@v1 ({heads(up)['v1'][:12]})" in shown and "6/6 files" in shown
     assert "build/torch-cuda: verified, sha256 digest of" in shown
     assert "mirrored 1 repo(s) at 1 commit(s)" in shown
+
+
+HF_LOAD = """
+import json, kernels
+by_version = kernels.get_kernel("org/tiny", version=1)   # no trust_remote_code: the org card says trusted
+by_sha = kernels.get_kernel("org/tiny", revision={sha!r})
+print("PROBE " + json.dumps([kernels.__version__, by_version.double(3), by_sha.double(4)]))
+"""
+
+
+def test_hugging_face_kernels_loads_from_the_offline_mirror(upstream, tmp_path, capsys):
+    """kernels 0.19.1 in its own environment, HF_ENDPOINT at the mirrored folder served offline: by
+    version and by the upstream's sha, trusted through the organisation card the mirror kept."""
+    import subprocess
+
+    up, _, _ = upstream
+    python = ensure("kernels-0.19")
+    root, sha = tmp_path / "site", heads(up)["v1"]
+    assert mirror(capsys, "org/tiny@v1", "--from", up.url, "--root", root)[0] == 0
+    mark = len(up.logged())
+    offline = ServerThread(root)
+    try:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("HF_", "HUGGING", "KERNELS_", "TRANSFORMERS_", "KBUILD_"))}
+        env.update(HF_ENDPOINT=offline.url, HF_HOME=str(tmp_path / "home"), HF_HUB_DISABLE_PROGRESS_BARS="1")
+        done = subprocess.run([str(python), "-c", HF_LOAD.format(sha=sha)], env=env, capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        offline.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+    assert json.loads(line.removeprefix("PROBE ")) == ["0.19.1", 6, 8]
+    assert upstream_requests(up, mark) == []
