@@ -29,7 +29,6 @@ def mirror(url: str, token: str | None, root: Path, requests, variants: set[str]
     each failure one line)."""
     import os
 
-    from builder.hub.mirror_view import MirrorView, Totals
     from builder.notices import trace
     from kbuild.signatures.rules import from_environment
     from kbuild_hub.upstream.cache import UpstreamCache
@@ -38,7 +37,16 @@ def mirror(url: str, token: str | None, root: Path, requests, variants: set[str]
 
     root.mkdir(parents=True, exist_ok=True)
     # the signature rules the server applies (kbuild_hub/server build_app): the same cache, the same checks
-    work = Mirror(UpstreamCache(root, UpstreamClient(url, token), from_environment(os.environ), trace))
+    cache = UpstreamCache(root, UpstreamClient(url, token), from_environment(os.environ), trace)
+    try:
+        return _mirror_all(Mirror(cache), root, requests, variants, reporter)
+    finally:
+        cache.close()
+
+
+def _mirror_all(work, root: Path, requests, variants: set[str] | None, reporter) -> int:
+    from builder.hub.mirror_view import MirrorView, Totals
+
     targets, failures = _resolve(work, requests)
     _check_variants(variants, targets, failures, reporter)
     _warn_hidden(root, targets, reporter)

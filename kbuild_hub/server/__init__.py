@@ -91,7 +91,10 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Pat
     limits = Limits() if max_per_client is None else Limits(max_per_client=max_per_client)
     server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections, limits))
     with sock:
-        server.run(sockets=[sock])
+        try:
+            server.run(sockets=[sock])
+        finally:
+            app.close()
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -66,6 +66,11 @@ class HubApp:
     def __init__(self, hub: Hub, log: Callable[[str], None]):
         self.hub, self.log = hub, log
 
+    def close(self) -> None:
+        """Release what outlives requests: the upstream client's connections."""
+        if self.hub.upstream is not None:
+            self.hub.upstream.close()
+
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return

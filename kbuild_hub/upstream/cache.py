@@ -45,6 +45,7 @@ from kbuild_hub.upstream.verify import ContentHash, Refused, verify_variant
 FOLDER = ".upstream"
 _KEY = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _WAIT_S = 60.0  # a reader waits this long for a stalled download's next bytes
+_SNAPSHOTS_HELD = 64  # parsed trees kept in memory: every request of a load reads its commit's
 _CHUNK = 128 << 10  # what a reader is sent at a time: memory per client (kbuild_hub/server/files.py sends as much)
 
 
@@ -115,7 +116,12 @@ class UpstreamCache:
         self._guard = threading.Lock()
         self._downloads: dict[str, _Download] = {}
         self._locks: dict[str, threading.Lock] = {}
+        self._snapshots: dict[tuple[str, str, str], Snapshot] = {}  # oldest first
         self.upstream_requests = 0  # files fetched from the upstream (single-flight is measured by it)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
 
     @property
     def upstream(self) -> str:
@@ -182,6 +188,11 @@ class UpstreamCache:
 
     def snapshot(self, repo_type: str, repo_id: str, commit: str) -> Snapshot:
         """The tree at an upstream commit: from disk once fetched (it never changes)."""
+        key = (repo_type, repo_id, commit)
+        with self._guard:
+            held = self._snapshots.get(key)
+        if held is not None:
+            return held
         path = self._commit_file(repo_type, repo_id, commit)
         record = self._read_json(path)
         if record is None:
@@ -190,8 +201,12 @@ class UpstreamCache:
                 if record is None:
                     record = self._fetch_snapshot(repo_type, repo_id, commit)
                     self._write_json(path, record)
-        return Snapshot(repo_type, repo_id, commit, record.get("lastModified"),
-                        {e["path"]: e for e in record["entries"]})
+        snap = Snapshot(repo_type, repo_id, commit, record.get("lastModified"), {e["path"]: e for e in record["entries"]})
+        with self._guard:  # a commit never changes: the parsed tree is kept for the next request (a few)
+            self._snapshots[key] = snap
+            while len(self._snapshots) > _SNAPSHOTS_HELD:
+                self._snapshots.pop(next(iter(self._snapshots)))
+        return snap
 
     def _fetch_snapshot(self, repo_type: str, repo_id: str, commit: str) -> dict:
         client = self._client()

@@ -1,5 +1,11 @@
-"""Every request to the upstream hub, through huggingface_hub's HTTP client (its session, headers,
-retries and error mapping), with per-phase timeouts.
+"""Every request to the upstream hub: huggingface_hub's headers (auth, user agent) and its error
+mapping (`hf_raise_for_status`) on this client's own HTTP connection pool, with per-phase timeouts.
+
+Its own pool, not huggingface_hub's shared session: huggingface_hub closes that session on any
+connection error (`http_backoff` calls `close_session()`), which in a server would cut every other
+download in flight whenever the upstream drops one connection. The retry is this module's: one
+more try of an idempotent GET after a dropped connection or a 502/503/504, for files only (a ref
+asked of an upstream that is down is answered as last seen, at once).
 
 The upstream sees only the upstream token (`--upstream-token-file`), never a client's: a client's
 token is for this hub. Nothing here writes to the upstream.
@@ -7,6 +13,8 @@ token is for this hub. Nothing here writes to the upstream.
 
 from __future__ import annotations
 
+import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 from urllib.parse import quote
@@ -44,6 +52,8 @@ class UpstreamClient:
         self._token = token
         self._timeouts = (connect_timeout, read_timeout)
         self._retries = retries
+        self._http = None
+        self._guard = threading.Lock()
 
     def __repr__(self) -> str:  # never the token
         return f"UpstreamClient({self.url!r})"
@@ -65,16 +75,18 @@ class UpstreamClient:
         return data
 
     def tree(self, repo_type: str, repo_id: str, commit: str) -> list[dict]:
-        """Every entry (files and folders) at `commit`, following the upstream's pages."""
-        from huggingface_hub.utils import paginate
-
-        path = f"{self.url}/api/{API_WORDS[repo_type]}/{repo_id}/tree/{commit}"
-        try:
-            return [e for e in paginate(path, params={"recursive": "true", "expand": "false"},
-                                        headers=self._headers(), timeout=self._timeout())
-                    if isinstance(e, dict)]
-        except Exception as e:
-            raise self._error(e, f"{repo_type} {repo_id}@{commit[:12]}") from None
+        """Every entry (files and folders) at `commit`, following the upstream's pages (`Link: next`)."""
+        what = f"{repo_type} {repo_id}@{commit[:12]}"
+        url: str | None = f"{self.url}/api/{API_WORDS[repo_type]}/{repo_id}/tree/{commit}?recursive=true&expand=false"
+        entries: list[dict] = []
+        while url:
+            response = self._get(url, what, retries=self._retries)
+            page = self._decoded(response, what)
+            if not isinstance(page, list):
+                raise UpstreamUnavailable(f"upstream {self.url}: {what}: the tree is not a JSON list")
+            entries += [e for e in page if isinstance(e, dict)]
+            url = response.links.get("next", {}).get("url")
+        return entries
 
     def org_overview(self, org: str) -> dict:
         data = self._json(f"/api/organizations/{org}/overview", what=f"organization {org}")
@@ -92,35 +104,76 @@ class UpstreamClient:
 
     @contextmanager
     def download(self, repo_type: str, repo_id: str, commit: str, path: str) -> Iterator[Iterator[bytes]]:
-        """The file's bytes, as they arrive. Redirects to a storage host (LFS, Xet) are followed
-        without this hub's token (huggingface_hub's client drops it off the Hub)."""
-        from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
+        """The file's bytes, as they arrive. Redirects to a storage host (LFS, Xet) are followed;
+        the HTTP client drops this hub's token when a redirect leaves the upstream's origin."""
+        from huggingface_hub.utils import hf_raise_for_status
 
         url = f"{self.url}/{URL_PREFIXES[repo_type]}{repo_id}/resolve/{commit}/{quote(path)}"
         what = f"{repo_id}@{commit[:12]}:{path}"
-        try:
-            with http_stream_backoff("GET", url, headers=self._headers(), timeout=self._timeout(),
-                                     follow_redirects=True, max_retries=self._retries) as response:
-                hf_raise_for_status(response)
-                yield response.iter_bytes(CHUNK)
-        except HubError:
-            raise
-        except Exception as e:
-            raise self._error(e, what) from None
+        for attempt in range(self._retries + 1):
+            try:
+                with self._client().stream("GET", url, headers=self._headers()) as response:
+                    if response.status_code in _RETRY_STATUS and attempt < self._retries:
+                        continue
+                    try:
+                        hf_raise_for_status(response)
+                    except Exception as e:
+                        raise self._error(e, what) from None
+                    yield response.iter_bytes(CHUNK)
+                    return
+            except HubError:
+                raise
+            except Exception as e:
+                if attempt < self._retries and _transport_error(e):
+                    time.sleep(0.5)
+                    continue
+                raise self._error(e, what) from None
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def _json(self, path: str, *, what: str) -> Any:
-        from huggingface_hub.utils import hf_raise_for_status, http_backoff
+        # no retry: a ref asked of an upstream that is down is answered as last seen, at once
+        return self._decoded(self._get(self.url + path, what, retries=0), what)
 
+    def _get(self, url: str, what: str, retries: int):
+        from huggingface_hub.utils import hf_raise_for_status
+
+        for attempt in range(retries + 1):
+            try:
+                response = self._client().get(url, headers=self._headers())
+                if response.status_code in _RETRY_STATUS and attempt < retries:
+                    continue
+                hf_raise_for_status(response)
+                return response
+            except Exception as e:
+                if attempt < retries and _transport_error(e):
+                    time.sleep(0.5)
+                    continue
+                raise self._error(e, what) from None
+        raise AssertionError("unreachable")
+
+    def _decoded(self, response, what: str) -> Any:
         try:
-            # no retry: a ref asked of an upstream that is down is answered as last seen, at once
-            response = http_backoff("GET", self.url + path, headers=self._headers(), timeout=self._timeout(),
-                                    max_retries=0)
-            hf_raise_for_status(response)
             return response.json()
-        except Exception as e:
-            raise self._error(e, what) from None
+        except ValueError:
+            raise UpstreamUnavailable(f"upstream {self.url}: {what}: the answer is not JSON") from None
+
+    def _client(self):
+        """This client's own connection pool (see the module's docstring), made on first use."""
+        import httpx2
+
+        with self._guard:
+            if self._http is None:
+                connect, read = self._timeouts
+                self._http = httpx2.Client(follow_redirects=True, timeout=httpx2.Timeout(read, connect=connect),
+                                           limits=httpx2.Limits(max_connections=64, max_keepalive_connections=16))
+            return self._http
+
+    def close(self) -> None:
+        with self._guard:
+            if self._http is not None:
+                self._http.close()
+                self._http = None
 
     def _headers(self) -> dict[str, str]:
         from huggingface_hub.utils import build_hf_headers
@@ -128,20 +181,26 @@ class UpstreamClient:
         # token=False: never the token of whoever runs the server, only the configured upstream one
         return build_hf_headers(token=self._token or False, library_name="kbuild-hub")
 
-    def _timeout(self):
-        import httpx2
-
-        connect, read = self._timeouts
-        return httpx2.Timeout(read, connect=connect)
-
     def _error(self, e: Exception, what: str) -> HubError:
-        status = getattr(getattr(e, "response", None), "status_code", None)
+        response = getattr(e, "response", None)
+        status = getattr(response, "status_code", None)
         reason = " ".join(str(e).split()) or type(e).__name__
         if status == 404:
-            return UpstreamMissing(f"upstream {self.url} has no {what}")
+            error = UpstreamMissing(f"upstream {self.url} has no {what}")
+            code = response.headers.get("X-Error-Code") if response is not None else None
+            if code in ("RepoNotFound", "RevisionNotFound", "EntryNotFound"):
+                error.error_code = code  # as the upstream said: clients map it to their own error classes
+            return error
         if status in (401, 403):
             return UpstreamRefused(f"upstream {self.url} refused {what} ({status})",
                                    hint="give this hub a token the upstream accepts: --upstream-token-file")
-        if isinstance(e, ValueError) and status is None and "JSON" in type(e).__name__ + reason:
-            return UpstreamUnavailable(f"upstream {self.url}: {what}: the answer is not JSON")
         return UpstreamUnavailable(f"upstream {self.url} did not answer for {what}: {reason[:200]}")
+
+
+_RETRY_STATUS = (502, 503, 504)
+
+
+def _transport_error(e: Exception) -> bool:
+    import httpx2
+
+    return isinstance(e, (httpx2.TransportError,))

@@ -66,6 +66,7 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+        self.app.close()
 
     def raw(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
         """A request with the path sent byte for byte (no client-side normalisation of `..`)."""
