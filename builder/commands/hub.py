@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from builder.config.environment import from_environment as builder_settings
 from builder.errors import UsageError
 from builder.hub.address import DEFAULT_LOCAL_HUB
 
@@ -98,7 +99,8 @@ def run_mirror(args, reporter) -> int:
         raise UsageError("nothing to mirror: name REPO[@REV] arguments, --lock FILE or --transformers")
     if args.variant and not any(r.repo_type == "kernel" for r in requests):
         raise UsageError(f"--variant: only kernel repos have variants; the repos named are {args.repo_type}s")
-    return mirror(url, token, root, requests, set(args.variant) or None, reporter)
+    return mirror(url, token, root, requests, set(args.variant) or None, reporter,
+                  signatures=builder_settings().signature_rules)
 
 
 def _upstream_token(path: Path) -> str:
@@ -215,11 +217,9 @@ def run(args, reporter) -> int:
 
 def _upstream(args):
     """The upstream from --upstream, else $KBUILD_HUB_UPSTREAM (the settings cascade), and its policy."""
-    import os
-
     from builder.config.cascade import resolve, value
 
-    url = value(resolve(flag=("--upstream", args.upstream), env=(UPSTREAM_ENV, os.environ.get(UPSTREAM_ENV)),
+    url = value(resolve(flag=("--upstream", args.upstream), env=(UPSTREAM_ENV, builder_settings().hub_upstream),
                         parse=_parse_url, can_turn_off=True))
     given = [flag for flag, on in (("--upstream-token-file", args.upstream_token_file), ("--upstream-org", args.upstream_org),
                                    ("--allow-shadowing", args.allow_shadowing)) if on]

@@ -20,6 +20,7 @@ builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
 | `CI` | plain log lines instead of a live progress display |
 | `PYTHONPATH`, `LOCAL_KERNELS`, `HF_HUB_OFFLINE` | kept for a kernel's tests: `kbuild test` adds its own entries to the caller's |
 | `KBUILD_HUB`, `HF_ENDPOINT`, `HF_TOKEN` | the hub and its token (kbuild/settings.py) |
+| `KBUILD_HUB_UPSTREAM` | `kbuild hub serve`'s upstream hub when `--upstream` does not name one (docs/upstream.md); `off`: none |
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class BuilderSettings:
     signing_key: str | None = None  # KBUILD_SIGNING_KEY, as written
     signing_key_file: tuple[Path, str] | None = None  # the signatures file's `sign-key` (key, file:line)
     signatures_file: Path | None = None
+    hub_upstream: str | None = None  # KBUILD_HUB_UPSTREAM, as written: `hub serve`'s upstream after --upstream
+    signature_rules: object = field(default=None, repr=False)  # the runtime's SignatureSettings (hub mirror checks)
 
     def signing_key_setting(self, flag: str | None) -> Setting[Path]:
         """The key `publish --sign` uses: --sign-key, else KBUILD_SIGNING_KEY, else the signatures
@@ -128,4 +131,6 @@ def from_environment(environ=None) -> BuilderSettings:
         signing_key=env.get("KBUILD_SIGNING_KEY") or None,
         signing_key_file=shared.signatures.sign_key,
         signatures_file=runtime.signers.signatures_file(env),
+        hub_upstream=env.get("KBUILD_HUB_UPSTREAM") or None,
+        signature_rules=shared.signatures,
     )

@@ -24,20 +24,19 @@ def requests_for(repos: list[str], repo_type: str, locks: list[Path], transforme
     return _unique(requests)
 
 
-def mirror(url: str, token: str | None, root: Path, requests, variants: set[str] | None, reporter) -> int:
+def mirror(url: str, token: str | None, root: Path, requests, variants: set[str] | None, reporter,
+           signatures=None) -> int:
     """Mirror every request into `root`'s upstream cache; the exit code (1 when anything failed,
-    each failure one line)."""
-    import os
-
+    each failure one line). `signatures`: the signature rules a variant must also pass (the
+    runtime's SignatureSettings, as the server applies them)."""
     from builder.notices import trace
-    from kbuild.signatures.rules import from_environment
     from kbuild_hub.upstream.cache import UpstreamCache
     from kbuild_hub.upstream.client import UpstreamClient
     from kbuild_hub.upstream.mirror import Mirror
 
     root.mkdir(parents=True, exist_ok=True)
     # the signature rules the server applies (kbuild_hub/server build_app): the same cache, the same checks
-    cache = UpstreamCache(root, UpstreamClient(url, token), from_environment(os.environ), trace)
+    cache = UpstreamCache(root, UpstreamClient(url, token), signatures, trace)
     try:
         return _mirror_all(Mirror(cache), root, requests, variants, reporter)
     finally:
