@@ -53,9 +53,10 @@ fi
 
 # 2. torch (the CUDA 13.0 build) and kbuild, editable, with its test extra
 step "torch $TORCH and kbuild[test] (editable) into .venv"
-wanted="torch==$TORCH $(sha256sum pyproject.toml | cut -d' ' -f1)"
+# the editable install maps each top-level package it found: a new one (kbuild_common) needs it again
+wanted="torch==$TORCH $(sha256sum pyproject.toml | cut -d' ' -f1) $(ls -d */__init__.py | tr '\n' ' ')"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] \
-    && .venv/bin/python -c "import importlib.metadata as m, sys, kbuild, builder
+    && .venv/bin/python -c "import importlib.metadata as m, sys, kbuild, builder, kbuild_hub, kbuild_common
 sys.exit(m.version('torch').split('+')[0] != '$TORCH')" >/dev/null 2>&1; then  # torch's version, not an import of it (seconds)
   have "up to date (torch $TORCH, pyproject.toml unchanged since the last install)"
 elif work "pip install (a few minutes the first time)"; then

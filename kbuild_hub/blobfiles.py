@@ -22,8 +22,8 @@ from typing import Iterator
 
 from kbuild.hubs.local_git import BareRepo
 
-from builder import proc
-from builder.errors import CommandError
+from kbuild_common import proc
+from kbuild_common.errors import CommandError
 from kbuild_hub.errors import HubError
 
 FOLDER = ".blobs"

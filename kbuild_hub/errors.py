@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from builder.errors import ExitCode, KbuildError
+from kbuild_common.errors import ExitCode, KbuildError
 
 
 class HubError(KbuildError):

@@ -25,9 +25,9 @@ from urllib.parse import unquote
 
 from kbuild.hubs.local_git import BareRepo
 
-from builder import proc
-from builder.errors import CommandError
-from builder.notices import notice
+from kbuild_common import proc
+from kbuild_common.errors import CommandError
+from kbuild_common.notices import notice
 from kbuild_hub import paths
 from kbuild_hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, NoSpace, HubRevisionNotFound, TooLarge
 from kbuild_hub.paths import REPO_TYPES, InvalidRevision

@@ -54,7 +54,7 @@ def torch213_python(tmp_path_factory):
     session for the tests that build or load against an older torch."""
     from pathlib import Path
 
-    from builder.errors import KbuildError
+    from kbuild_common.errors import KbuildError
     from builder.toolchains.provision import ToolchainStore
 
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from builder.backends.base import Backend, in_range
 from builder.backends.cuda_arch import default_capabilities, restrict, select
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 
 # torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
 # kernel-builder projects are written without.

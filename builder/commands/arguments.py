@@ -13,7 +13,7 @@ from typing import Callable
 
 from builder.config.cascade import Setting, resolve, value
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

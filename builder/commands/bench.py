@@ -13,7 +13,7 @@ from pathlib import Path
 
 from builder.commands.arguments import add_hub, add_python, folder, python
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import ExitCode, UsageError
+from kbuild_common.errors import ExitCode, UsageError
 from builder.layout import BENCH_DIR
 
 TYPE_CHECKING = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from builder.commands.arguments import add_dir, add_python, build_options
-from builder.errors import ExitCode
+from kbuild_common.errors import ExitCode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder.errors import ExitCode
+from kbuild_common.errors import ExitCode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from builder.hub.address import DEFAULT_LOCAL_HUB
 
 DEFAULT_PORT = 8080

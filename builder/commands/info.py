@@ -12,7 +12,7 @@ import json
 
 from builder.commands.arguments import add_hub
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import KbuildError
+from kbuild_common.errors import KbuildError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from builder.commands.arguments import add_hub, folder
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import LockError, UsageError
+from kbuild_common.errors import LockError, UsageError
 
 PROJECT_HINT = "pass a project folder (with pyproject.toml)"
 

@@ -19,7 +19,7 @@ from builder import __version__
 from builder.commands import (bench, build, check, check_abi, clean, completion, hub, info, init, lock, matrix,
                               publish, reproduce, test, toolchain, update_build, variants, verify)
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import ExitCode, KbuildError
+from kbuild_common.errors import ExitCode, KbuildError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from builder.notices import reporting
+    from kbuild_common.notices import reporting
     from builder.report import Reporter
 
     reporter = Reporter(verbose=getattr(args, "verbose", False), plain=_plain())

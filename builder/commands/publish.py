@@ -7,7 +7,7 @@ import json
 
 from builder.commands.arguments import add_dir, add_hub, folder
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

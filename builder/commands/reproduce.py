@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from builder.commands.arguments import add_hub, add_python, open_store, python
-from builder.errors import ExitCode
+from kbuild_common.errors import ExitCode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

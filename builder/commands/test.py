@@ -7,7 +7,7 @@ import argparse
 
 from builder.commands.arguments import add_dir, add_python, folder, python
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import ExitCode
+from kbuild_common.errors import ExitCode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import asdict
 
 from builder.commands.arguments import open_store
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import KbuildError
+from kbuild_common.errors import KbuildError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ member's of a workspace) as edition 6, keeping comments and formatting (builder/
 from __future__ import annotations
 
 from builder.commands.arguments import add_dir, folder
-from builder.errors import ExitCode
+from kbuild_common.errors import ExitCode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

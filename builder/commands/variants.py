@@ -9,7 +9,7 @@ import json
 import re
 
 from builder.commands.arguments import add_dir, add_hub, add_python, build_options
-from builder.errors import KbuildError
+from kbuild_common.errors import KbuildError
 
 # ORG/NAME[@REV], as kbuild.refs checks it further
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[^\s]+)?")

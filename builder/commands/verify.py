@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from builder.commands.arguments import add_hub
-from builder.errors import ExitCode, KbuildError
+from kbuild_common.errors import ExitCode, KbuildError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

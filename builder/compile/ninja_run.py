@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import proc
-from builder.errors import ToolchainError
+from kbuild_common import proc
+from kbuild_common.errors import ToolchainError
 from builder.compile.running_steps import RunningSteps
 
 _STATUS = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")

@@ -22,9 +22,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder import proc
+from kbuild_common import proc
 from builder.config.dist import DistSettings
-from builder.errors import CommandError, ToolchainError
+from kbuild_common.errors import CommandError, ToolchainError
 
 
 

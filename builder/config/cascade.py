@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
-from builder.errors import ManifestError, UsageError
+from kbuild_common.errors import ManifestError, UsageError
 
 T = TypeVar("T")
 OFF = "off"  # an environment variable's value that turns the build.toml's setting off

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from builder.config.cascade import WorkspaceValue, resolve
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 
 ENV_SCHEDULER = "KBUILD_DIST_SCHEDULER"
 ENV_TOKEN = "KBUILD_DIST_TOKEN"

@@ -32,7 +32,7 @@ from pathlib import Path
 from kbuild import settings as runtime
 
 from builder.config.cascade import DEFAULT, Setting, resolve
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 
 PYPI = "https://pypi.org/simple"
 DEFAULT_TOOLCHAINS = runtime.DEFAULT_CACHE / "toolchains"

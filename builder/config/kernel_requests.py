@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder._toml import tomllib
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 
 PYPROJECT = "pyproject.toml"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from builder.config.cascade import WorkspaceValue, resolve, value
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 
 ENV = "KBUILD_REMOTE_CACHE"
 # the storage kinds ccache's remote storage speaks (its `--version` lists them as *-storage)

@@ -8,7 +8,7 @@ from kbuild.errors import InvalidRequest
 from kbuild.hubs import HubAddress, parse_hub_address
 from kbuild.settings import DEFAULT_LOCAL_HUB
 
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 
 __all__ = ["DEFAULT_LOCAL_HUB", "HubAddress", "parse_hub"]
 

@@ -3,7 +3,7 @@ huggingface_hub's client."""
 
 from __future__ import annotations
 
-from builder.errors import ToolchainError
+from kbuild_common.errors import ToolchainError
 from builder.hub.backend import REPO_TYPE, RemoteFile, Upload
 from kbuild_hub.errors import HubError, RefConflict
 

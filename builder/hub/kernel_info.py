@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

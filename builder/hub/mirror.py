@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.errors import ExitCode, UsageError
+from kbuild_common.errors import ExitCode, UsageError
 
 
 def requests_for(repos: list[str], repo_type: str, locks: list[Path], transformers_python: str | None,
@@ -29,7 +29,7 @@ def mirror(url: str, token: str | None, root: Path, requests, variants: set[str]
     """Mirror every request into `root`'s upstream cache; the exit code (1 when anything failed,
     each failure one line). `signatures`: the signature rules a variant must also pass (the
     runtime's SignatureSettings, as the server applies them)."""
-    from builder.notices import trace
+    from kbuild_common.notices import trace
     from kbuild_hub.upstream.cache import UpstreamCache
     from kbuild_hub.upstream.client import UpstreamClient
     from kbuild_hub.upstream.mirror import Mirror

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from kbuild_hub.upstream.mirror import Request
 
 LOCK_ORIGIN = "kernels.lock"

@@ -92,8 +92,8 @@ def read(python: str) -> dict:
     from `python`'s transformers; UsageError naming --python when it has none."""
     import tempfile
 
-    from builder.errors import CommandError, UsageError
-    from builder.proc import run
+    from kbuild_common.errors import CommandError, UsageError
+    from kbuild_common.proc import run
 
     with tempfile.TemporaryDirectory(prefix="kbuild-transformers-") as tmp:
         out = Path(tmp) / "mapping.json"

@@ -4,7 +4,7 @@ environment's when its torch or nvcc is unusable."""
 from __future__ import annotations
 
 from builder.config.options import BuildOptions
-from builder.errors import ToolchainError
+from kbuild_common.errors import ToolchainError
 from builder.plan.planner import find_toolchain, variant_rows
 
 

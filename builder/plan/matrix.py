@@ -15,7 +15,7 @@ from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, hos
 from builder.backends import compiled, in_range, not_compiled
 from builder.backends.cuda_arch import default_capabilities
 from builder.backends.cuda_arch import select as select_archs
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.project.manifest import Manifest
 from builder.plan.steps import stable_abi
 from builder.toolchains.versions import SOURCE, load_versions_table

@@ -13,8 +13,8 @@ from builder.project.manylinux import policy_glibc
 from builder.backends.cuda_arch import Capability
 from builder.backends import compiled
 from builder.project.dependencies import parse_dependency, pick_cutlass
-from builder.errors import KbuildError, ToolchainError
-from builder.notices import notice
+from kbuild_common.errors import KbuildError, ToolchainError
+from kbuild_common.notices import notice
 from builder.project.gitid import SourceId, source_id
 from builder.layout import WORK_DIR
 from builder.project.manifest import Manifest, check_python_package, load_manifest

@@ -15,7 +15,7 @@ from builder.backends import DEVICE_SOURCES, compiled, in_range, not_compiled
 from builder.backends.cuda_arch import Capability
 from builder.config.cascade import Setting
 from builder.project.dependencies import parse_dependency
-from builder.errors import KbuildError, ToolchainError
+from kbuild_common.errors import KbuildError, ToolchainError
 from builder.project.manifest import KernelSection, Manifest
 from builder.toolchains.toolchain import CudaInfo, TorchInfo
 

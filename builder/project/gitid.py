@@ -6,8 +6,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder import proc
-from builder.errors import CommandError
+from kbuild_common import proc
+from kbuild_common.errors import CommandError
 from builder.layout import BUILD_DIR, WORK_DIR
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.project.editions import CURRENT_EDITION, EDITIONS, read
 from builder.project.editions.reader import NAME_RE
 from builder.project.model import KernelSection, Manifest, NoarchSection, TorchSection, display

@@ -12,7 +12,7 @@ from pathlib import Path
 from kbuild.kernel_deps import KernelPin
 
 from builder.backends.cuda_arch import Capability
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 
 # [general.<x>] tables: an error about a key in one names the table as [general.<x>]
 GENERAL_SUBTABLES = ("hub", "cuda", "xpu", "neuron", "tpu")

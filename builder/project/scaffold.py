@@ -18,8 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from string import Template
 
-from builder import proc, resources
-from builder.errors import UsageError
+from builder import resources
+from kbuild_common import proc
+from kbuild_common.errors import UsageError
 from builder.project.manifest import NAME_RE
 
 BACKENDS = ("cpu", "cuda", "triton")

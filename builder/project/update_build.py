@@ -28,7 +28,7 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from builder._toml import tomllib
-from builder.errors import KbuildError, ManifestError
+from kbuild_common.errors import KbuildError, ManifestError
 from builder.project.editions import CURRENT_EDITION, edition_of
 from builder.project.editions.v6 import LANGUAGES
 from builder.project.manifest import parse_manifest

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from builder._toml import tomllib
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.project.manifest import Manifest, check_python_package, load_manifest
 from builder.project.toml_lines import key_lines
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kbuild.digest import file_digest, is_digested, variant_files
 
-from builder.errors import ExitCode, KbuildError
+from kbuild_common.errors import ExitCode, KbuildError
 
 
 class UnpublishableBuild(KbuildError):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from builder.errors import KbuildError, UsageError
+from kbuild_common.errors import KbuildError, UsageError
 from builder.hub.backend import HubBackend
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest

@@ -21,7 +21,7 @@ from kbuild.digest import git_blob_oid
 from kbuild.metadata import PARTIAL_ARCHS
 
 from builder.publish.card import render_card
-from builder.errors import ExitCode, KbuildError, UsageError
+from kbuild_common.errors import ExitCode, KbuildError, UsageError
 from builder.project.gitid import source_id
 from builder.hub.backend import HubBackend, RemoteFile, Upload
 from kbuild_hub.errors import HubError, RefConflict

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from kbuild.signatures.ssh import NAMESPACE, SIGNATURE
 
-from builder import proc
+from kbuild_common import proc
 from builder.config.cascade import Setting
-from builder.errors import CommandError, KbuildError
+from kbuild_common.errors import CommandError, KbuildError
 
 
 def sign_metadata(metadata: Path, key: Setting[Path], scratch: Path, variant: str) -> Path:

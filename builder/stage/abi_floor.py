@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from packaging.version import InvalidVersion, Version
 
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from builder.project.manylinux import all_policies, find_policy, policy_name
 
 # version-name prefix -> the metadata.json key it is recorded under

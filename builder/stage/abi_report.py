@@ -20,7 +20,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from kbuild.variants import STABLE_ABI, parse_variant
 
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from builder.project.manylinux import policy_error
 from builder.stage.abi_check import library_problems
 from builder.stage.abi_floor import FAMILIES, above_policy, floor

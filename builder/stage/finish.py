@@ -14,7 +14,7 @@ from builder.stage.link_check import unresolved_symbols
 from builder.stage.undefined_symbols import explain
 from builder.stage.abi_floor import above_policy
 from builder.compile.diagnose import failure_reason, first_error
-from builder.errors import BuildError
+from kbuild_common.errors import BuildError
 from builder.project.gitid import source_id
 from builder.toolchains.toolchain import Toolchain
 from builder.layout import BUILD_DIR

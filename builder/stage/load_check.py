@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder import proc
-from builder.errors import CommandError
-from builder.notices import notice, trace
+from kbuild_common import proc
+from kbuild_common.errors import CommandError
+from kbuild_common.notices import notice, trace
 
 _SCRIPT = r"""
 import importlib.util, json, sys

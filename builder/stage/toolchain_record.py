@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from builder import proc
+from kbuild_common import proc
 from builder.backends import compiled
 from builder.compile.ninja_run import ninja_binary
 from builder.toolchains.sysroot import Sysroot, compiler_id

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder import proc
-from builder.errors import CommandError
+from kbuild_common import proc
+from kbuild_common.errors import CommandError
 from builder.plan.steps import SOURCE_SUFFIXES, VariantPlan
 from builder.backends.cuda_arch import parse_capability
 from builder.project.manifest import KernelSection, Manifest

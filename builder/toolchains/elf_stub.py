@@ -19,8 +19,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerSymSection
 
-from builder import proc
-from builder.errors import ToolchainError
+from kbuild_common import proc
+from kbuild_common.errors import ToolchainError
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from builder import proc
-from builder.errors import KbuildError, ToolchainError
+from kbuild_common import proc
+from kbuild_common.errors import KbuildError, ToolchainError
 from builder.config.environment import PYPI
 from builder.toolchains.toolchain import TorchInfo, find_cuda, nvcc_version, probe_torch
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from builder.toolchains.provision import ToolchainStore, disk_usage
 
 

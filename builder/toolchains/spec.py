@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from builder.project.dependencies import cutlass_for
 from builder.toolchains.provision import ToolchainStore
 

@@ -29,8 +29,8 @@ from typing import Callable
 
 from builder.toolchains import elf_stub
 from builder.project.manylinux import policy_versions
-from builder import proc
-from builder.errors import CommandError, ToolchainError
+from kbuild_common import proc
+from kbuild_common.errors import CommandError, ToolchainError
 
 # zig's libc header folders for x86_64 glibc, most specific first (its own search order)
 _HEADER_DIRS = ("x86-linux-gnu", "generic-glibc", "x86-linux-any", "any-linux-any")

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from builder import proc
+from kbuild_common import proc
 from builder.backends import compiled
 from builder.backends.cuda_arch import Capability, parse_capability, parse_supported_archs
-from builder.errors import CommandError, ToolchainError
+from kbuild_common.errors import CommandError, ToolchainError
 
 # Runs inside the target interpreter; prints one JSON object.
 _TORCH_PROBE = r"""

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from kbuild.variants import parse_variant
 
-from builder import proc, resources
+from builder import resources
+from kbuild_common import proc
 from builder.config.environment import BuilderSettings
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from kbuild.variants import NOARCH, SystemInfo, Variant, host_cpu, host_os, parse_variant, why_not
 
-from builder import proc
+from kbuild_common import proc
 from builder import resources
 from builder.backends import compiled
 from builder._toml import tomllib
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.report import VariantResult

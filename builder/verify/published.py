@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from builder.errors import KbuildError, UsageError
+from kbuild_common.errors import KbuildError, UsageError
 from builder.project.manifest import Manifest
 
 TYPE_CHECKING = False

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from kbuild.digest import SIGNATURES, variant_files
 
-from builder import proc
-from builder.errors import BuildError, CommandError, KbuildError, ToolchainError, UsageError
+from kbuild_common import proc
+from kbuild_common.errors import BuildError, CommandError, KbuildError, ToolchainError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ from builder.backends.cuda_arch import parse_arch_list
 from builder.config.cascade import Setting
 from builder.plan.planner import load_kernels, plan_kernels, resolve_dependencies
 from builder.config.options import BuildOptions
-from builder.notices import BuildNotice, reporting
+from kbuild_common.notices import BuildNotice, reporting
 from builder.report import Reporter
 
 IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from builder.errors import ExitCode
+from kbuild_common.errors import ExitCode
 
 from cpu_kernel import write_cpu_kernel
 from hubserver import ServerThread

@@ -19,7 +19,7 @@ import pytest
 
 import hf_envs
 from builder.commands.main import main
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.project.manifest import load_manifest
 from corpus import CORPUS
 

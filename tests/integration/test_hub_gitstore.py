@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from builder import proc
-from builder.errors import CommandError
+from kbuild_common import proc
+from kbuild_common.errors import CommandError
 from kbuild_hub import gitstore
-from builder.notices import BuildNotice
+from kbuild_common.notices import BuildNotice
 from kbuild_hub.errors import EntryNotFound, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, HubRevisionNotFound, TooLarge
 from kbuild_hub.gitstore import FileAdd, GitStore, InvalidRevision, TreeEntry, with_retry
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.errors import ToolchainError
+from kbuild_common.errors import ToolchainError
 from builder.toolchains.provision import _nvcc_version
 from builder.toolchains.toolchain import find_cuda, nvcc_version
 

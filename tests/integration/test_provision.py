@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from builder.errors import ToolchainError
+from kbuild_common.errors import ToolchainError
 from builder.toolchains.provision import MARKER, ToolchainStore
 from builder.toolchains.toolchain import find_cuda, probe_torch
 from builder.toolchains.versions import load_versions_table

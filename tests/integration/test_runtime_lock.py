@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.errors import KbuildError
+from kbuild_common.errors import KbuildError
 from builder.commands.lock import add_parser
 from builder.report import Reporter
 from kbuild import IntegrityError, get_locked_kernel, load_kernel

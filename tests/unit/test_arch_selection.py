@@ -14,7 +14,7 @@ import pytest
 
 from builder.config.cascade import Setting
 from builder.backends.cuda_arch import parse_arch_list
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.project.manifest import load_manifest
 from builder.plan.steps import Failure, plan_build
 from corpus import corpus_kernel

@@ -3,11 +3,11 @@ import the code makes, and every import between two of its boxes is an arrow, so
 stale without this test saying which arrow to add or remove.
 
 The boxes are places: a folder of builder/, `pipeline` (builder/pipeline.py), `ground` (builder's
-top-level modules), and the two other packages, `kbuild` (the runtime) and `kbuild_hub` (the hub
-service). The subgraph `builder` stands for all of builder/. Every import counts, those inside
+top-level modules), and the other packages, `kbuild` (the runtime), `kbuild_hub` (the hub service)
+and `kbuild_common` (the ground floor builder and kbuild_hub share). The subgraph `builder` stands for all of builder/. Every import counts, those inside
 functions and under TYPE_CHECKING too. Two kinds of arrows are left out of the picture, as it
-says: a folder of builder/ importing the ground floor, and one importing the runtime (the one
-arrow `builder --> kbuild` stands for the latter)."""
+says: a folder of builder/ importing the ground floor (builder's own, or kbuild_common), and one
+importing the runtime (the one arrow `builder --> kbuild` stands for the latter)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
-PACKAGES = ("builder", "kbuild", "kbuild_hub")
+PACKAGES = ("builder", "kbuild", "kbuild_hub", "kbuild_common")
 BUILDER = "builder"  # the subgraph that stands for every place of builder/
 # what a builder folder may import without an arrow: the floors every folder stands on
-UNDRAWN = {"ground", "kbuild"}
+UNDRAWN = {"ground", "kbuild", "kbuild_common"}
 
 _NODE = re.compile(r'^(\w+)(?:\["[^"]*"\])?$')
 _ARROW = re.compile(r"\s*-->(?:\|[^|]*\|)?\s*")
@@ -38,7 +38,7 @@ def place(module: str, root: Path = ROOT) -> str | None:
     """The box a module `builder.plan.steps`, `kbuild.hubs`, `kbuild_hub.server.app` is drawn in;
     None for a module of no package of ours."""
     first, *rest = module.split(".")
-    if first in ("kbuild", "kbuild_hub"):
+    if first in ("kbuild", "kbuild_hub", "kbuild_common"):
         return first
     if first != "builder":
         return None
@@ -133,8 +133,9 @@ def wrong_arrows(drawn: set[tuple[str, str]], code: dict[tuple[str, str], list[s
 def test_every_place_is_a_box_and_every_box_a_place():
     _, boxes = drawn_arrows(ARCHITECTURE.read_text(encoding="utf-8"))
     places = builder_places()
-    assert boxes == places | {BUILDER, "kbuild", "kbuild_hub"}, \
-        f"boxes with no place: {boxes - places - {BUILDER, 'kbuild', 'kbuild_hub'}}; places with no box: {places - boxes}"
+    packages = {BUILDER, "kbuild", "kbuild_hub", "kbuild_common"}
+    assert boxes == places | packages, \
+        f"boxes with no place: {boxes - places - packages}; places with no box: {places - boxes}"
 
 
 def test_the_picture_shows_every_import_and_no_other():
@@ -150,17 +151,18 @@ def test_the_check_sees_a_new_import_a_stale_arrow_and_a_line_it_cannot_read(tmp
              "builder/project/manifest.py": "def f():\n    from builder.plan.steps import x\n",  # deferred, drawn?
              "builder/pipeline.py": "from builder.plan import steps\nfrom kbuild.variants import Variant\n",
              "kbuild/__init__.py": "", "kbuild/variants.py": "from .errors import E\n", "kbuild/errors.py": "",
-             "kbuild_hub/__init__.py": "from builder.errors import KbuildError\nfrom kbuild import errors\n"}
+             "kbuild_common/__init__.py": "", "kbuild_common/errors.py": "",
+             "kbuild_hub/__init__.py": "from kbuild_common.errors import KbuildError\nfrom kbuild import errors\n"}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     code = code_arrows(tmp_path)
     assert set(code) == {("project", "plan"), ("pipeline", "plan"), ("pipeline", "kbuild"), ("plan", "ground"),
-                         ("kbuild_hub", "ground"), ("kbuild_hub", "kbuild")}
+                         ("kbuild_hub", "kbuild_common"), ("kbuild_hub", "kbuild")}
     picture = ('```mermaid\nflowchart TD\n    subgraph builder["builder/"]\n        pipeline["pipeline.py"] --> plan\n'
-               '        plan --> project\n    end\n    builder --> kbuild\n    kbuild_hub --> ground & kbuild\n```\n')
+               '        plan --> project\n    end\n    builder --> kbuild\n    kbuild_hub --> kbuild_common & kbuild\n```\n')
     drawn, boxes = drawn_arrows(picture)
-    assert boxes == {"builder", "pipeline", "plan", "project", "kbuild", "kbuild_hub", "ground"}
+    assert boxes == {"builder", "pipeline", "plan", "project", "kbuild", "kbuild_hub", "kbuild_common"}
     assert wrong_arrows(drawn, code, builder_places(tmp_path)) == [
         "drawn, but no such import: plan --> project",
         "not drawn: project --> plan (builder/project/manifest.py)"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.project.manifest import load_manifest
 
 

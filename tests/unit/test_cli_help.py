@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from builder.commands.main import main, parser
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 
 
 def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("kbuild",)):

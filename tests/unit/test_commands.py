@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.errors import ManifestError, UsageError
+from kbuild_common.errors import ManifestError, UsageError
 from builder.commands.main import COMMANDS, main
 from cpu_kernel import hub_repo, write_noarch_kernel
 

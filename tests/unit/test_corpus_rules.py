@@ -19,7 +19,7 @@ from builder.config.cascade import Setting
 from builder.backends.cuda_arch import parse_arch_list, parse_capability
 from builder.project.dependencies import check_dependency, cutlass_for, parse_dependency, pick_cutlass, provider_of
 from builder.compile.diagnose import failure_reason
-from builder.errors import ManifestError, ToolchainError
+from kbuild_common.errors import ManifestError, ToolchainError
 from builder.project.manifest import load_manifest
 from builder.plan.steps import plan_build
 from builder.publish.publish import LocalVariant, PublishError, check_publishable

@@ -8,7 +8,7 @@ import pytest
 
 from builder.compile.sccache_dist import DistStats
 from builder.config.dist import DistSettings, resolve_dist
-from builder.errors import ManifestError, UsageError
+from kbuild_common.errors import ManifestError, UsageError
 from builder.project.workspace import workspace_url
 
 

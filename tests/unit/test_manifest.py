@@ -28,7 +28,7 @@ import pytest
 
 from builder.commands.main import main
 from builder.backends.cuda_arch import Capability
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.project.manifest import load_manifest
 from builder.project.toml_lines import key_lines
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.plan.matrix import full_matrix, matrix_variants, select, variant_archs
 from plan_inputs import COMPILED, write_kernel
 

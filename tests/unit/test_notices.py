@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from builder.notices import BuildNotice, notice, reporting, trace
+from kbuild_common.notices import BuildNotice, notice, reporting, trace
 from builder.report import Reporter
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from builder.compile import ninja_file
 from builder.backends.cuda_arch import default_capabilities, parse_capability
-from builder.errors import ManifestError
+from kbuild_common.errors import ManifestError
 from builder.project.manifest import load_manifest
 from builder.plan.steps import Skip, VariantPlan, plan_build
 from builder.project.workspace import kernel_dirs

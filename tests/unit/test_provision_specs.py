@@ -6,7 +6,7 @@ import os
 import pytest
 
 from builder.commands.main import main
-from builder.errors import ToolchainError, UsageError
+from kbuild_common.errors import ToolchainError, UsageError
 from builder.toolchains.provision import ToolchainStore
 from builder.toolchains.versions import load_versions_table
 from builder.toolchains.spec import Spec, parse_spec

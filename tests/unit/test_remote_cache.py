@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from builder.errors import ManifestError, UsageError
+from kbuild_common.errors import ManifestError, UsageError
 from builder.config.remote_cache import RemoteCache, parse_remote, resolve_remote
 from builder.project.workspace import workspace_url
 from cpu_kernel import write_cpu_kernel

@@ -18,7 +18,7 @@ from builder.config.cascade import DEFAULT, Setting, resolve
 from builder.config.environment import from_environment
 from builder.config.options import BuildOptions
 from builder.backends.cuda_arch import parse_arch_list
-from builder.errors import ManifestError, UsageError
+from kbuild_common.errors import ManifestError, UsageError
 from plan_inputs import COMPILED, write_kernel
 
 FLAG = ("--level", "flag")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.config.environment import from_environment as builder_settings
-from builder.errors import UsageError
+from kbuild_common.errors import UsageError
 from kbuild.errors import InvalidSetting
 from kbuild.signatures.rules import BUILTIN_SIGSTORE, from_environment
 from kbuild.signatures.sigstore_bundle import SigstoreIdentity

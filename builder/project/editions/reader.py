@@ -18,8 +18,8 @@ from kbuild.kernel_deps import KernelPin
 from kbuild.variants import BACKENDS
 
 from builder.backends.cuda_arch import Capability, parse_capability, well_formed_capability
-from builder.errors import ManifestError
-from builder.notices import notice
+from kbuild_common.errors import ManifestError
+from kbuild_common.notices import notice
 from builder.project.dependencies import BUILT_BACKENDS, check_dependency, check_python_dependency
 from builder.project.model import KernelSection, Manifest, NoarchSection, TorchSection, Where
 

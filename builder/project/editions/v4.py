@@ -5,7 +5,7 @@ that `kbuild update-build` rewrites it."""
 
 from __future__ import annotations
 
-from builder.notices import notice
+from kbuild_common.notices import notice
 from builder.project.editions.reader import GENERAL
 from builder.project.editions.v5 import Edition5
 from builder.project.model import display

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from builder.errors import CommandError
-from builder.notices import trace
+from kbuild_common.errors import CommandError
+from kbuild_common.notices import trace
 
 
 def run(
