@@ -221,12 +221,15 @@ def _upstream(args):
 
     url = value(resolve(flag=("--upstream", args.upstream), env=(UPSTREAM_ENV, builder_settings().hub_upstream),
                         parse=_parse_url, can_turn_off=True))
-    given = [flag for flag, on in (("--upstream-token-file", args.upstream_token_file), ("--upstream-org", args.upstream_org),
+    from kbuild_hub.upstream.policy import UpstreamPolicy
+
+    given = [flag for flag, on in (("--upstream-token-file", args.upstream_token_file),
                                    ("--allow-shadowing", args.allow_shadowing)) if on]
     if url is None:
         if given:
             raise UsageError(f"{given[0]}: needs --upstream URL (or ${UPSTREAM_ENV})")
-        return None, None
+        # an offline hub serves a mirror's cache: --upstream-org still decides which names come from it
+        return None, UpstreamPolicy(frozenset(args.upstream_org)) if args.upstream_org else None
     connect, read = args.upstream_timeout
     if not (connect > 0 and read > 0):
         raise UsageError(f"--upstream-timeout: expected two positive numbers of seconds, got {connect} {read}")
@@ -243,7 +246,6 @@ def _upstream(args):
             raise UsageError(f"--upstream-token-file: no token in {args.upstream_token_file}")
         token = tokens[0]
     from kbuild_hub.server import Upstream
-    from kbuild_hub.upstream.policy import UpstreamPolicy
 
     return (Upstream(url, token, connect_timeout=connect, read_timeout=read),
             UpstreamPolicy(frozenset(args.upstream_org), args.allow_shadowing))

@@ -141,7 +141,7 @@ class UpstreamCache:
             answer = self._client().revision(repo_type, repo_id, revision)
         except UpstreamUnavailable as e:
             if seen:
-                return Resolved(seen["sha"], stale=f"upstream unreachable; {revision} as last seen at "
+                return Resolved(seen["sha"], stale=f"{self._why()}; {revision} as last seen at "
                                                    f"{_iso(seen['seen'])}")
             raise NeverFetched(f"{repo_type} {repo_id}@{revision} was never fetched through this hub, and {e}") from None
         sha = answer["sha"]
@@ -160,7 +160,7 @@ class UpstreamCache:
         except UpstreamUnavailable as e:
             record = self._read_json(path) or {}
             if "listing" in record:
-                return record["listing"], f"upstream unreachable; refs as last seen at {_iso(record['listing_seen'])}"
+                return record["listing"], f"{self._why()}; refs as last seen at {_iso(record['listing_seen'])}"
             raise NeverFetched(f"the refs of {repo_type} {repo_id} were never fetched through this hub, and {e}") from None
         with self._lock(f"refs:{repo_type}:{repo_id}"):
             record = self._read_json(path) or {}
@@ -175,7 +175,7 @@ class UpstreamCache:
         except UpstreamUnavailable as e:
             record = self._read_json(path)
             if record:
-                return record["card"], f"upstream unreachable; organization card as last seen at {_iso(record['seen'])}"
+                return record["card"], f"{self._why()}; organization card as last seen at {_iso(record['seen'])}"
             raise NeverFetched(f"organization {org} was never looked up through this hub, and {e}") from None
         self._write_json(path, {"card": card, "seen": time.time()})
         return card, None
@@ -461,6 +461,9 @@ class UpstreamCache:
         if self.client is None:
             raise UpstreamUnavailable("no upstream is configured (kbuild hub serve --upstream URL)")
         return self.client
+
+    def _why(self) -> str:
+        return "no upstream configured" if self.client is None else "upstream unreachable"
 
     def _count(self) -> None:
         with self._guard:

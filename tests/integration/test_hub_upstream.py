@@ -190,12 +190,12 @@ def test_the_pages_show_an_upstream_repo_as_mirrored_with_its_upstream_and_commi
     (["--upstream", "ftp://example.org"], {}, "--upstream: expected an http(s) URL of a hub such as "
                                               "https://huggingface.co, got 'ftp://example.org'"),
     ([], {"KBUILD_HUB_UPSTREAM": "example.org"}, "KBUILD_HUB_UPSTREAM: expected an http(s) URL"),
-    (["--upstream-org", "acme"], {}, "--upstream-org: needs --upstream URL (or $KBUILD_HUB_UPSTREAM)"),
+    (["--allow-shadowing"], {}, "--allow-shadowing: needs --upstream URL (or $KBUILD_HUB_UPSTREAM)"),
     (["--upstream", "http://127.0.0.1:9", "--upstream-timeout", "0", "5"], {},
      "--upstream-timeout: expected two positive numbers of seconds, got 0.0 5.0"),
     (["--upstream", "http://127.0.0.1:9", "--upstream-token-file", "{open_token}"], {},
      "--upstream-token-file: {open_token}: the token file is readable by others (mode 0644)"),
-], ids=["scheme", "variable", "org-without-upstream", "timeout", "token-mode"])
+], ids=["scheme", "variable", "shadowing-without-upstream", "timeout", "token-mode"])
 def test_a_bad_upstream_setting_is_one_line_and_exit_2(args, env, expected, tmp_path):
     """Refused before the hub listens (a served hub would outlive the timeout)."""
     token = tmp_path / "upstream.token"
@@ -209,3 +209,30 @@ def test_a_bad_upstream_setting_is_one_line_and_exit_2(args, env, expected, tmp_
     assert done.returncode == 2, (done.returncode, done.stderr)
     assert done.stderr.splitlines()[0].startswith(f"kbuild: error: {expected}"), done.stderr
     assert "Traceback" not in done.stderr and "hf_secret" not in done.stderr
+
+
+def test_an_offline_hub_serves_its_cache_and_upstream_org_still_decides(upstream, tmp_path, runtime_env):  # noqa: F811
+    """No upstream at all (an air-gapped site): the cache is served read-only, and a local repo in the
+    same organisation keeps the org's other names from it unless --upstream-org names the org."""
+    up, _ = upstream
+    hub = front(tmp_path, up.url)
+    try:
+        commit = HfApi(endpoint=hub.url).kernel_info("org/tiny", revision="v1").sha
+        assert get_kernel("org/tiny@v1", hub=hub.url, trust_remote_code=True).double(2) == 4
+        HfApi(endpoint=hub.url, token=TOKEN).create_repo("org/own", repo_type="kernel")  # the upstream has no org/own
+    finally:
+        hub.stop()
+    offline = ServerThread(tmp_path / "front")
+    try:
+        with pytest.raises(RepositoryNotFoundError, match="not looked up upstream"):
+            HfApi(endpoint=offline.url).kernel_info("org/tiny", revision="v1")
+    finally:
+        offline.stop()
+    shared = ServerThread(tmp_path / "front", policy=UpstreamPolicy(frozenset({"org"})))
+    try:
+        status, headers, _ = shared.raw("GET", "/api/kernels/org/tiny/revision/v1")
+        assert status == 200 and "as last seen" in headers["x-kbuild-upstream-stale"]
+        new_process()
+        assert get_kernel(f"org/tiny@{commit}", hub=shared.url, trust_remote_code=True).double(3) == 6
+    finally:
+        shared.stop()
