@@ -145,6 +145,8 @@ class UpstreamCache:
                                                    f"{_iso(seen['seen'])}")
             raise NeverFetched(f"{repo_type} {repo_id}@{revision} was never fetched through this hub, and {e}") from None
         sha = answer["sha"]
+        if paths.is_sha(revision):  # a commit is no ref: nothing to remember of it but its tree
+            return Resolved(sha)
         with self._lock(f"refs:{repo_type}:{repo_id}"):
             record = self._read_json(self._repo_dir(repo_type, repo_id) / "refs.json") or {}
             record.setdefault("refs", {})[revision] = {"sha": sha, "seen": time.time()}
