@@ -1,11 +1,12 @@
-"""The Markdown table of `kbuild bench --json`, `bench/peers.py --json` or bench/hub_front_load.py
-results, as bench/RESULTS.md shows them.
+"""The Markdown table of `kbuild bench --json`, `bench/peers.py --json`, bench/hub_front_load.py or
+bench/gpu/qwen_step.py results, as bench/RESULTS.md shows them.
 
     python bench/results_table.py bench/gpu/results/run11/*.json            # print the table
     python bench/results_table.py --check bench/RESULTS.md bench/gpu/results/run11/*.json
     python bench/results_table.py bench/gpu/results/run15/peers.json        # kbuild beside its peers
     python bench/results_table.py --before bench/gpu/results/run15/peers.json bench/gpu/results/run16/peers.json
     python bench/results_table.py bench/hub_front_load_results.json          # the hub front's load run
+    python bench/results_table.py bench/gpu/results/run17/qwen_step.json      # the Qwen3 training step
 
 RESULTS.md's tables of kbuild bench figures are made from the JSON files, never typed: `--check`
 fails when the table in RESULTS.md differs from what the JSON says (tests/unit/test_results_table.py).
@@ -117,6 +118,39 @@ def front_rows(doc: dict) -> list[str]:
     return out
 
 
+_GIB = 1 << 30
+
+
+def qwen_rows(doc: dict) -> list[str]:
+    """bench/gpu/qwen_step.py's run: each configuration's step time and peak beside Liger on the same
+    layers and beside eager, then what held each peak."""
+    configs = doc["configs"]
+    same, eager = configs.get("liger_same"), configs.get("eager")
+    ratio = lambda mine, theirs: f"{mine / theirs:.3f}x" if theirs else "-"  # noqa: E731
+    out = [f"{doc['gpu']}, torch {doc['torch']}, {doc['dtype']}, batch {doc['batch']}, {doc['layers']} layers, "
+           f"hidden {doc['hidden']}, vocab {doc['vocab']}; step time: median of {doc['steps'] - doc['warmup']} steps "
+           f"after {doc['warmup']} warm-up",
+           "",
+           "| configuration | step | vs liger_same | vs eager | peak | vs liger_same | vs eager |",
+           "|---|---|---|---|---|---|---|"]
+    for name, c in configs.items():
+        out.append(f"| {name} | {c['step_s'] * 1e3:.1f} ms | {ratio(c['step_s'], same and same['step_s'])} | "
+                   f"{ratio(c['step_s'], eager and eager['step_s'])} | {c['peak_bytes'] / _GIB:.2f} GiB | "
+                   f"{ratio(c['peak_bytes'], same and same['peak_bytes'])} | "
+                   f"{ratio(c['peak_bytes'], eager and eager['peak_bytes'])} |")
+    out += ["", "| at the peak, GiB | " + " | ".join(configs) + " |", "|---|" + "---|" * len(configs)]
+    parts = [("parameters", lambda m: m["parameters"]), ("gradients", lambda m: m["gradients"]),
+             ("AdamW state", lambda m: m["optimizer_state"]),
+             ("saved activations", lambda m: m["saved_activations"]["total"])]
+    groups = sorted({g for c in configs.values() for g in c["memory"]["saved_activations"]["by_group"]})
+    parts += [(f"- {g}", lambda m, g=g: m["saved_activations"]["by_group"].get(g, 0)) for g in groups]
+    parts += [("unexplained (transients: float32 logits, workspaces)", lambda m: m["unexplained_at_peak"]),
+              ("peak", lambda m: max(m["forward_peak"], m["backward_peak"], m["optimizer_peak"]))]
+    for label, get in parts:
+        out.append(f"| {label} | " + " | ".join(f"{get(c['memory']) / _GIB:.2f}" for c in configs.values()) + " |")
+    return out
+
+
 def kind_of(path: Path) -> tuple[str, dict]:
     """("peers", "bench" or "front", the document) of a results file; a one-line error for anything else."""
     try:
@@ -125,6 +159,8 @@ def kind_of(path: Path) -> tuple[str, dict]:
         raise SystemExit(f"results_table.py: cannot read {path}: {e}") from None
     if isinstance(doc, dict) and doc.get("bench") == "hub_front_load" and isinstance(doc.get("rows"), list):
         return "front", doc
+    if isinstance(doc, dict) and isinstance(doc.get("configs"), dict) and "hidden" in doc:
+        return "qwen", doc
     if isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "copy_gb_per_s" in doc:
         return "peers", doc
     if isinstance(doc, dict) and isinstance(doc.get("workloads"), list):
@@ -142,10 +178,10 @@ def table(paths: list[Path], before: Path | None = None) -> str:
     if len(set(kinds)) > 1:
         raise SystemExit("results_table.py: give results of one kind: kbuild bench, bench/peers.py or "
                          "bench/hub_front_load.py JSON")
-    if kinds[0] == "front":
+    if kinds[0] in ("front", "qwen"):
         if len(docs) != 1:
-            raise SystemExit("results_table.py: give one bench/hub_front_load.py run")
-        return "\n".join(front_rows(docs[0]))
+            raise SystemExit(f"results_table.py: give one {'bench/hub_front_load.py' if kinds[0] == 'front' else 'bench/gpu/qwen_step.py'} run")
+        return "\n".join((front_rows if kinds[0] == "front" else qwen_rows)(docs[0]))
     if kinds[0] == "peers":
         return "\n".join(peer_rows(list(docs)))
     return "\n".join([HEADER, *rows(list(docs))])

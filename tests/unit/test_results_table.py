@@ -80,3 +80,19 @@ def test_a_hub_front_figure_that_differs_from_the_json_is_caught(tmp_path, capsy
     edited.write_text(json.dumps(doc))
     assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
     assert "77.77 s" in capsys.readouterr().err
+
+
+QWEN = REPO / "bench" / "gpu" / "results" / "run17" / "qwen_step.json"
+
+
+def test_the_qwen_step_table_is_the_one_the_json_makes():
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(QWEN)]) == 0
+
+
+def test_a_qwen_step_figure_that_differs_from_the_json_is_caught(tmp_path, capsys):
+    doc = json.loads(QWEN.read_text())
+    doc["configs"]["kbuild"]["step_s"] = 0.07777
+    edited = tmp_path / "qwen_step.json"
+    edited.write_text(json.dumps(doc))
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
+    assert "77.8 ms" in capsys.readouterr().err
