@@ -41,10 +41,12 @@ def test_a_figure_that_differs_from_the_json_is_caught(tmp_path, capsys):
 
 PEERS_BEFORE = REPO / "bench" / "gpu" / "results" / "run15" / "peers.json"
 PEERS_AFTER = REPO / "bench" / "gpu" / "results" / "run16" / "peers.json"
+PEERS_GRAPH = REPO / "bench" / "gpu" / "results" / "run18" / "peers.json"  # graph-timed
 
 
 def test_the_peer_tables_are_the_ones_the_json_makes():
     results = str(REPO / "bench" / "RESULTS.md")
+    assert results_table().main(["--check", results, str(PEERS_GRAPH)]) == 0
     assert results_table().main(["--check", results, str(PEERS_AFTER)]) == 0
     assert results_table().main(["--check", results, "--before", str(PEERS_BEFORE), str(PEERS_AFTER)]) == 0
 
