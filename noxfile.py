@@ -18,10 +18,10 @@ RUNTIME_TESTS = ("unit/test_runtime_local.py", "integration/test_runtime_local_n
                  "unit/test_abi_floor_policy.py")
 # run outside the checkout: both packages and their data files must come from the wheel
 _FROM_THE_WHEEL = """
-import builder, kbuild, kbuild_hub
+import builder, kbuild, kbuild_hub, kbuild_common
 from builder import resources
 from builder.plan.matrix import select
-for package in (builder, kbuild, kbuild_hub):
+for package in (builder, kbuild, kbuild_hub, kbuild_common):
     assert "site-packages" in package.__file__, f"{package.__name__} imported from {package.__file__}"
 for name in ("versions.toml", "templates/registration.h", "templates/_ops.py.in", "templates/CARD.md.in",
              "templates/init/compiled/torch_binding.cpp.in"):

@@ -23,6 +23,16 @@ ARGS = {
 }
 
 
+def wheel_packages() -> list[str]:
+    """The top-level packages the wheel holds: pyproject's packages.find patterns over the checkout."""
+    import fnmatch
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    return sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()
+                  and any(fnmatch.fnmatch(p.name, pattern) for pattern in patterns))
+
+
 def commands() -> list[str]:
     (sub,) = [a for a in parser()._actions if a.dest == "command"]
     return list(sub.choices)
@@ -41,7 +51,7 @@ def plain(tmp_path_factory) -> tuple[Path, Path]:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    for package in ("builder", "kbuild", "kbuild_hub"):  # what the wheel holds (pyproject's packages.find)
+    for package in wheel_packages():
         shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     done = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist",
                source, cwd=tmp)
