@@ -32,27 +32,29 @@ def digest_tree(root: Path) -> dict[str, str]:
     return {rel: file_digest(root / rel) for rel in sorted(_covered(root))}
 
 
-def file_digest(path: Path) -> str:
-    """Standard, padded base64 of the file's sha256 (the form metadata.json stores)."""
-    h = hashlib.sha256()
+def file_digest(path: Path, algorithm: str = ALGORITHM) -> str:
+    """Standard, padded base64 of the file's sha256 (the form metadata.json stores; Hugging Face's
+    format also allows sha512, which hub fronts check for other builders' variants)."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     return base64.b64encode(h.digest()).decode("ascii")
 
 
-def verify_tree(root: Path, expected: dict[str, str]) -> None:
+def verify_tree(root: Path, expected: dict[str, str], algorithm: str = ALGORITHM, where: str | None = None) -> None:
     """Raise IntegrityError naming the first file (by path) that is missing, unexpected or
-    changed."""
+    changed; its message starts with `where` (default: the folder)."""
     root = Path(root)
+    label = where or f"kernel variant {root}"
     present = _covered(root)
     for rel in sorted(present | set(expected)):
         if rel not in present:
-            _fail(root, f"{rel} is listed in metadata.json's digest but missing")
+            raise IntegrityError(f"{label}: {rel} is listed in metadata.json's digest but missing")
         if rel not in expected:
-            _fail(root, f"{rel} is not listed in metadata.json's digest (a file was added)")
-        if file_digest(root / rel) != expected[rel]:
-            _fail(root, f"{rel} does not match metadata.json's digest")
+            raise IntegrityError(f"{label}: {rel} is not listed in metadata.json's digest (a file was added)")
+        if file_digest(root / rel, algorithm) != expected[rel]:
+            raise IntegrityError(f"{label}: {rel} does not match metadata.json's digest")
 
 
 def is_bytecode(rel: str) -> bool:
@@ -89,10 +91,6 @@ def _covered(root: Path) -> set[str]:
     """What the digest covers: the variant's files but metadata.json (which records it), its
     signatures, and anything that is not a readable file (a dangling link, a fifo)."""
     return {rel for rel, path in variant_files(root).items() if is_digested(rel) and path.is_file()}
-
-
-def _fail(root: Path, what: str) -> None:
-    raise IntegrityError(f"kernel variant {root}: {what}")
 
 
 def git_blob_oid(path: Path) -> str:

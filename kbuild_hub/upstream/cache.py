@@ -341,6 +341,11 @@ class UpstreamCache:
         if cached.is_file():
             shutil.copyfile(cached, target)
             return
+        self._download(snap, entry, target)
+
+    def _download(self, snap: Snapshot, entry: dict, target: Path, on_chunk=lambda n: None) -> None:
+        """One upstream GET of the file into `target`, `on_chunk(n)` after each n bytes are written;
+        Refused when the bytes do not match the upstream's listing, NeverFetched when it is down."""
         what = f"{snap.repo_id}@{snap.commit[:12]}:{entry['path']}"
         check = ContentHash(entry)
         self._count()
@@ -350,6 +355,8 @@ class UpstreamCache:
                 for chunk in chunks:
                     check.update(chunk)
                     out.write(chunk)
+                    out.flush()
+                    on_chunk(len(chunk))
         except UpstreamUnavailable as e:
             raise NeverFetched(f"{what} was never fetched through this hub, and {e}") from None
         check.check(what)
@@ -375,26 +382,17 @@ class UpstreamCache:
         return download
 
     def _run_download(self, snap: Snapshot, entry: dict, download: _Download) -> None:
-        what = f"{snap.repo_id}@{snap.commit[:12]}:{entry['path']}"
-        check = ContentHash(entry)
-        self._count()
+        def written(n: int) -> None:
+            with download.cond:  # readers follow the part file up to here
+                download.written += n
+                download.cond.notify_all()
         try:
-            with self._client().download(snap.repo_type, snap.repo_id, snap.commit, entry["path"]) as chunks, \
-                    open(download.part, "wb") as out:
-                for chunk in chunks:
-                    check.update(chunk)
-                    out.write(chunk)
-                    out.flush()
-                    with download.cond:
-                        download.written += len(chunk)
-                        download.cond.notify_all()
-            check.check(what)
+            self._download(snap, entry, download.part, written)
             download.final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(download.part, download.final)
         except Exception as e:  # every reader must hear of it, and nothing half-fetched is kept
+            what = f"{snap.repo_id}@{snap.commit[:12]}:{entry['path']}"
             error = e if isinstance(e, HubError) else HubError(f"{what}: {type(e).__name__}: {e}")
-            if isinstance(e, UpstreamUnavailable):
-                error = NeverFetched(f"{what} was never fetched through this hub, and {e}")
             download.error = error
             download.part.unlink(missing_ok=True)
             self.log(f"upstream: {error}")
