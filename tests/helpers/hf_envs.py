@@ -38,6 +38,19 @@ class EnvError(RuntimeError):
     """An environment could not be made (pip's tail in the message)."""
 
 
+def client_env(endpoint: str, home) -> dict[str, str]:
+    """The environment a Hugging Face client runs in for a test: this one without any HF, kernels or
+    transformers setting of the caller's, talking to `endpoint` with a fresh cache under `home`."""
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUGGING", "KERNELS_", "TRANSFORMERS_")) and k != "USE_HUB_KERNELS"}
+    # No HF_HUB_DISABLE_TELEMETRY: with it kernels 0.17.2 sends a User-Agent ending in "; ", which
+    # httpx refuses before any request leaves.
+    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
+    return env
+
+
 def requirements(name: str) -> tuple[str, ...]:
     return (TORCH, *PAIRS[name])
 

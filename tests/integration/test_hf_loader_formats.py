@@ -113,8 +113,7 @@ def published(envs, hub, tmp_path_factory) -> dict[str, dict]:
 
 
 def probe(python: Path, hub: ServerThread, home: Path, *args: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "KERNELS_", "TRANSFORMERS_"))}
-    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
+    env = hf_envs.client_env(hub.url, home)
     before = len(hub.logged())
     done = subprocess.run([str(python), str(PROBE), *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]

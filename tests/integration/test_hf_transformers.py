@@ -95,11 +95,7 @@ def flash_attn2(envs, hub, tmp_path_factory) -> dict:
 
 def probe(name: str, python: Path, hub: ServerThread, home: Path, *args: str) -> dict:
     """tests/helpers/hf_probe.py in the environment, with a fresh HF cache: everything comes over HTTP."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HF_", "HUGGING", "KERNELS_", "TRANSFORMERS_")) and k != "USE_HUB_KERNELS"}
-    # No HF_HUB_DISABLE_TELEMETRY: with it kernels 0.17.2 sends a User-Agent ending in "; ", which
-    # httpx refuses before any request leaves.
-    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
+    env = hf_envs.client_env(hub.url, home)
     before = len(hub.logged())
     done = subprocess.run([str(python), str(PROBE), *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]

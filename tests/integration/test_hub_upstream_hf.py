@@ -7,7 +7,6 @@ on 127.0.0.1; the probe runs in the kernels-0.19 environment's own python (tests
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -33,10 +32,7 @@ def python() -> Path:
 
 
 def probe(python: Path, endpoint: str, home: Path, *args: str) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HF_", "HUGGING", "KERNELS_", "TRANSFORMERS_")) and k != "USE_HUB_KERNELS"}
-    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
-    done = subprocess.run([str(python), str(PROBE), *args], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([str(python), str(PROBE), *args], env=hf_envs.client_env(endpoint, home), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
     return json.loads(line.removeprefix("PROBE "))
