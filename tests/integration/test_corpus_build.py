@@ -88,6 +88,15 @@ def outcome(log: str) -> dict[str, int]:
     raise AssertionError(f"no pytest summary in the test log:\n{log[-3000:]}")
 
 
+def what_failed(log: str) -> str:
+    """What a suite's log says failed: each failing test's header and its `E ` lines (pytest's
+    FAILURES/ERRORS sections, cut short) and the closing summary. The log's tail alone is mostly
+    the warnings summary, which hides the failing test."""
+    lines = [line for line in log.splitlines() if re.match(r"^(_{3,} .+ _{3,}|E  )", line)]
+    summary = re.search(r"^=+ short test summary info =+$", log, re.M)
+    return "\n".join(lines[:60]) + "\n[...]\n" + (log[summary.start():] if summary else log[-3000:])
+
+
 def skip_reasons(log: str) -> set[str]:
     """The reasons of the `-rs` summary lines (SKIPPED [n] file:line: reason)."""
     return {m[1] for m in re.finditer(r"^SKIPPED \[\d+\] [^:]+:\d+: (.*)$", log, re.M)}
@@ -107,7 +116,11 @@ class CpuCase:
 # `torch.cuda.device(...)` ("Expected a cuda device, but got: cpu"). Deselected: the tests the
 # suite marks `gpu` (ops/, layers/), and the unmarked ones that call .cuda() or need a CUDA
 # device. What is left (imports, the shared-expert layer on CPU, its gloo multi-process runs)
-# passes: 19 passed, 1 skipped (layer_test's own "No supported device found (CUDA or XPU)").
+# passes: 15 passed, 1 skipped (layer_test's own "No supported device found (CUDA or XPU)").
+# The gloo runs are kept at 2 processes: at 4 and 8 processes on CI's 2 cores the suite's ranks
+# race each other (each calls destroy_process_group with no barrier, so a fast rank closes its
+# connections while a slow one is still in init_process_group: "Gloo connectFullMesh failed ...
+# Connection closed by peer"), a failure of the suite's own, seen once in CI.
 MEGABLOCKS_CPU = (
     "-m", "not gpu",
     "--deselect", "tests/test_mb_moe.py::test_exclusive_cumsum",
@@ -115,6 +128,8 @@ MEGABLOCKS_CPU = (
     "--deselect", "tests/test_mb_moe.py::test_histogram",
     "--deselect", "tests/test_gg.py::test_gmm",
     "--deselect", "tests/parallel_layer_test.py::test_megablocks_moe_mlp_functionality",
+    *(arg for test in ("functionality", "weighted_sum") for size in (4, 8)
+      for arg in ("--deselect", f"tests/test_mb_moe_shared_expert_multi.py::test_shared_expert_distributed_{test}[{size}]")),
 )
 
 # flash-attn2: tests/test_flash_attn.py parametrizes 204,644 cases (collection alone ~25 s, 1.5 GB)
@@ -189,15 +204,15 @@ def test_cpu_variant_builds_and_passes_its_tests(cpu_corpus, name, capsys):
     assert [p.name for p in (kernel / "build").iterdir() if not p.name.startswith(".")] == [variant]
 
     start = time.monotonic()
-    code, log = kbuild_test(kernel, variant, "-rs", *case.args)
+    code, log = kbuild_test(kernel, variant, "-rsfE", *case.args)
     tested = time.monotonic() - start
     counts = outcome(log)
     with capsys.disabled():
         print(f"\n{name}/{variant}: build {built:.1f}s, test {tested:.1f}s, {counts}")
-    assert code == 0, log[-5000:]
+    assert code == 0, what_failed(log)
     if case.all_skipped:
-        assert set(counts) == {"skipped"}, log[-5000:]
-        assert skip_reasons(log) == case.all_skipped, log[-5000:]
+        assert set(counts) == {"skipped"}, what_failed(log)
+        assert skip_reasons(log) == case.all_skipped, what_failed(log)
         # The suite ran nothing, so at least load the build: its ops are there.
         from kbuild import get_local_kernel
 
@@ -205,7 +220,7 @@ def test_cpu_variant_builds_and_passes_its_tests(cpu_corpus, name, capsys):
         assert Path(module.__file__).parent.name == variant
         assert callable(module.apply_rotary)
     else:
-        assert counts.get("passed", 0) >= 1 and not counts.get("failed") and not counts.get("error"), log[-5000:]
+        assert counts.get("passed", 0) >= 1 and not counts.get("failed") and not counts.get("error"), what_failed(log)
 
 
 # --- Triton/noarch kernels: build every variant here, test one -------------------------------
@@ -264,14 +279,14 @@ def test_noarch_kernel_builds_and_passes_its_tests(noarch_corpus, name, capsys):
         with capsys.disabled():
             print(f"\n{name}: build {built:.1f}s (variants {here}); no tests/ to run, imported {module.__name__}")
         return
-    code, log = kbuild_test(kernel, variant, "-rs", *args)
+    code, log = kbuild_test(kernel, variant, "-rsfE", *args)
     tested = time.monotonic() - start
     out = capsys.readouterr()
     counts = outcome(log)
     with capsys.disabled():
         print(f"\n{name}/{variant}: build {built:.1f}s (variants {here}), test {tested:.1f}s, {counts}")
-    assert code == 0, log[-5000:]
-    assert counts.get("passed", 0) >= 1 and not counts.get("failed") and not counts.get("error"), log[-5000:]
+    assert code == 0, what_failed(log)
+    assert counts.get("passed", 0) >= 1 and not counts.get("failed") and not counts.get("error"), what_failed(log)
     if variant == "torch-cuda":
         assert f"testing {name}/{variant} on cpu (Triton interpreter)" in out.out + out.err
 
