@@ -55,6 +55,19 @@ def write_cuda_kernel(root: Path, name: str, source: str, capabilities: tuple[st
     return _write_compiled(root, name, "cuda", source, extra, "[]", f"cuda-capabilities = [{listed}]\n", binding, package)
 
 
+def write_cpu_cuda_kernel(root: Path, name: str, cpu_source: str, cuda_source: str, capabilities: tuple[str, ...],
+                          package: str = "") -> Path:
+    """Both: a CUDA section `<name>_cuda` for `capabilities` and a CPU section `<name>_cpu`, so a
+    build in a CUDA torch makes a CPU and a CUDA variant of one package."""
+    python = name.replace("-", "_")
+    write_cuda_kernel(root, name, cuda_source, capabilities, package=package)
+    toml = (root / "build.toml").read_text().replace('backends = ["cuda"]', 'backends = ["cpu", "cuda"]')
+    section = f"{python}_cpu"
+    toml += f'\n[kernel.{section}]\nbackend = "cpu"\nsrc = ["{section}/{python}.cpp"]\ndepends = []\n'
+    _write(root, {"build.toml": toml, f"{section}/{python}.cpp": cpu_source})
+    return root
+
+
 def write_noarch_kernel(root: Path, name: str, extra: str = "", package: str = "") -> Path:
     """A Python-only project `name` (its torch-noarch variants need no compiler)."""
     python = name.replace("-", "_")

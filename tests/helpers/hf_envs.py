@@ -2,6 +2,8 @@
 each with the transformers release that pins it, on torch 2.13.0's CPU build (Hugging Face's loader
 takes a CUDA variant on any CUDA build of torch, GPU or not, so .venv's torch cannot test its CPU
 paths).
+`cuda_torch_overlay` puts .venv's CUDA build of torch in front of one for a single process, for the
+tests of their CUDA paths.
 
 They live in `.venv/hf-envs/<name>`, so they go with .venv: made once (ci/setup.sh runs this file,
 a test session makes any that are missing) and remade only when a pin below changes.
@@ -49,6 +51,65 @@ def client_env(endpoint: str, home) -> dict[str, str]:
     # httpx refuses before any request leaves.
     env.update(HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_PROGRESS_BARS="1")
     return env
+
+
+def cuda_torch_overlay(name: str, dest: Path) -> Path:
+    """`dest`, made a folder of links to what `pip install` of .venv's torch (2.14.1, the CUDA 13.0
+    build) would add to or replace in environment `name`: torch's requirement closure as .venv holds
+    it (extras' requirements followed, markers judged here), less the distributions the environment
+    already has at the same version. For the kernels-* environments that is torch, torchgen,
+    functorch, triton, the nvidia-* CUDA libraries, cuda-bindings and cuda-pathfinder, each with its
+    .dist-info (sympy, networkx, jinja2, ... are there at .venv's versions). On PYTHONPATH it stands
+    in front of the environment's site-packages, so `import torch` (and importlib.metadata's
+    "torch") is the CUDA build, its libraries load from the links, and everything else (kernels,
+    huggingface_hub, sympy, ...) is still the environment's own.
+
+    Hugging Face's loader reads the torch it imports (torch.__version__, torch.version.cuda,
+    torch.compiled_with_cxx11_abi()), never torch's install metadata, so this is what a CUDA torch
+    installed into the environment would show it, without a second several-GB copy per release."""
+    import importlib.metadata as md
+    import os
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    ours_site = Path(md.distribution("torch").locate_file("")).resolve()
+    (theirs_site,) = (HOME / name / "lib").glob("python*/site-packages")
+    tag = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if theirs_site.parent.name != tag:  # torch's compiled modules are for this Python
+        raise EnvError(f"{name} runs {theirs_site.parent.name}, .venv's torch is built for {tag}")
+    ours = {canonicalize_name(d.metadata["Name"]): d for d in md.distributions(path=[str(ours_site)])}
+    theirs = {canonicalize_name(d.metadata["Name"]): d for d in md.distributions(path=[str(theirs_site)])}
+    closure: dict[str, md.Distribution] = {}
+    todo, seen = [("torch", frozenset())], set()
+    while todo:
+        dist, extras = todo.pop()
+        if (dist, extras) in seen:
+            continue
+        seen.add((dist, extras))
+        if dist not in ours:
+            raise EnvError(f"torch needs {dist}, which {ours_site} lacks")
+        closure[dist] = ours[dist]
+        for line in ours[dist].requires or ():
+            req = Requirement(line)
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in extras or {""}):
+                todo.append((canonicalize_name(req.name), frozenset(req.extras)))
+    added = [d for d, dist in closure.items() if d not in theirs or theirs[d].version != dist.version]
+
+    def tops(dists) -> set[str]:  # their top-level entries; '..' ones are scripts outside site-packages
+        return {f.parts[0] for dist in dists for f in dist.files or () if f.parts[0] != ".."}
+
+    links = tops(closure[d] for d in added)
+    # what the environment has under those names must be the replaced releases' own (torch 2.13's
+    # torch/, say): a namespace folder of another distribution (nvidia/, cuda/) would merge two installs
+    shared = links & {p.name for p in theirs_site.iterdir()}
+    mixed = shared - tops(theirs[d] for d in added if d in theirs)
+    if mixed:
+        raise EnvError(f"{name} already has {', '.join(sorted(mixed))}: an overlay would mix two installs")
+    dest.mkdir(parents=True, exist_ok=True)
+    for top in sorted(links):
+        os.symlink(ours_site / top, dest / top)
+    return dest
 
 
 def requirements(name: str) -> tuple[str, ...]:

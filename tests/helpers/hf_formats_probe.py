@@ -9,6 +9,11 @@ kbuild's variants, for tests/integration/test_hf_loader_formats.py. Prints one J
     python hf_formats_probe.py check VARIANT_DIR
         kernels' metadata parser and digest check on a variant folder (a variant this torch cannot
         import, e.g. a CUDA one on a CPU torch).
+    python hf_formats_probe.py pick REPO VERSION
+        With a CUDA build of torch on the path (hf_envs.cuda_torch_overlay): the torch kernels sees,
+        where kernels and its dependencies come from, kernels' own trace of the repo's variants
+        (get_kernel_variants, the backend detected as get_kernel detects it) and the variant
+        get_kernel then fetches and imports, with the compiled library that import loaded.
 """
 
 from __future__ import annotations
@@ -60,6 +65,30 @@ def load(repo: str, pin: str) -> dict:
             "max_err": ran, "log": log.lines}
 
 
+def pick(repo: str, version: str) -> dict:
+    import hashlib
+
+    import torch
+
+    log = Captured()
+    root = logging.getLogger("kernels")
+    root.setLevel(logging.DEBUG)
+    root.addHandler(log)
+    seen = {"version": torch.__version__, "cuda": torch.version.cuda, "cxx11_abi": torch.compiled_with_cxx11_abi(),
+            "gpu": torch.cuda.is_available(), "file": torch.__file__, "installed": metadata.version("torch")}
+    origins = {name: sys.modules[name].__file__ for name in ("kernels", "huggingface_hub", "packaging")}
+    trace = [{"variant": d.variant.variant_str, "accepted": isinstance(d, kernels.VariantAccepted),
+              "reason": getattr(d, "reason", None)} for d in kernels.get_kernel_variants(repo, version=int(version))]
+    # check_arch=False: without a GPU kernels skips the arch check anyway; on a GPU host whose
+    # capability the build (9.0) lacks it would refuse before the import this is about
+    module = kernels.get_kernel(repo, version=int(version), check_arch=False)
+    (library,) = [m.__file__ for name, m in sys.modules.items()
+                  if name.startswith(module.__name__ + ".") and (getattr(m, "__file__", None) or "").endswith(".so")]
+    return {"torch": seen, "origins": origins, "trace": trace, "module": module.__name__, "file": module.__file__,
+            "library": library, "library_sha256": hashlib.sha256(Path(library).read_bytes()).hexdigest(),
+            "probe": module.probe(), "log": log.lines}
+
+
 def check(variant_dir: str) -> dict:
     from kernels._internals import digest
     from kernels._rust import Metadata
@@ -72,7 +101,7 @@ def check(variant_dir: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    commands = {"load": load, "check": check}
+    commands = {"load": load, "check": check, "pick": pick}
     if not argv or argv[0] not in commands:
         print(f"usage: hf_formats_probe.py {{{'|'.join(commands)}}} ARGS...", file=sys.stderr)
         return 2

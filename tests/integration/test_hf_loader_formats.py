@@ -12,6 +12,10 @@ published to a real `kbuild hub serve` on 127.0.0.1 whose organisation is a trus
   on), and kernels' digest validator says the files match;
 - a CUDA variant (built with .venv's CUDA torch; this host has no GPU and the environment a CPU
   torch) goes through kernels' own metadata parser and digest check;
+- on a CUDA build of torch (.venv's, put in front of each environment's own by
+  hf_envs.cuda_torch_overlay) kernels 0.16.2, 0.17.2, 0.18.3 and 0.19.1 each pick that CUDA variant
+  from a repo that also holds its CPU twin and variants for another torch, CUDA or C++ ABI, then
+  fetch and import it (no GPU needed);
 - kernels 0.18.3 refuses the zip layout in one line; kbuild's loader loads it from the hub.
 
 The helper that runs inside the environment is tests/helpers/hf_formats_probe.py.
@@ -19,18 +23,22 @@ The helper that runs inside the environment is tests/helpers/hf_formats_probe.py
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 import hf_envs
-from cpu_kernel import write_cpu_kernel, write_cuda_kernel, write_noarch_kernel
+from cpu_kernel import write_cpu_cuda_kernel, write_cpu_kernel, write_noarch_kernel
 from hubserver import TOKEN, ServerThread
+from kbuild.digest import digest_tree
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).resolve().parents[1] / "helpers" / "hf_formats_probe.py"
@@ -76,7 +84,7 @@ def as_zip_layout(project: Path) -> Path:
 @pytest.fixture(scope="module")
 def envs() -> dict[str, Path]:
     try:
-        return {name: hf_envs.ensure(name) for name in ("kernels-0.18", "kernels-0.19")}
+        return {name: hf_envs.ensure(name) for name in hf_envs.PAIRS}
     except hf_envs.EnvError as e:
         pytest.fail(str(e))
 
@@ -112,8 +120,11 @@ def published(envs, hub, tmp_path_factory) -> dict[str, dict]:
     return out
 
 
-def probe(python: Path, hub: ServerThread, home: Path, *args: str) -> dict:
+def probe(python: Path, hub: ServerThread, home: Path, *args: str, overlay: Path | None = None) -> dict:
+    """`overlay`: a folder put first on the path (PYTHONPATH), hf_envs.cuda_torch_overlay's."""
     env = hf_envs.client_env(hub.url, home)
+    if overlay is not None:
+        env["PYTHONPATH"] = str(overlay)
     before = len(hub.logged())
     done = subprocess.run([str(python), str(PROBE), *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
@@ -194,14 +205,16 @@ def test_kbuild_loads_the_zip_layout_from_the_hub(hub, published, tmp_path):
 
 @pytest.fixture(scope="module")
 def cuda_variant(tmp_path_factory) -> Path:
-    """A CUDA build of a one-kernel project, with .venv's CUDA torch and nvcc (no GPU needed)."""
+    """The CUDA build of a project with a CUDA and a CPU section, with .venv's CUDA torch and nvcc
+    (no GPU needed); the CPU build (torch214-cxx11-cpu-x86_64-linux) beside it."""
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").is_file():
         pytest.skip("no nvcc")
-    project = write_cuda_kernel(tmp_path_factory.mktemp("cuda") / "kb-cuda", "kb-cuda", CUDA_SOURCE, ("9.0",),
-                                package=PACKAGE)
+    project = write_cpu_cuda_kernel(tmp_path_factory.mktemp("cuda") / "kb-cuda", "kb-cuda", CPU_SOURCE, CUDA_SOURCE,
+                                    ("9.0",), package=PACKAGE)
     commit(project)
     kbuild("build", str(project), "-j", "2")
-    return only_variant(project)
+    (variant,) = [d for d in (project / "build").iterdir() if "-cu" in d.name]
+    return variant
 
 
 def test_a_cuda_variants_metadata_is_what_kernels_0_19_reads(cuda_variant, envs, hub, tmp_path):
@@ -211,6 +224,96 @@ def test_a_cuda_variants_metadata_is_what_kernels_0_19_reads(cuda_variant, envs,
     assert (report["id"], report["name"], report["version"]) == (meta["id"], "kb-cuda", 1)
     assert report["digest"] == "Success", report
     assert meta["backend"] == {"type": "cuda", "archs": ["9.0"]}
+
+
+DECOY_INIT = 'raise ImportError("{name} is a decoy: a loader on this torch must not pick it")\n'
+
+
+def decoys(cuda: str) -> dict[str, str]:
+    """Names beside the CUDA build `cuda` (torchXY-cxx11-cuMm-...) that kernels must reject on the
+    torch it was built with, each with the reason kernels (0.16 to 0.19 alike) gives: each shows it
+    read one thing from the torch it imported."""
+    x, y, major, minor, rest = re.fullmatch(r"torch(\d)(\d+)-cxx11-cu(\d+)(\d)-(.+)", cuda).groups()
+    x, y, major, minor = int(x), int(y), int(major), int(minor)
+    system_cuda = f"is not compatible with system CUDA version ({major}.{minor})"
+    return {
+        # torch.__version__: the older torch (2.13: the environment's own install)
+        f"torch{x}{y - 1}-cxx11-cu{major}{minor}-{rest}":
+            f"Torch version ({x}.{y - 1}) does not match environment Torch version ({x}.{y})",
+        # torch.version.cuda: kernels prefers the newest CUDA minor it accepts, so this one would win
+        f"torch{x}{y}-cxx11-cu{major}{minor + 2}-{rest}": f"CUDA version ({major}.{minor + 2}) {system_cuda}",
+        # torch.version.cuda's major
+        f"torch{x}{y}-cxx11-cu{major - 1}9-{rest}": f"CUDA version ({major - 1}.9) {system_cuda}",
+        # torch.compiled_with_cxx11_abi()
+        f"torch{x}{y}-cxx98-cu{major}{minor}-{rest}":
+            "Torch CXX11 ABI (False) does not match environment Torch CXX11 ABI (True)",
+    }
+
+
+@pytest.fixture(scope="module")
+def cuda_repo(cuda_variant, hub, tmp_path_factory) -> dict:
+    """kb-cuda published by `kbuild publish` as one repo: its CUDA and CPU builds, and beside them
+    copies of the CUDA build named for another torch, CUDA or C++ ABI (decoys(); building those for
+    real would take a torch 2.13 CUDA build and other nvccs). A decoy's __init__.py raises, and its
+    digest is its own, so a loader that picked one would fail the import, loudly."""
+    project = shutil.copytree(cuda_variant.parents[1], tmp_path_factory.mktemp("cuda-repo") / "kb-cuda",
+                              ignore=shutil.ignore_patterns(".kbuild"))
+    for name in decoys(cuda_variant.name):
+        folder = shutil.copytree(cuda_variant, project / "build" / name)
+        (folder / "__init__.py").write_text(DECOY_INIT.format(name=name))
+        meta = json.loads((folder / "metadata.json").read_text())
+        meta["digest"]["files"] = digest_tree(folder)
+        (folder / "metadata.json").write_text(json.dumps(meta, indent=2))
+    repo_id = f"{ORG}/kb-cuda"
+    summary = json.loads(kbuild("publish", str(project), "--hub", hub.url, "--repo-id", repo_id, "--json"))
+    return {"repo": repo_id, "commit": summary["commit"],
+            "variants": sorted(p.name for p in (project / "build").iterdir() if not p.name.startswith("."))}
+
+
+@pytest.mark.parametrize("env", list(hf_envs.PAIRS))
+def test_kernels_picks_kbuilds_cuda_variant_on_a_cuda_torch(env, envs, hub, cuda_variant, cuda_repo, tmp_path):
+    """Each kernels release, in its own environment with .venv's CUDA torch put in front of that
+    environment's CPU one (hf_envs.cuda_torch_overlay: what `pip install` of that torch would change,
+    and nothing else), picks kbuild's CUDA variant from the hub and imports it, on a host without a
+    GPU as CI's: get_kernel_variants' trace accepts it alone, rejecting the CPU build and each decoy
+    for what it read from torch, and get_kernel downloads that variant only and loads its library.
+    check_arch=False changes nothing here (kernels skips the arch check without a GPU); it keeps the
+    test the same on a GPU host whose capability the build (9.0) lacks."""
+    import torch
+
+    overlay = hf_envs.cuda_torch_overlay(env, tmp_path / "overlay")
+    report = probe(envs[env], hub, tmp_path / "hf", "pick", cuda_repo["repo"], "1", overlay=overlay)
+    assert report["kernels"] == hf_envs.PAIRS[env][0].removeprefix("kernels==")
+    # kernels saw .venv's CUDA torch (not the environment's 2.13 CPU one), and everything else is the environment's
+    assert report["torch"] == {"version": torch.__version__, "cuda": torch.version.cuda, "cxx11_abi": True,
+                               "gpu": False, "file": str(overlay / "torch" / "__init__.py"),
+                               "installed": metadata.version("torch")}, report["torch"]
+    for module, file in report["origins"].items():
+        assert Path(file).is_relative_to(envs[env].parents[1]), (module, file)
+
+    cuda = cuda_variant.name
+    cpu = cuda.replace(re.search(r"-cu\d+-", cuda)[0], "-cpu-")
+    assert cuda_repo["variants"] == sorted([cuda, cpu, *decoys(cuda)])
+    # kernels' own trace: the CUDA build alone accepted (best first), the rest rejected for what it read
+    assert report["trace"][0] == {"variant": cuda, "accepted": True, "reason": None}, report["trace"]
+    rejected = {d["variant"]: d["reason"] for d in report["trace"][1:] if not d["accepted"]}
+    cuda_tag = "cu" + torch.version.cuda.replace(".", "")
+    assert rejected == {cpu: f"backend (cpu) does not match selected backend ({cuda_tag})", **decoys(cuda)}, \
+        report["trace"]
+
+    # get_kernel fetched the CUDA variant alone and imported it: its package ran, its library loaded
+    snapshot = tmp_path / "hf" / "hub" / f"kernels--{cuda_repo['repo'].replace('/', '--')}" / "snapshots" / \
+        cuda_repo["commit"] / "build"
+    assert sorted(p.name for p in snapshot.iterdir()) == [cuda]
+    assert report["file"] == str(snapshot / cuda / "__init__.py"), report
+    assert report["module"] == json.loads((cuda_variant / "metadata.json").read_text())["id"]
+    assert report["probe"] == "ran"
+    (library,) = cuda_variant.glob("*.so")
+    assert report["library"] == str(snapshot / cuda / library.name)
+    assert report["library_sha256"] == hashlib.sha256(library.read_bytes()).hexdigest()
+    others = [r for r in report["requests"] for name in cuda_repo["variants"]
+              if name != cuda and f"/build/{name}/" in r]
+    assert not others, others  # nor did it read any other variant's files
 
 
 def test_kernels_variants_and_kbuild_variants_agree(envs, hub, published, tmp_path):
