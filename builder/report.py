@@ -21,7 +21,8 @@ from rich.table import Column, Table
 from rich.text import Text
 
 STILL_RUNNING_S = 60  # plain output: a step running this long gets a line, at most one such line this often
-_STYLE = {"failed": "red", "skipped": "yellow", "built": "green", "passed": "green", "unchanged": "green"}
+_STYLE = {"failed": "red", "skipped": "yellow", "built": "green", "passed": "green", "unchanged": "green",
+          "could not collect": "red", "left out": "yellow", "no tests": "yellow"}
 
 
 def literal(text: object, style: str = "", fold: bool = False) -> Text:
@@ -42,7 +43,7 @@ def _console(file=None, stderr: bool = False) -> Console:
 class VariantResult:
     kernel: str
     variant: str
-    status: str  # built | unchanged | failed | skipped | passed
+    status: str  # built | unchanged | failed | skipped | passed; kbuild test's: could not collect | left out | no tests
     seconds: float = 0.0
     path: Path | None = None
     log: Path | None = None
@@ -53,7 +54,7 @@ class VariantResult:
 
     @property
     def ok(self) -> bool:
-        return self.status not in ("failed",)
+        return self.status not in ("failed", "could not collect")
 
 
 class Reporter:

@@ -8,7 +8,7 @@ from enum import IntEnum
 
 class ExitCode(IntEnum):
     OK = 0
-    FAILED = 1  # a variant failed to build or its tests failed; any other error
+    FAILED = 1  # a variant failed to build, its tests failed or could not be collected; any other error
     USAGE = 2  # a malformed build.toml or a bad argument
     TOOLCHAIN = 3  # torch, nvcc, ninja, a sysroot or CUTLASS missing or unfit
     BUILD = 4  # a compile or link step could not run

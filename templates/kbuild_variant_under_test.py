@@ -15,6 +15,11 @@
    flash-mla's tests are) that the script calls itself and whose arguments no fixture provides is
    the script's routine, given values pytest does not have: skipped, saying so, not an error.
 
+4. A CPU variant runs with every GPU hidden from the suite ($KBUILD_TEST_GPU_HIDDEN=1). A test
+   that then fails because the suite itself asked torch for a GPU (activation's tests put their
+   tensors on "cuda:0" whatever the variant) has no CPU path: skipped, saying so, not counted as
+   the variant's failure. Where the variant's own code asked for the GPU, the failure stands.
+
 $KBUILD_TEST_PACKAGE names the package, $KBUILD_TEST_PACKAGE_DIR the folder that holds it (a link
 to the variant).
 """
@@ -125,6 +130,31 @@ def _script_function(item, call) -> str | None:
             "fixture provides (run the script against the variant to use it)")
 
 
+# torch's words when asked for a device it does not see (CUDA hidden or absent, ROCm, a CPU
+# build of torch) and Triton's when it finds no GPU driver
+_NO_DEVICE = re.compile(r"No (?:CUDA|HIP) GPUs are available|Found no NVIDIA driver on your system|"
+                        r"no CUDA-capable device is detected|Torch not compiled with CUDA enabled|"
+                        r"0 active drivers")
+
+
+def _suite_wants_a_gpu(excinfo, root):
+    """(file, line) of the suite's own code that asked for a GPU kbuild hid, or None: the error
+    says no device is there and no frame of its traceback lies in the variant under test."""
+    if os.environ.get("KBUILD_TEST_GPU_HIDDEN") != "1" or excinfo is None or not _NO_DEVICE.search(str(excinfo.value)):
+        return None
+    variant = os.path.realpath(os.path.join(os.environ.get("KBUILD_TEST_PACKAGE_DIR", ""),
+                                            os.environ.get("KBUILD_TEST_PACKAGE", "")))
+    frames = traceback.extract_tb(excinfo.tb)
+    if any(os.path.realpath(f.filename).startswith(variant + os.sep) for f in frames):
+        return None
+    own = [f for f in frames if _inside(f.filename, root)]
+    return (own[-1].filename, own[-1].lineno) if own else None
+
+
+_WANTS_A_GPU = ("the suite asks torch for a GPU, which kbuild hides while it tests a CPU variant (as it runs "
+                "beside a GPU): this test has no CPU path, not a failure of the variant under test")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -136,6 +166,9 @@ def pytest_runtest_makereport(item, call):
     elif why := _script_function(item, call):
         report.outcome = "skipped"
         report.longrepr = (os.path.relpath(str(item.path)), item.location[1] + 1, "Skipped: " + why)
+    elif where := _suite_wants_a_gpu(call.excinfo, item.config.rootpath):
+        report.outcome = "skipped"
+        report.longrepr = (os.path.relpath(where[0]), where[1], "Skipped: " + _WANTS_A_GPU)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("test", help="run a kernel's tests/ against its built variants")
     add_dir(p)
     p.add_argument("--variant", action="append", default=[], metavar="V",
-                   help="only this built variant (repeatable; default: every variant in build/)")
+                   help="only this built variant, even one the loader would not pick here (repeatable; default: "
+                        "each built variant that can run here, a CPU variant with the GPUs hidden)")
     p.add_argument("--timeout", type=_positive_seconds, default=None, metavar="S",
                    help="stop a variant's suite after S seconds (default 3600); its log keeps what ran")
     p.epilog = "Arguments after -- go to pytest, e.g. kbuild test kernels/relu -- -k fp16 -x"
@@ -33,13 +34,27 @@ def _positive_seconds(text: str) -> int:
 
 
 def run(args, reporter: Reporter) -> int:
-    from builder.verify.kernel_tests import test_kernels
+    from builder.verify.kernel_tests import COULD_NOT_COLLECT, NO_TESTS, test_kernels
 
     results = test_kernels(folder(args.dir).resolve(), tuple(args.variant), python(args), tuple(args.pytest_args),
                            reporter, builder_settings(), timeout=args.timeout)
     reporter.summary(results, "kbuild test")
-    if not any(r.status in ("passed", "failed") or r.log for r in results):
-        reporter.error("no variant was tested: none is built, or none can load in this torch",
-                       hint="kbuild build first, or pass --python")
+    reporter.info(_tally(results))
+    if all(r.status == NO_TESTS for r in results):
+        return ExitCode.OK  # a kernel without tests is not the command's failure
+    if not any(r.log for r in results):
+        reporter.error("no variant was tested: none is built, or none can run here",
+                       hint="kbuild build first, pass --python, or --variant V for one the loader would not pick here")
         return 1
-    return ExitCode.FAILED if any(r.status == "failed" for r in results) else ExitCode.OK
+    return ExitCode.FAILED if any(r.status in ("failed", COULD_NOT_COLLECT) for r in results) else ExitCode.OK
+
+
+def _tally(results) -> str:
+    """`kbuild test: 1 passed, 1 could not collect, 2 left out` (the statuses in this order)."""
+    counts = {status: sum(r.status == status for r in results) for status in _ORDER}
+    counts.update({r.status: sum(o.status == r.status for o in results) for r in results if r.status not in counts})
+    return "kbuild test: " + ", ".join(f"{n} {_LABELS.get(status, status)}" for status, n in counts.items() if n)
+
+
+_ORDER = ("passed", "failed", "could not collect", "skipped", "left out", "no tests")
+_LABELS = {"no tests": "without tests/"}

@@ -26,10 +26,15 @@ from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.report import VariantResult
 from builder.config.environment import BuilderSettings
-from builder.toolchains.toolchain import TorchInfo, probe_torch
+from builder.toolchains.toolchain import TorchInfo
 from builder.project.workspace import kernel_dirs
+from builder.verify.variant_choice import HIDE_GPUS, Choice, choose, probe
 
 _NO_TESTS_COLLECTED = 5
+# Statuses of kbuild test's rows beside passed, failed and skipped: a suite that stopped before
+# any case ran (collection or its conftest.py failed), a variant the loader would not pick here,
+# a kernel without tests/.
+COULD_NOT_COLLECT, LEFT_OUT, NO_TESTS = "could not collect", "left out", "no tests"
 _SKIP_PLUGIN = "kbuild_skip_reasons"  # builder/templates/kbuild_skip_reasons.py
 _VARIANT_PLUGIN = "kbuild_variant_under_test"  # builder/templates/kbuild_variant_under_test.py
 TIMEOUT_S = 3600  # one variant's suite, unless `kbuild test --timeout` says otherwise
@@ -38,16 +43,20 @@ GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
 def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_args: tuple[str, ...], reporter,
                  settings: BuilderSettings, timeout: int | None = None) -> list[VariantResult]:
-    """Each kernel's tests/ against each built variant this torch can load; `settings`: the
-    command's (the probe folder, the caller's PYTHONPATH and hub variables the suites keep);
-    `timeout`: seconds per variant's suite (default TIMEOUT_S)."""
+    """Each kernel's tests/ against each built variant that can run here (variant_choice.py:
+    what the loader would pick, a CPU variant with the GPUs hidden) or, with `variants`, against
+    those; `settings`: the command's (the caller's PYTHONPATH and hub variables the suites
+    keep); `timeout`: seconds per variant's suite (default TIMEOUT_S)."""
     results = []
-    has_gpu = None
-    with reporter.phase(f"probing the torch of {python}"):
-        torch = probe_torch(python, settings.probe_dir)
+    target = None
     kernels = kernel_dirs(folder)
     for kernel in kernels:
         manifest = load_manifest(kernel)
+        if not (kernel / "tests").is_dir():
+            # not the command's failure: some published kernels ship no tests (fla)
+            results.append(VariantResult(manifest.name, "-", NO_TESTS,
+                                         reason=f"no tests/ folder in {kernel}: nothing to test"))
+            continue
         built = built_variants(kernel / BUILD_DIR, variants)
         missing = f"no built variant{' named ' + ', '.join(variants) if variants else ''} in {kernel / BUILD_DIR}"
         if not built and len(kernels) == 1:
@@ -55,23 +64,15 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
         if not built:  # in a workspace, the kernels that have them are still tested
             results.append(VariantResult(manifest.name, "-", "skipped", reason=missing))
             continue
-        if not (kernel / "tests").is_dir():
-            if len(kernels) == 1:
-                raise UsageError(f"{kernel}: no tests/ folder to run")
-            # in a workspace the others are still tested (some published kernels ship no tests)
-            results.append(VariantResult(manifest.name, "-", "skipped", reason=f"no tests/ folder in {kernel}"))
-            continue
-        for variant in built:
-            if reason := cannot_load(parse_variant(variant.name), torch):
-                # e.g. a torch 2.13 build or a cu132 build in build/ beside this torch's own
-                results.append(VariantResult(manifest.name, variant.name, "skipped",
-                                             reason=f"cannot load in torch {torch.torch_version}: {reason}"))
+        if target is None:
+            with reporter.phase(f"asking the torch of {python} which devices it sees"):
+                target = probe(python)
+            reporter.info(f"suites run in {target.describe()}")
+        for choice in choose(kernel / BUILD_DIR, built, target, named=bool(variants)):
+            if choice.left_out:
+                results.append(VariantResult(manifest.name, choice.variant.name, LEFT_OUT, reason=choice.left_out))
                 continue
-            if has_gpu is None:
-                with reporter.phase(f"asking the torch of {python} for a GPU"):
-                    has_gpu = proc.run([python, "-c", GPU_PROBE], timeout=300,
-                                       what="GPU probe").stdout.strip().endswith("1")
-            results.append(_run_one(manifest, variant, python, has_gpu, pytest_args, reporter, settings, timeout))
+            results.append(_run_one(manifest, choice, python, target.system, pytest_args, reporter, settings, timeout))
     return results
 
 
@@ -96,23 +97,31 @@ def built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
     return [p for p in found if not only or p.name in only]
 
 
-def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_args, reporter,
+def _run_one(manifest, choice: Choice, python: str, system: SystemInfo, pytest_args, reporter,
              settings: BuilderSettings, timeout: int | None = None) -> VariantResult:
     timeout = timeout or TIMEOUT_S
+    variant_dir = choice.variant
     variant = parse_variant(variant_dir.name)
+    has_gpu = system.backend in ("cuda", "rocm") and system.device_visible
     device = "cuda" if variant.backend in ("cuda", "rocm") else "cpu"
     env = {"KBUILD_TEST_DEVICE": device}
-    if variant.kind == "noarch" and device == "cuda" and not has_gpu:
+    if choice.hide_gpus:
+        # as it will run beside a GPU: torch sees none, so the suite takes its CPU paths
+        env.update(HIDE_GPUS, KBUILD_TEST_GPU_HIDDEN="1")
+        where = "on cpu (no GPU visible to the suite)"
+    elif variant.kind == NOARCH and device == "cuda" and not has_gpu:
         # Triton kernels run on CPU tensors under Triton's interpreter.
         env.update(KBUILD_TEST_DEVICE="cpu", TRITON_INTERPRET="1")
+        where = "on cpu (Triton interpreter)"
+    elif device == "cuda" and not has_gpu:
+        # not "on cuda": there is none, and the suite's GPU tests are about to skip themselves
+        where = "without a GPU (tests that need one skip)"
+    else:
+        where = f"on {device}"
+    forced = f", as --variant asks: the loader would not pick it here ({choice.forced})" if choice.forced else ""
+    reporter.info(f"testing {manifest.name}/{variant_dir.name} {where}{forced}")
     log = manifest.root / ".kbuild" / variant_dir.name / "test.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    if device == "cuda" and not has_gpu and "TRITON_INTERPRET" not in env:
-        # not "on cuda": there is none, and the suite's GPU tests are about to skip themselves
-        reporter.info(f"testing {manifest.name}/{variant_dir.name} without a GPU (tests that need one skip)")
-    else:
-        reporter.info(f"testing {manifest.name}/{variant_dir.name} on {env['KBUILD_TEST_DEVICE']}"
-                      + (" (Triton interpreter)" if "TRITON_INTERPRET" in env else ""))
     start = time.monotonic()
     env.update(_hub_env(manifest.hub_repo_id, variant_dir, settings))
     root = manifest.root.resolve()
@@ -146,7 +155,11 @@ def _run_one(manifest, variant_dir: Path, python: str, has_gpu: bool, pytest_arg
             f.write(f"\nkbuild: pytest stopped after {timeout} s\n")
         return VariantResult(manifest.name, variant_dir.name, "failed", seconds, log=log,
                              reason=f"timed out after {timeout} s ({_progress(output)})")
-    last = _outcome_line(output)
+    last = _outcome_line(output, root)
+    if not_collected(code, output):
+        # the suite's own fault (an import its modules or conftest.py need): no case of it ran
+        return VariantResult(manifest.name, variant_dir.name, COULD_NOT_COLLECT, seconds, log=log, reason=last,
+                             details=skips)
     if code in (0, _NO_TESTS_COLLECTED):
         # Exit 5: every test module skipped itself (e.g. no GPU for a CUDA variant).
         status = "skipped" if " passed" not in last else "passed"
@@ -196,6 +209,18 @@ def _progress(output: str) -> str:
     return f"{marks.count('.')} passed, {marks.count('F') + marks.count('E')} failed, {marks.count('s')} skipped so far"
 
 
+def not_collected(code: int, output: str) -> bool:
+    """Whether pytest (exit `code`, printed `output`) stopped before running any case because the
+    suite could not be collected: a test module that fails to import (exit 2, "Interrupted: N
+    errors during collection"), or a conftest.py that does (exit 4)."""
+    if code == 2:
+        return re.search(r"^!+ Interrupted: \d+ errors? during collection !+$", output, re.M) is not None
+    return code == 4 and _CONFTEST_ERROR.search(output) is not None
+
+
+_CONFTEST_ERROR = re.compile(r"^ImportError while loading conftest '([^']+)'\.$", re.M)
+
+
 def _collection_error(output: str) -> str:
     """`; error collecting (importing) tests/test_x.py: E   ImportError: ...`, or ""."""
     m = re.search(r"^_+ ERROR collecting (\S+) _+$", output, re.M)
@@ -222,10 +247,15 @@ def skip_reasons(jsonl: Path) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _outcome_line(output: str) -> str:
+def _outcome_line(output: str, root: Path | None = None) -> str:
     """pytest's closing summary (with the first collection error, which the summary counts only as
     "1 error"), or what killed it (a crash leaves no summary)."""
     lines = output.strip().splitlines()
+    if m := _CONFTEST_ERROR.search(output):  # pytest prints no summary then
+        first = re.search(r"^E\s+(.+)$", output[m.end():], re.M)
+        path = Path(m[1])
+        shown = path.relative_to(root) if root and path.is_relative_to(root) else path
+        return f"error loading {shown}" + (f": {first[1].strip()}" if first else "")
     for line in reversed(lines):
         if re.search(r"\d+ (passed|failed|skipped|error)|no tests ran", line):
             return line.strip("= ") + _collection_error(output)

@@ -238,7 +238,7 @@ NOARCH_CASES = {
     # tensors, which has no CPU kernel: 28). What runs on CPU is test_compaction (a Triton kernel of
     # the build, interpreted): that is what runs here.
     "triton-kernels": ("torch-cuda", ("--device", "cpu", "--ignore=tests/test_specialize.py", "-k", "test_compaction")),
-    # The corpus copy of liger-kernels has no tests/ folder: `kbuild test` says so (and fails);
+    # The corpus copy of liger-kernels has no tests/ folder: `kbuild test` says so (not an error);
     # the build is imported instead.
     "liger-kernels": ("torch-cuda", None),
 }
@@ -270,7 +270,7 @@ def test_noarch_kernel_builds_and_passes_its_tests(noarch_corpus, name, capsys):
         code = main(["test", "--variant", variant, str(kernel)])
         err = capsys.readouterr().err
         assert not (kernel / "tests").exists()
-        assert code != 0 and "no tests/ folder to run" in err, err
+        assert code == 0 and f"no tests/ folder in {kernel}: nothing to test" in err, err
         from kbuild import get_local_kernel
 
         module = get_local_kernel(kernel, backend="cuda")

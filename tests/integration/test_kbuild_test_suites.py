@@ -36,6 +36,7 @@ def test_get_kernel_loads_the_variant_under_test(own_conftest):
     print("loaded from", Path(relu.__file__).parent.resolve())
     print("LOCAL_KERNELS=" + os.environ.get("LOCAL_KERNELS", "<unset>"))
     print("HF_HUB_OFFLINE=" + os.environ.get("HF_HUB_OFFLINE", "<unset>"))
+    print("CUDA_VISIBLE_DEVICES=" + os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"))
     print("fixture from", own_conftest)
     try:
         from caller_path_module import VALUE  # on the caller's PYTHONPATH, when the test sets one
@@ -107,6 +108,7 @@ def test_get_kernel_tests_get_the_variant_under_test(relu, cpu_variant, monkeypa
     assert f"loaded from {variant}\n" in log, log
     assert f"LOCAL_KERNELS=other-org/other=/elsewhere:{REPO_ID}={variant}\n" in log, log
     assert "HF_HUB_OFFLINE=1\n" in log, log
+    assert "CUDA_VISIBLE_DEVICES=\n" in log, log  # a CPU variant's suite sees no GPU
     assert "caller path: kept\n" in log, log
     assert "fixture from tests/conftest.py" in log, log  # the kernel's own conftest.py still loads
     assert "this-option-does-not-exist" not in log and "parent folder conftest.py" not in log, log
@@ -231,8 +233,9 @@ def test_a_collection_error_is_named_with_its_first_line(relu, cpu_variant, caps
     code, log = kbuild_test(relu, cpu_variant)
     out = "".join(capsys.readouterr())
     assert code == 1, log
-    assert ("error collecting (importing) tests/test_broken.py: ModuleNotFoundError: No module named "
-            "'a_module_nobody_has'") in out, out
+    # no case ran: the suite could not be collected, which is not "failed"
+    assert re.search(rf"^could not collect relu/{cpu_variant} .*error collecting \(importing\) tests/test_broken.py: "
+                     r"ModuleNotFoundError: No module named 'a_module_nobody_has'$", out, re.M), out
 
 
 SCRIPT_TEST = '''\

@@ -1,0 +1,114 @@
+"""Which built variants `kbuild test` runs on this machine, and with which devices in view.
+
+By default a variant runs when kbuild's loader would pick it here (kbuild.loading.judge_folder:
+its name, then its metadata, against the torch that runs the suites), and a CPU variant runs as
+it will run beside a GPU: with every GPU hidden from the suite. The rest are left out, each with
+the loader's reason; `--variant` runs the named ones whatever the loader says.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import packaging
+
+import kbuild
+from kbuild.errors import KernelError
+from kbuild.loading import judge_folder
+from kbuild.variants import SystemInfo, parse_variant
+
+from builder import resources
+from kbuild_common import proc
+from kbuild_common.errors import CommandError, ToolchainError, UsageError
+
+_PROBE = "kbuild_system_probe"  # builder/templates/kbuild_system_probe.py
+
+# What makes torch see no GPU: CUDA's variable; HIP's (a ROCm torch reads it before
+# CUDA_VISIBLE_DEVICES); Level Zero's mask and the oneAPI device selector (an XPU torch counts
+# devices through the first and opens them through the second). Metal has no such switch.
+HIDE_GPUS = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "ZE_AFFINITY_MASK": "",
+             "ONEAPI_DEVICE_SELECTOR": "opencl:cpu"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """The torch that runs the suites, as the loader sees it."""
+
+    system: SystemInfo
+    torch_version: str  # torch.__version__, for messages
+
+    def describe(self) -> str:
+        # the loader's words, with the full torch version for its "torch X.Y"
+        return f"torch {self.torch_version}, {self.system.describe().split(', ', 1)[1]}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    variant: Path
+    hide_gpus: bool = False  # a CPU variant: its suite sees no GPU
+    left_out: str = ""  # why it is not tested here ("": it is)
+    forced: str = ""  # why the loader would not pick it, when --variant asked for it anyway
+
+
+def probe(python: str) -> Target:
+    """kbuild.variants.detect_system run in `python` (kbuild's runtime and, as a fallback,
+    `packaging` lent to it on sys.path), so the judgement is the loader's, of that torch."""
+    with tempfile.TemporaryDirectory(prefix="kbuild-probe-") as tmp:
+        first, last = Path(tmp) / "first", Path(tmp) / "last"
+        first.mkdir()
+        last.mkdir()
+        (first / "kbuild").symlink_to(Path(kbuild.__file__).parent, target_is_directory=True)
+        (last / "packaging").symlink_to(Path(packaging.__file__).parent, target_is_directory=True)
+        script = Path(tmp) / f"{_PROBE}.py"
+        script.write_bytes(resources.read_bytes(f"templates/{_PROBE}.py"))
+        try:
+            out = proc.run([python, str(script), str(first), str(last)], timeout=300, what="device probe").stdout
+        except CommandError as e:
+            last_line = (e.output_tail.strip().splitlines() or [""])[-1]
+            raise ToolchainError(f"cannot ask the torch of {python} which devices it sees: {last_line}") from None
+    data = json.loads(out.strip().splitlines()[-1])
+    system = {k: tuple(v) if isinstance(v, list) else v for k, v in data["system"].items()}
+    known = {f.name for f in fields(SystemInfo)}
+    info = SystemInfo(**{k: v for k, v in system.items() if k in known})
+    if data["prefix"] != sys.prefix:
+        # python-depends are judged against the packages of this Python, not that one's
+        info = replace(info, python_env=False)
+    return Target(info, data["torch_version"])
+
+
+def choose(build_dir: Path, built: list[Path], target: Target, named: bool) -> list[Choice]:
+    """What to do with each of `built` (variant folders in `build_dir`); `named`: the user named
+    them with --variant, so each runs, saying why the loader would not pick it."""
+    system = target.system
+    here = _verdicts(build_dir, system)
+    # a CPU variant is judged as the loader judges it with backend="cpu", the GPU out of the way
+    cpu = _verdicts(build_dir, system.as_cpu()) if system.backend != "cpu" else here
+    choices = []
+    for folder in built:
+        try:
+            is_cpu = parse_variant(folder.name).backend == "cpu"
+        except ValueError as e:
+            choices.append(Choice(folder, left_out=str(e)))
+            continue
+        why = (cpu if is_cpu else here).get(folder.name, "not judged")
+        if why is None:
+            choices.append(Choice(folder, hide_gpus=is_cpu))
+        elif named:
+            choices.append(Choice(folder, hide_gpus=is_cpu, forced=why))
+        else:
+            choices.append(Choice(folder, left_out=f"{why}: the loader would not pick it here "
+                                                   f"(--variant {folder.name} tests it anyway)"))
+    return choices
+
+
+def _verdicts(build_dir: Path, system: SystemInfo) -> dict[str, str | None]:
+    """Each variant folder's reason the loader would refuse it on `system` (None: it fits)."""
+    try:
+        trace = judge_folder(build_dir, system)
+    except KernelError as e:  # a metadata.json the loader cannot read: the loader's one line
+        raise UsageError(str(e)) from None
+    return {c.name: c.reason for c in trace}
