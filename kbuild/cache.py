@@ -4,7 +4,9 @@ file lock, verified before it is first used and cheaply re-checked after.
     $KBUILD_CACHE/kernels/<hub>/<org>/<name>/
         refs.json                  the last refs seen (branch/tag -> commit): the offline fallback
         <commit>/variants.json     the variant names under build/ at that commit (never changes)
-        <commit>/<variant>/        the variant's files, exactly as published
+        <commit>/<variant>/        the variant's files, exactly as published, and its SSH signature
+                                   beside metadata.json (published in signatures/<variant>/:
+                                   kbuild/repo_layout.py)
         <commit>/<variant>.verified  what was verified: (size, mtime_ns, ctime_ns, inode, sha256)
                                    of every file, metadata.json included, and an HMAC of that
                                    under this user's key ($XDG_CONFIG_HOME/kbuild/cache.key)

@@ -19,7 +19,8 @@ ALGORITHM = "sha256"
 METADATA = "metadata.json"  # the file that records the digest, at the variant's root
 # Detached signatures over metadata.json, at the variant's root: kbuild's SSH signature and Hugging
 # Face's sigstore bundle. Like metadata.json they cannot be in the digest they vouch for, so the
-# digest leaves them out (as Hugging Face's verifier does); they are published and fetched all the same.
+# digest leaves them out (as Hugging Face's verifier does); they are published and fetched all the same
+# (kbuild's outside build/<variant>/ on a hub, kbuild/repo_layout.py says where).
 SIGNATURES = ("metadata.json.sig", "metadata.json.sigstore")
 BYTECODE_DIR = "__pycache__"
 _CHUNK = 1 << 20

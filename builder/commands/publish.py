@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
     p.add_argument("--with-bench", action="store_true",
                    help="attach kbuild bench's latest results (.kbuild/bench/) as benchmarks/results/ on the branch")
     p.add_argument("--sign", action="store_true",
-                   help="sign each variant's metadata.json with an SSH key (metadata.json.sig, uploaded beside it)")
+                   help="sign each variant's metadata.json with an SSH key (uploaded as "
+                        "signatures/<variant>/metadata.json.sig)")
     p.add_argument("--sign-key", default=None, metavar="KEY_FILE",
                    help="the SSH key --sign uses (default: KBUILD_SIGNING_KEY, else the signatures file's sign-key)")
     p.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")

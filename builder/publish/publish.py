@@ -1,8 +1,8 @@
 """`kbuild publish`: put built variants on a version branch of a hub repo, and the card on main.
 
-Only the published variants' folders change (their stale files are deleted); every other variant
-on the branch stays, so CI jobs can publish slices in parallel. A version branch never breaks
-its users: a slice that would drop a public name is refused unless forced.
+Only the published variants' folders and their signatures' folders change (their stale files are
+deleted); every other variant on the branch stays, so CI jobs can publish slices in parallel. A
+version branch never breaks its users: a slice that would drop a public name is refused unless forced.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kbuild.digest import git_blob_oid
 from kbuild.metadata import PARTIAL_ARCHS
+from kbuild.repo_layout import BUILD, SIGNATURES, owned_prefixes, repo_path
 
 from builder.publish.card import render_card
 from kbuild_common.errors import ExitCode, KbuildError, UsageError
@@ -70,8 +71,9 @@ class LocalVariant:
     verified: dict[str, Path] = field(default_factory=dict, repr=False)  # relative path -> file, digest checked
 
     def files(self) -> dict[str, Path]:
-        """Repo path -> local file: the regular files checked against the variant's digest."""
-        return {f"build/{self.name}/{rel}": path for rel, path in self.verified.items()}
+        """Repo path -> local file: the regular files checked against the variant's digest, and its
+        SSH signature (kbuild/repo_layout.py: outside build/<variant>/)."""
+        return {repo_path(self.name, rel): path for rel, path in self.verified.items()}
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,9 @@ def plan_publish(repo_id: str, branch: str, parent: str | None, variants: list[L
             unchanged += 1
             continue
         uploads.append(Upload(path, src))
-    owned = tuple(f"build/{v.name}/" for v in variants) + tuple({f"{p.split('/')[0]}/" for p in extra})
+    # a variant's folder and its signature's: a stale signature (an unsigned republish) or one left in
+    # build/<variant>/ by an older kbuild is deleted with the variant's other stale files
+    owned = (*(p for v in variants for p in owned_prefixes(v.name)), *{f"{p.split('/')[0]}/" for p in extra})
     deleted = sorted(p for p in remote if p.startswith(owned) and p not in local)
     return PublishPlan(repo_id, branch, parent, tuple(v.name for v in variants), tuple(added), tuple(replaced),
                        tuple(deleted), unchanged, tuple(uploads))
@@ -255,7 +259,8 @@ def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, report
 
 
 def _signed(variants: list[LocalVariant], key, scratch: Path, reporter) -> list[LocalVariant]:
-    """Each variant with `metadata.json.sig` over its metadata.json added to what it uploads."""
+    """Each variant with `metadata.json.sig` over its metadata.json added to what it uploads (as
+    signatures/<variant>/metadata.json.sig: LocalVariant.files)."""
     from builder.publish.signing import SIGNATURE, sign_metadata
 
     signed = [replace(v, verified={**v.verified, SIGNATURE: sign_metadata(v.path / "metadata.json", key, scratch,
@@ -289,7 +294,8 @@ def _plan(hub: HubBackend, repo_id, branch, variants, extra, options) -> Publish
     parent = _head(hub, repo_id, branch, options.dry_run)
     remote = {}
     if parent:
-        remote = hub.files(repo_id, parent, "build")
+        remote = hub.files(repo_id, parent, BUILD)
+        remote.update(hub.files(repo_id, parent, SIGNATURES))
         remote.update(hub.files(repo_id, parent, "benchmarks"))
     plan = plan_publish(repo_id, branch, parent, variants, extra, remote)
     if parent and not options.force:

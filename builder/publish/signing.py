@@ -1,7 +1,8 @@
 """`kbuild publish --sign`: an SSH signature over each published variant's metadata.json
 (`metadata.json.sig`, docs/formats.md, "Signatures"), made by `ssh-keygen -Y sign` with the key the
-settings name (BuilderSettings.signing_key_setting), uploaded beside it. The build folder is not touched: the signature is made in a
-scratch folder for the upload only.
+settings name (BuilderSettings.signing_key_setting), uploaded as `signatures/<variant>/metadata.json.sig`
+(kbuild/repo_layout.py). The build folder is not touched: the signature is made in a scratch folder
+for the upload only.
 """
 
 from __future__ import annotations

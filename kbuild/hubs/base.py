@@ -25,6 +25,7 @@ class RemoteFile:
     size: int
     executable: bool = False
     lfs_sha256: str | None = None  # hex sha256 of the content, for LFS files
+    repo_path: str = ""  # where it is in the repo (kbuild/repo_layout.py: not always build/<variant>/<path>)
 
 
 class HubReader(Protocol):
@@ -40,11 +41,13 @@ class HubReader(Protocol):
         """The folder names under `build/` at `commit` ([] when there is no build/)."""
 
     def files(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
-        """The files of `build/<variant>/` (bytecode skipped), with sizes; nothing is downloaded."""
+        """The files of `build/<variant>/` (bytecode skipped) and its SSH signature
+        (kbuild/repo_layout.py), with sizes; nothing is downloaded."""
 
     def fetch(self, repo_id: str, commit: str, variant: str, dest: Path,
               max_bytes: int | None = None) -> list[RemoteFile]:
-        """Write `build/<variant>/**` (bytecode skipped) into `dest`; the files written. At most
+        """Write the variant's files (`files`) into `dest`, each at its path in the variant
+        folder; the files written. At most
         the listing's total (kbuild.budget), and VariantTooLarge before anything is written when
         the listing claims more than `max_bytes`."""
 

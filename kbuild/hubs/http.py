@@ -2,7 +2,8 @@
 imported only here and only when an HTTP hub is used.
 
 Requests for one cold load: the refs (skipped for a commit), the `build/` listing, the chosen
-variant's listing, then one GET per file (no HEAD: the listing already gave sizes and blob ids).
+variant's listing and its SSH signature's (`signatures/<variant>/`, kbuild/repo_layout.py),
+then one GET per file (no HEAD: the listings already gave sizes and blob ids).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..digest import is_bytecode
 from ..errors import (BadHubContent, HubAccessDenied, HubRequestFailed, HubUnreachable, KernelNotFound,
                       OversizedDownload, RepoNotFound, RevisionNotFound)
 from ..refs import Refs
+from ..repo_layout import signature_folder, ssh_signature, variant_paths, variant_prefix
 from .base import RemoteFile, cache_folder_name, safe_relpath
 
 REPO_TYPE = "kernel"
@@ -89,8 +91,8 @@ class HttpHubReader:
                                 f"{self.describe()}: {repo_id}@{commit[:12]} build/{variant}")
         dest = Path(dest)
         with ThreadPoolExecutor(min(PARALLEL_DOWNLOADS, len(files))) as pool:
-            list(pool.map(lambda f: self._download(repo_id, commit, f"build/{variant}/{f.path}", dest / f.path,
-                                                   f.size, budget), files))
+            list(pool.map(lambda f: self._download(repo_id, commit, f.repo_path, dest / f.path, f.size, budget),
+                          files))
         return files
 
     def read_file(self, repo_id: str, commit: str, path: str) -> bytes:
@@ -101,21 +103,26 @@ class HttpHubReader:
     def files(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
         from huggingface_hub.hf_api import RepoFile
 
-        prefix = f"build/{variant}/"
+        prefix = variant_prefix(variant)
         with _errors(self, repo_id, f"list {prefix} at {commit[:12]} of"):
             entries = list(self.api.list_repo_tree(repo_id, prefix.rstrip("/"), recursive=True, revision=commit,
                                                    repo_type=REPO_TYPE))
-        files = []
         for e in entries:
-            if not isinstance(e, RepoFile):
-                continue
-            if not e.path.startswith(prefix):
+            if isinstance(e, RepoFile) and not e.path.startswith(prefix):
                 raise BadHubContent(f"{self.describe()} listed {e.path} under {prefix} of {repo_id}@{commit[:12]}")
-            rel = safe_relpath(e.path.removeprefix(prefix), f"{repo_id}@{commit[:12]}")
+        with _errors(self, repo_id, f"list {signature_folder(variant)}/ at {commit[:12]} of", missing_ok=True):
+            entries += [e for e in self.api.list_repo_tree(repo_id, signature_folder(variant), revision=commit,
+                                                           repo_type=REPO_TYPE) if e.path == ssh_signature(variant)]
+        found = {e.path: e for e in entries if isinstance(e, RepoFile)}
+        files = []
+        for path, rel in variant_paths(variant, found).items():
+            e = found[path]
+            rel = safe_relpath(rel, f"{repo_id}@{commit[:12]}")
             if not is_bytecode(rel):
                 lfs = getattr(e, "lfs", None)
-                files.append(RemoteFile(rel, e.blob_id, e.size, lfs_sha256=lfs.sha256 if lfs else None))
-        if not files:
+                files.append(RemoteFile(rel, e.blob_id, e.size, lfs_sha256=lfs.sha256 if lfs else None,
+                                        repo_path=path))
+        if not any(f.repo_path.startswith(prefix) for f in files):
             raise KernelNotFound(f"{repo_id}@{commit[:12]} has no files under {prefix} on {self.describe()}")
         return files
 

@@ -1,5 +1,5 @@
 """Read a local git hub: `<root>/kernels/<org>/<name>.git` (or `models/…`), bare repos whose
-`v<N>` branches hold `build/<variant>/**`.
+`v<N>` branches hold `build/<variant>/**` (and `signatures/<variant>/`: kbuild/repo_layout.py).
 
 `BareRepo` is the one local-git reader of kbuild: `LocalGitHub` reads published kernels with it,
 and the hub service's store (`kbuild_hub/gitstore.py`) reads with it too and adds its writes on
@@ -19,6 +19,7 @@ from ..budget import variant_budget
 from ..digest import is_bytecode
 from ..errors import BadHubContent, GitFailed, HubUnreachable, KernelNotFound, RepoNotFound, RevisionNotFound
 from ..refs import Refs
+from ..repo_layout import ssh_signature, variant_paths, variant_prefix
 from .base import RemoteFile, cache_folder_name, safe_relpath
 
 TIMEOUT = 60
@@ -86,17 +87,20 @@ class LocalGitHub:
             raise KernelNotFound(f"{repo_id}@{commit[:12]} has no file {path}") from None
 
     def files(self, repo_id: str, commit: str, variant: str) -> list[RemoteFile]:
-        prefix = f"build/{variant}/"
+        prefix = variant_prefix(variant)
+        listed = self.repo(repo_id).tree(commit, prefix, ssh_signature(variant), recursive=True)
+        entries = {e.path: e for e in listed}
         files = []
-        for entry in self.repo(repo_id).tree(commit, prefix, recursive=True):
-            rel = safe_relpath(entry.path.removeprefix(prefix), f"{repo_id}@{commit[:12]}")
+        for path, rel in variant_paths(variant, entries).items():
+            entry = entries[path]
+            rel = safe_relpath(rel, f"{repo_id}@{commit[:12]}")
             if entry.kind != "blob" or entry.mode == "120000":
                 raise BadHubContent(f"{repo_id}@{commit[:12]}: {entry.path} is a "
                                     f"{'link' if entry.kind == 'blob' else entry.kind}; a published variant holds "
                                     "only plain files")
             if not is_bytecode(rel):
-                files.append(RemoteFile(rel, entry.oid, entry.size, entry.mode == "100755"))
-        if not files:
+                files.append(RemoteFile(rel, entry.oid, entry.size, entry.mode == "100755", repo_path=path))
+        if not any(f.repo_path.startswith(prefix) for f in files):
             raise KernelNotFound(f"{repo_id}@{commit[:12]} has no files under {prefix}")
         return files
 

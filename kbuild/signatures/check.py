@@ -1,9 +1,11 @@
 """Who signed a variant, and the require-signature rule (docs/formats.md, "Signatures").
 
 A variant is signed when its folder holds a detached signature over its metadata.json: kbuild's
-SSH signature (`metadata.json.sig`, kbuild/signatures/ssh.py) or Hugging Face's sigstore bundle
-(`metadata.json.sigstore`, kbuild/signatures/sigstore_bundle.py). metadata.json records every other file's
-digest, which the loader checks anyway, so a good signature over it vouches for the whole variant.
+SSH signature (`metadata.json.sig`, kbuild/signatures/ssh.py; published outside the variant folder,
+in `signatures/<variant>/`, and fetched back beside metadata.json: kbuild/repo_layout.py) or Hugging
+Face's sigstore bundle (`metadata.json.sigstore`, kbuild/signatures/sigstore_bundle.py).
+metadata.json records every other file's digest, which the loader checks anyway, so a good
+signature over it vouches for the whole variant.
 
 Under the rule (kbuild/signatures/rules.py) a variant loads only when one of its signatures is good and by a
 signer its organisation trusts; the check runs on the fetched folder before the cache keeps it,

@@ -1,7 +1,8 @@
 """kbuild's own signatures: SSH signatures over a variant's metadata.json, made and checked by
 OpenSSH's `ssh-keygen -Y` as git makes and checks signed commits (docs/formats.md, "Signatures").
 
-A signature is `metadata.json.sig` beside metadata.json, made with the namespace `kbuild`; the
+A signature is `metadata.json.sig` beside metadata.json in a variant folder (on a hub it is kept in
+`signatures/<variant>/`: kbuild/repo_layout.py), made with the namespace `kbuild`; the
 signers an organisation trusts are an allowed_signers file in git's format (`principal key`).
 No cryptography is done here: ssh-keygen does all of it, this module runs it and reads its answer.
 """

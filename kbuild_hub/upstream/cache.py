@@ -15,9 +15,10 @@ What is stored under a commit never changes; refs are asked of the upstream on e
 while it answers, else the last commit seen is used and the caller is told (`Resolved.stale`).
 
 A file enters `blobs/` only after its bytes match the upstream's listing; a file of a kernel
-variant (`build/<variant>/…` beside a metadata.json) only after the whole variant matches its
-metadata.json digest (verify.py). Concurrent requests for one file share one download, and a
-reader follows the download as it is written (first byte out before the last is in).
+variant (`build/<variant>/…` beside a metadata.json, and its SSH signature in `signatures/<variant>/`)
+only after the whole variant matches its metadata.json digest (verify.py). Concurrent requests for
+one file share one download, and a reader follows the download as it is written (first byte out
+before the last is in).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from typing import Iterator
 
 from filelock import FileLock
 
+from kbuild import repo_layout as layout
+from kbuild.digest import METADATA
 from kbuild.signatures.rules import SignatureSettings
 
 from kbuild_hub import paths
@@ -76,11 +79,17 @@ class Snapshot:
         return found
 
     def variant_of(self, path: str) -> str | None:
-        """The variant a file belongs to: `build/<variant>/…` beside a `build/<variant>/metadata.json`."""
-        parts = path.split("/")
-        if len(parts) >= 3 and parts[0] == "build" and f"build/{parts[1]}/metadata.json" in self.entries:
-            return parts[1]
+        """The variant a file belongs to: `build/<variant>/…`, or its SSH signature in
+        `signatures/<variant>/` (kbuild/repo_layout.py), beside a `build/<variant>/metadata.json`."""
+        variant = layout.variant_of(path)
+        if variant is not None and layout.variant_prefix(variant) + METADATA in self.entries:
+            return variant
         return None
+
+    def variant_files(self, variant: str) -> dict[str, str]:
+        """Repo path -> path in the variant folder of each file of `variant` a loader fetches."""
+        files = [p for p, e in self.entries.items() if e.get("type") == "file"]
+        return layout.variant_paths(variant, files)
 
 
 def blob_key(entry: dict) -> str:
@@ -269,8 +278,9 @@ class UpstreamCache:
         return self._follow(self._start_download(snap, entry), start, end)
 
     def ensure_variant(self, snap: Snapshot, variant: str) -> str:
-        """Fetch and verify every file of `build/<variant>/` once; how it was verified. Refused,
-        with nothing of the variant kept, when a file fails."""
+        """Fetch and verify every file of the variant once (`build/<variant>/` and its SSH signature
+        in `signatures/<variant>/`); how it was verified. Refused, with nothing of the variant kept,
+        when a file fails."""
         ok, refused = self._variant_marker(snap, variant, "ok"), self._variant_marker(snap, variant, "refused")
         if ok.is_file():
             return ok.read_text()
@@ -278,16 +288,21 @@ class UpstreamCache:
         with self._lock(f"variant:{snap.commit}:{variant}"), FileLock(str(ok) + ".lock"):
             if ok.is_file():
                 return ok.read_text()
-            prefix = f"build/{variant}/"
-            files = {p: e for p, e in snap.entries.items() if p.startswith(prefix) and e.get("type") == "file"}
+            # every file served as the variant's is kept only once the variant verifies: the folder a
+            # loader fetches, and a signature left in build/<variant>/ that a newer one outranks
+            files = {p: e for p, e in snap.entries.items()
+                     if e.get("type") == "file" and snap.variant_of(p) == variant}
             self._tmp().mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=self._tmp(), prefix="variant-") as tmp:
-                folder = Path(tmp)
+                fetched, folder = Path(tmp) / "repo", Path(tmp) / "variant"
                 try:
                     for path, entry in sorted(files.items()):
-                        target = folder / path[len(prefix):]
+                        target = fetched / path
                         target.parent.mkdir(parents=True, exist_ok=True)
                         self._fetch_to(snap, entry, target)
+                    for path, rel in snap.variant_files(variant).items():  # the folder as a loader fetches it
+                        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                        os.link(fetched / path, folder / rel)
                     how = verify_variant(folder, where, snap.repo_id.split("/")[0], self.signatures)
                 except Refused as e:
                     refused.parent.mkdir(parents=True, exist_ok=True)
@@ -301,7 +316,7 @@ class UpstreamCache:
                 for path, entry in files.items():
                     final = self._blob_path(blob_key(entry))
                     final.parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(folder / path[len(prefix):], final)
+                    os.replace(fetched / path, final)
             refused.unlink(missing_ok=True)
             ok.parent.mkdir(parents=True, exist_ok=True)
             ok.write_text(how)

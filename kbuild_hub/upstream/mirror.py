@@ -5,7 +5,8 @@ so that the folder served offline answers what the upstream answered, commit ids
 
 The cache owns the layout on disk; this module only decides what to ask it for: the repo's refs
 (clients list them to find vN), the revision's commit and tree, each kernel variant as a whole
-(`ensure_variant`: verified against its metadata.json digest) and every other file
+(`ensure_variant`: `build/<variant>/` and its SSH signature in `signatures/<variant>/`, verified
+against its metadata.json digest) and every other file
 (`fetch_file`: verified against the upstream's listing). What is cached already is not fetched
 again, so a mirror interrupted or rerun continues where it stopped.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from kbuild.repo_layout import variant_of
 
 from kbuild_hub.errors import HubError
 from kbuild_hub.upstream.cache import Snapshot, UpstreamCache, file_size
@@ -111,13 +114,12 @@ class Mirror:
 
     def items(self, target: Target, variants: set[str] | None) -> list[Item]:
         """What to fetch at the target: every file, but for a kernel only the named variants'
-        folders under build/ when `variants` is given."""
+        folders under build/ (with their signatures under signatures/) when `variants` is given."""
         snap, files, by_variant = target.snap, [], {}
         for path, entry in sorted(snap.entries.items()):
             if entry.get("type") != "file":
                 continue
-            parts = path.split("/")
-            folder = parts[1] if len(parts) >= 3 and parts[0] == "build" else None
+            folder = variant_of(path)  # build/<variant>/… or its signature in signatures/<variant>/
             if folder is not None and variants is not None and snap.repo_type == "kernel" and folder not in variants:
                 continue
             variant = snap.variant_of(path)

@@ -19,17 +19,25 @@ from hf_envs import ensure
 from hubserver import TOKEN, ServerThread
 from kbuild import get_kernel
 from runtime_hubs import Kernel, new_process, runtime_env, torch_probes  # noqa: F401 (fixtures)
+from ssh_signers import allowed_signers, keygen
 
 WEIGHTS = os.urandom(1 << 20)
 
 
 @pytest.fixture(scope="module")
-def upstream(tmp_path_factory):
-    """org/tiny v1 and v2 (torch-cpu and torch-cuda, kbuild publish), org/tampered v1 (a variant
-    changed after it was digested), models/org/small-model."""
+def signers(tmp_path_factory) -> Path:
+    """The allowed_signers file that trusts the key org/tiny v1 is signed with."""
+    folder = tmp_path_factory.mktemp("signers")
+    return allowed_signers(folder / "org.allowed_signers", **{"alice@example.com": keygen(folder, "alice")})
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory, signers):
+    """org/tiny v1 (signed: kbuild publish --sign) and v2 (torch-cpu and torch-cuda, kbuild publish),
+    org/tampered v1 (a variant changed after it was digested), models/org/small-model."""
     root = tmp_path_factory.mktemp("upstream")
     kernel = Kernel(tmp_path_factory.mktemp("tiny")).write(backends=("cpu", "cuda")).build()
-    kernel.publish(root)
+    kernel.publish(root, "--sign", "--sign-key", str(signers.parent / "alice"))
     v1 = {name: (kernel.variant(name) / "metadata.json").read_bytes() for name in ("torch-cpu", "torch-cuda")}
     kernel.write(version=2, backends=("cpu", "cuda")).build()
     kernel.publish(root)
@@ -66,14 +74,18 @@ def upstream_requests(server: ServerThread, since: int, what: str = "") -> list[
     return [line for line in server.logged(since) if what in line]
 
 
-def test_mirror_at_a_sha_and_at_v1_then_serve_offline(upstream, tmp_path, capsys, runtime_env):  # noqa: F811
+def test_mirror_at_a_sha_and_at_v1_then_serve_offline(upstream, signers, tmp_path, capsys, runtime_env,  # noqa: F811
+                                                      monkeypatch):
     up, v1_metadata, _ = upstream
     root, sha = tmp_path / "site", heads(up)["v1"]
+    # org's rule: the mirror checks each variant's signature (signatures/<variant>/) as the front does
+    monkeypatch.setenv("KBUILD_REQUIRE_SIGNATURE", "org")
+    monkeypatch.setenv("KBUILD_ALLOWED_SIGNERS", f"org={signers}")
     code, out, err = mirror(capsys, f"org/tiny@{sha}", "org/tiny@v1", "--from", up.url, "--root", root)
     assert code == 0, err
     # @v1 is that sha: one commit, mirrored once
     assert "mirrored 1 repo(s) at 1 commit(s)" in out and out.rstrip().endswith("; 2 variant(s) verified")
-    assert "build/torch-cpu: verified, sha256 digest of" in err
+    assert "build/torch-cpu: verified, sha256 digest of" in err and "signed by alice@example.com" in err
     code, out, err = mirror(capsys, "org/small-model", "--repo-type", "model", "--from", up.url, "--root", root)
     assert code == 0, err
 
@@ -81,6 +93,7 @@ def test_mirror_at_a_sha_and_at_v1_then_serve_offline(upstream, tmp_path, capsys
     mark = len(up.logged())
     offline = ServerThread(root)  # no upstream: what the folder holds, read-only
     try:
+        # the signatures were mirrored with their variants: the loader's rule finds them offline
         assert get_kernel(f"org/tiny@{sha}", hub=offline.url, trust_remote_code=True).double(3) == 6
         new_process()
         assert get_kernel("org/tiny@v1", hub=offline.url, trust_remote_code=True).double(2) == 4
@@ -145,8 +158,11 @@ def test_variant_filter_and_unknown_variant(upstream, tmp_path, capsys):
         sha = heads(up)["v1"]
         status, _, _ = offline.raw("GET", f"/kernels/org/tiny/resolve/{sha}/build/torch-cpu/metadata.json")
         assert status == 200
-        status, _, body = offline.raw("GET", f"/kernels/org/tiny/resolve/{sha}/build/torch-cuda/metadata.json")
-        assert status == 504 and b"never fetched" in body
+        status, _, _ = offline.raw("GET", f"/kernels/org/tiny/resolve/{sha}/signatures/torch-cpu/metadata.json.sig")
+        assert status == 200  # a variant's signature comes with it, and only its own
+        for path in ("build/torch-cuda/metadata.json", "signatures/torch-cuda/metadata.json.sig"):
+            status, _, body = offline.raw("GET", f"/kernels/org/tiny/resolve/{sha}/{path}")
+            assert status == 504 and b"never fetched" in body
     finally:
         offline.stop()
 
@@ -345,7 +361,7 @@ def test_the_live_view_on_a_terminal(upstream, tmp_path):
     code = run_mirror(up.url, None, tmp_path / "site", [parse_repo("org/tiny@v1", "kernel")], None, reporter)
     assert code == 0
     shown = screen.getvalue()
-    assert f"org/tiny@v1 ({heads(up)['v1'][:12]})" in shown and "6/6 files" in shown
+    assert f"org/tiny@v1 ({heads(up)['v1'][:12]})" in shown and "8/8 files" in shown  # 3 and a signature each
     assert "build/torch-cuda: verified, sha256 digest of" in shown
     assert "mirrored 1 repo(s) at 1 commit(s)" in shown
 

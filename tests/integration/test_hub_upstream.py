@@ -22,16 +22,24 @@ from kbuild.digest import git_blob_oid
 from kbuild_hub.server import Upstream
 from kbuild_hub.upstream.policy import UpstreamPolicy
 from runtime_hubs import Kernel, new_process, runtime_env, torch_probes  # noqa: F401 (fixtures)
+from ssh_signers import allowed_signers, keygen
 
 WEIGHTS = os.urandom(3 << 20)
 
 
 @pytest.fixture(scope="module")
-def upstream(tmp_path_factory):
-    """The upstream: org/tiny v1 (kbuild publish), models/org/small-model (config + 3 MB of weights)."""
+def signers(tmp_path_factory) -> Path:
+    """The allowed_signers file that trusts the key org/tiny v1 is signed with."""
+    folder = tmp_path_factory.mktemp("signers")
+    return allowed_signers(folder / "org.allowed_signers", **{"alice@example.com": keygen(folder, "alice")})
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory, signers):
+    """The upstream: org/tiny v1 (kbuild publish --sign), models/org/small-model (config + 3 MB of weights)."""
     root = tmp_path_factory.mktemp("upstream")
     kernel = Kernel(tmp_path_factory.mktemp("tiny")).write(backends=("cpu",)).build()
-    kernel.publish(root)
+    kernel.publish(root, "--sign", "--sign-key", str(signers.parent / "alice"))
     server = ServerThread(root, trusted=("org",))
     api = HfApi(endpoint=server.url, token=TOKEN)
     api.create_repo("org/small-model")
@@ -52,12 +60,19 @@ def upstream_gets(server: ServerThread, since: int, what: str) -> list[str]:
     return [line for line in server.logged(since) if line.startswith("GET ") and what in line]
 
 
-def test_kbuild_loads_through_the_front_by_version_and_by_sha(upstream, tmp_path, runtime_env):  # noqa: F811
+def test_kbuild_loads_through_the_front_by_version_and_by_sha(upstream, signers, tmp_path, runtime_env,  # noqa: F811
+                                                              monkeypatch):
     up, _ = upstream
+    # org's signature rule, for the front (it checks a variant before keeping it) and for the loader
+    monkeypatch.setenv("KBUILD_REQUIRE_SIGNATURE", "org")
+    monkeypatch.setenv("KBUILD_ALLOWED_SIGNERS", f"org={signers}")
     hub = front(tmp_path, up.url)
     try:
         module = get_kernel("org/tiny@v1", hub=hub.url, trust_remote_code=True)
         assert module.double(3) == 6
+        # the front fetched the signature (signatures/torch-cpu/) with its variant, and checked it
+        status, _, page = hub.raw("GET", "/org/tiny")
+        assert status == 200 and b"signed by alice@example.com" in page
         refs = {b.name: b.target_commit for b in HfApi(endpoint=up.url).list_repo_refs("org/tiny", repo_type="kernel").branches}
         sha = refs["v1"]
         # the front answers with the upstream's commit ids

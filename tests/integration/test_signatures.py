@@ -1,7 +1,7 @@
 """Signed publishes and the require-signature rule (issue 31, part 3), with the real parts: keys
 made by the real ssh-keygen, `kbuild publish --sign` into a real local git hub and a real `kbuild
-hub serve`, get_kernel and `kbuild verify` against them, and Hugging Face's `kernels` 0.17 loading
-a signed variant.
+hub serve`, get_kernel and `kbuild verify` against them, and Hugging Face's `kernels` 0.16 to 0.19
+loading a signed variant.
 
 Every refusal is one line naming the signer (when there is one), the rule and where it was set,
 and leaves nothing of the refused variant in the cache.
@@ -10,7 +10,6 @@ and leaves nothing of the refused variant in the cache.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,30 +23,13 @@ from kbuild import get_kernel
 from kbuild.errors import SignatureRefused
 
 from runtime_hubs import Kernel, new_process, runtime_env, start_server, torch_probes, upload_as_another_builder
+from ssh_signers import allowed_signers, fingerprint, keygen
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 
 pytestmark = pytest.mark.usefixtures("runtime_env")
 
 CHOSEN = "torch-cuda" if torch.cuda.is_available() else "torch-cpu"
-def keygen(folder: Path, name: str) -> Path:
-    """A new ed25519 key pair made by ssh-keygen; the private key's path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    key = folder / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
-def fingerprint(key: Path) -> str:
-    return subprocess.run(["ssh-keygen", "-l", "-f", f"{key}.pub"], check=True, capture_output=True,
-                          text=True).stdout.split()[1]
-
-
-def allowed_signers(path: Path, **principals: Path) -> Path:
-    """git's allowed_signers format: `principal key-type key` per line."""
-    lines = [f"{who} {' '.join(Path(f'{key}.pub').read_text().split()[:2])}" for who, key in principals.items()]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 @pytest.fixture
@@ -92,20 +74,45 @@ def refused(call) -> str:
 
 # -- signing -------------------------------------------------------------------------------------
 
-def test_publish_sign_puts_an_ssh_signature_of_metadata_json_beside_it(tmp_path, kernel, keys, trusted):
+def hub_paths(hub: Path, rev: str) -> list[str]:
+    bare = hub / "kernels" / "org" / "tiny.git"
+    return subprocess.run(["git", "--git-dir", str(bare), "ls-tree", "-r", "--name-only", rev], check=True,
+                          capture_output=True, text=True).stdout.split()
+
+
+def test_publish_sign_puts_an_ssh_signature_of_metadata_json_in_signatures(tmp_path, kernel, keys, trusted, capsys):
+    """The signature is `signatures/<variant>/metadata.json.sig`, outside the variant folder (where Hugging
+    Face's kernels 0.18+ allow no file its digest lacks); a publish owns that folder with the variant's."""
     hub = tmp_path / "hub"
+    assert main(["publish", str(kernel.root), "--hub", str(hub), "--dry-run", "--sign", "--sign-key",
+                 str(keys["alice"])]) == 0
+    assert "  add      signatures/torch-cpu/metadata.json.sig" in capsys.readouterr().out  # the plan shows it
     commit = publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]))
     for variant in ("torch-cpu", "torch-cuda"):
         (tmp_path / "check").mkdir(exist_ok=True)
         meta = hub_file(hub, commit, f"build/{variant}/metadata.json")
         sig = tmp_path / "check" / f"{variant}.sig"
-        sig.write_bytes(hub_file(hub, commit, f"build/{variant}/metadata.json.sig"))
+        sig.write_bytes(hub_file(hub, commit, f"signatures/{variant}/metadata.json.sig"))
         # git's own tool, as a user would check it by hand
         done = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(trusted), "-I", "alice@example.com",
                                "-n", "kbuild", "-s", str(sig)], input=meta, capture_output=True)
         assert done.returncode == 0, done.stderr
         assert meta == (kernel.variant(variant) / "metadata.json").read_bytes()  # the build's own bytes
+    assert [p for p in hub_paths(hub, commit) if not p.startswith("build/")] == [
+        "signatures/torch-cpu/metadata.json.sig", "signatures/torch-cuda/metadata.json.sig"]
     assert not list(kernel.root.glob("build/*/metadata.json.sig"))  # the build folder is not touched
+
+    # republished unsigned: the stale signatures go with it
+    commit = publish(kernel, hub)
+    assert not [p for p in hub_paths(hub, commit) if not p.startswith("build/")]
+    # a variant an older kbuild signed in its folder: republishing it moves the signature out
+    old = tmp_path / "old" / "torch-cpu"
+    shutil.copytree(kernel.variant("torch-cpu"), old)
+    subprocess.run(["ssh-keygen", "-Y", "sign", "-n", "kbuild", "-f", str(keys["alice"]), str(old / "metadata.json")],
+                   check=True, capture_output=True)
+    assert "build/torch-cpu/metadata.json.sig" in hub_paths(hub, upload_as_another_builder(hub, "org/tiny", "v1", old))
+    commit = publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]), "--variant", "torch-cpu")
+    assert [p for p in hub_paths(hub, commit) if p.endswith(".sig")] == ["signatures/torch-cpu/metadata.json.sig"]
 
 
 def test_the_signing_key_comes_from_the_flag_the_variable_or_the_signatures_file(tmp_path, kernel, keys, monkeypatch,
@@ -141,7 +148,7 @@ def test_a_variant_signed_by_a_trusted_key_loads_under_the_rule(tmp_path, kernel
     publish(kernel, hub, "--sign", "--sign-key", str(keys["alice"]))
     module = get_kernel("org/tiny@v1", hub=str(hub), require_signature=True)
     assert module.double(21) == 42
-    assert (Path(module.__file__).parent / "metadata.json.sig").is_file()  # cached with the variant
+    assert (Path(module.__file__).parent / "metadata.json.sig").is_file()  # cached beside its metadata.json
     new_process()
     assert get_kernel("org/tiny@v1", hub=str(hub), require_signature=True).double(2) == 4  # the cached copy
 
@@ -217,7 +224,10 @@ def test_a_signature_over_other_digests_is_refused_naming_the_signer(tmp_path, k
     assert cached(runtime_env) == []
 
 
-def test_a_signature_for_another_namespace_or_garbage_is_refused(tmp_path, kernel, keys, trusted, runtime_env):
+def test_a_signature_in_the_variant_folder_as_older_kbuild_published_it_is_still_checked(tmp_path, kernel, keys,
+                                                                                         trusted, runtime_env):
+    """Variants kbuild signed before the signature moved to signatures/<variant>/ hold it in
+    build/<variant>/: one for another namespace, or garbage, is refused there; a good one loads."""
     hub = tmp_path / "hub"
     publish(kernel, hub)
     folder = tmp_path / "upload" / CHOSEN
@@ -233,6 +243,13 @@ def test_a_signature_for_another_namespace_or_garbage_is_refused(tmp_path, kerne
     assert cached(runtime_env) == []
     # without the rule a bad signature changes nothing
     assert get_kernel("org/tiny@v1", hub=str(hub)).double(1) == 2
+    # a good one where kbuild before issue 44 published it, inside build/<variant>/: still read there
+    (folder / "metadata.json.sig").unlink()
+    subprocess.run(["ssh-keygen", "-Y", "sign", "-n", "kbuild", "-f", str(keys["alice"]), str(folder / "metadata.json")],
+                   check=True, capture_output=True)  # writes metadata.json.sig beside it
+    upload_as_another_builder(hub, "org/tiny", "v1", folder)
+    new_process()
+    assert get_kernel("org/tiny@v1", hub=str(hub), require_signature=True).double(5) == 10
 
 
 def test_a_cached_copy_that_fails_the_rule_is_removed(tmp_path, kernel, trusted, runtime_env):
@@ -331,36 +348,42 @@ def test_kbuild_verify_names_an_untrusted_signer(tmp_path, kernel, keys, trusted
 
 # -- Hugging Face's loader -------------------------------------------------------------------------
 
-# kernels 0.18+ check the digest on load and exempt only metadata.json, metadata.json.sigstore and
-# bytecode: kbuild's metadata.json.sig beside them is an "Unknown file" there, and the load fails
-# (issue 44). Strict: this fails once the signature moves where kernels does not look.
-SIG_UNKNOWN = pytest.mark.xfail(reason="kernels 0.18+ refuse metadata.json.sig as a file outside the digest",
-                                strict=True)
+@pytest.fixture(scope="module")
+def signed_and_served(tmp_path_factory):
+    """org/tiny v1 published with --sign to a real `kbuild hub serve`, once for every loader below."""
+    from huggingface_hub import HfApi
+
+    kernel = Kernel(tmp_path_factory.mktemp("tiny")).write().build()
+    key = keygen(tmp_path_factory.mktemp("keys"), "alice")
+    served, stop = start_server(tmp_path_factory.mktemp("served"))
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("HF_TOKEN", served.token)
+            kernel.publish(served.url, "--sign", "--sign-key", str(key))
+        assert "signatures/torch-cpu/metadata.json.sig" in HfApi(endpoint=served.url).list_repo_files(
+            "org/tiny", repo_type="kernel", revision="v1")
+        yield served
+    finally:
+        stop()
 
 
-@pytest.mark.parametrize("env", ["kernels-0.17", pytest.param("kernels-0.18", marks=SIG_UNKNOWN),
-                                 pytest.param("kernels-0.19", marks=SIG_UNKNOWN)])
-def test_hugging_faces_loader_loads_a_signed_kbuild_variant(env, tmp_path, kernel, keys, monkeypatch):
+# kernels 0.18+ check the digest on load and allow no file in build/<variant>/ but metadata.json,
+# metadata.json.sigstore and bytecode (issue 44): the signature lives in signatures/<variant>/, which
+# no release of kernels lists or downloads, so a signed variant loads as any other.
+@pytest.mark.parametrize("env", ["kernels-0.16", "kernels-0.17", "kernels-0.18", "kernels-0.19"])
+def test_hugging_faces_loader_loads_a_signed_kbuild_variant(env, tmp_path, signed_and_served):
     python = hf_envs.HOME / env / "bin" / "python"
     if not python.is_file():
         pytest.skip(f"no Hugging Face environment at {python.parent.parent} (ci/setup.sh makes it)")
-    served, stop = start_server(tmp_path / "served")
-    try:
-        monkeypatch.setenv("HF_TOKEN", served.token)
-        publish(kernel, served.url, "--sign", "--sign-key", str(keys["alice"]))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KBUILD_", "HF_", "HUGGING", "KERNELS_"))}
-        env.update(HF_ENDPOINT=served.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_PROGRESS_BARS="1")
-        script = ("import json, kernels, pathlib\n"
-                  "k = kernels.get_kernel('org/tiny', version=1, backend='cpu', trust_remote_code=True)\n"
-                  "folder = pathlib.Path(k.__file__).parent\n"
-                  "print(json.dumps({'double': k.double(21), 'files': sorted(p.name for p in folder.iterdir())}))\n")
-        done = subprocess.run([str(python), "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
-                              timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
-        seen = json.loads(done.stdout.strip().splitlines()[-1])
-        assert seen["double"] == 42 and "metadata.json.sig" in seen["files"]
-    finally:
-        stop()
+    script = ("import json, kernels, pathlib\n"
+              "k = kernels.get_kernel('org/tiny', version=1, backend='cpu', trust_remote_code=True)\n"
+              "folder = pathlib.Path(k.__file__).parent\n"
+              "print(json.dumps({'double': k.double(21), 'files': sorted(p.name for p in folder.iterdir())}))\n")
+    done = subprocess.run([str(python), "-c", script], capture_output=True, text=True,
+                          env=hf_envs.client_env(signed_and_served.url, tmp_path / "hf"), cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["double"] == 42 and "metadata.json.sig" not in seen["files"]
 
 
 def test_an_allowed_signers_line_that_does_not_allow_the_signature_is_refused(tmp_path, keys):

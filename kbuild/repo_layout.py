@@ -1,0 +1,67 @@
+"""Where a variant's files are in a kernel's hub repo (docs/formats.md, "Signatures" and "Hub
+repository layout"): the one rule publishers, loaders, hub fronts and mirrors follow.
+
+`build/<variant>/` holds the variant folder as built. kbuild's SSH signature over its metadata.json
+is published outside it, as `signatures/<variant>/metadata.json.sig`: Hugging Face's `kernels`
+0.18 and later check on every load that each file of `build/<variant>/` is in metadata.json's
+digest, sparing only metadata.json and their own `metadata.json.sigstore`, so a signature inside
+the folder makes them refuse the variant. A fetched variant folder holds the signature beside its
+metadata.json again, where the checks read it (kbuild/signatures/check.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .signatures.ssh import SIGNATURE
+
+BUILD = "build"
+SIGNATURES = "signatures"  # top-level: kernels lists variants as the folders under build/ only
+
+
+def variant_prefix(variant: str) -> str:
+    return f"{BUILD}/{variant}/"
+
+
+def signature_folder(variant: str) -> str:
+    return f"{SIGNATURES}/{variant}"
+
+
+def ssh_signature(variant: str) -> str:
+    """Where the variant's SSH signature is published."""
+    return f"{signature_folder(variant)}/{SIGNATURE}"
+
+
+def owned_prefixes(variant: str) -> tuple[str, str]:
+    """What a publish of the variant replaces: its folder and its signature's folder."""
+    return variant_prefix(variant), signature_folder(variant) + "/"
+
+
+def repo_path(variant: str, rel: str) -> str:
+    """Where the file `rel` of a variant folder is published."""
+    return ssh_signature(variant) if rel == SIGNATURE else variant_prefix(variant) + rel
+
+
+def variant_of(path: str) -> str | None:
+    """The variant a repo path belongs to (`build/<variant>/…`, or its SSH signature); None for
+    anything else."""
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[0] == BUILD and parts[1]:
+        return parts[1]
+    if len(parts) == 3 and parts[0] == SIGNATURES and parts[1] and parts[2] == SIGNATURE:
+        return parts[1]
+    return None
+
+
+def variant_paths(variant: str, listed: Iterable[str]) -> dict[str, str]:
+    """Repo path -> path in the fetched variant folder, for the variant's files among the repo
+    paths `listed`: everything under `build/<variant>/`, and its SSH signature. Variants published
+    before the signature moved hold it as `build/<variant>/metadata.json.sig`; that copy is read
+    only when `signatures/<variant>/` has none, so those variants still verify."""
+    listed = set(listed)
+    prefix = variant_prefix(variant)
+    found = {p: p[len(prefix):] for p in sorted(listed) if p.startswith(prefix)}
+    if ssh_signature(variant) in listed:
+        found.pop(prefix + SIGNATURE, None)
+        found[ssh_signature(variant)] = SIGNATURE
+    return found
