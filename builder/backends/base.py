@@ -88,13 +88,3 @@ class Backend:
     def why_no_matrix_variant(self, m, matrix) -> str | None:
         """Why the matrix holds no variant of this backend for `m`, when the backend knows."""
         return None
-
-    # -- loading (builder/verify/) -------------------------------------------------------------------
-
-    def cannot_load(self, torch) -> str | None:
-        """Why `torch` cannot load this backend's variants at all, or None."""
-        return None
-
-    def runtime_compute(self, torch) -> Version | None:
-        """The compute version `torch` offers this backend's variants."""
-        return None

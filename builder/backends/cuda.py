@@ -118,12 +118,6 @@ class Cuda(Backend):
             return f"no CUDA version of the matrix ({cudas}) is inside [general.cuda] minver/maxver"
         return None
 
-    def cannot_load(self, torch) -> str | None:
-        return "it is a CPU build of torch" if torch.cuda is None else None
-
-    def runtime_compute(self, torch):
-        return torch.cuda_version
-
     def _has_device_code(self, sources) -> bool:
         return any(Path(src).suffix in self.source_tools for src in sources)
 

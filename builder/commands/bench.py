@@ -1,7 +1,7 @@
 """`kbuild bench [DIR | ORG/NAME@REV]`: a kernel's benchmarks/ (Hugging Face's `kernels.Benchmark`
-convention) against each of its built variants that this torch loads, or against the published
-variant get_kernel would load here; each workload beside its reference; a table, and on request
-JSON and an SVG plot."""
+convention) against each of its built variants that can run here (chosen as `kbuild test` chooses
+them: a CPU variant with the GPUs hidden), or against the published variant get_kernel would load
+here; each workload beside its reference; a table, and on request JSON and an SVG plot."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
     p.add_argument("--trust-remote-code", action="store_true",
                    help="with ORG/NAME@REV: run the benchmarks of a repo outside the trusted orgs")
     p.add_argument("--variant", action="append", default=[], metavar="V",
-                   help="only this built variant (repeatable; default: every variant in build/ this torch loads)")
+                   help="only this built variant, even one the loader would not pick here (repeatable; default: "
+                        "each built variant that can run here, a CPU variant with the GPUs hidden)")
     p.add_argument("--warmup", type=_count(0), default=5, metavar="N", help="untimed calls first (default 5)")
     p.add_argument("--repeats", type=_count(1), default=20, metavar="N", help="timed calls per workload (default 20)")
     p.add_argument("--json", type=Path, default=None, metavar="F", help="write every workload's figures to F")
@@ -69,8 +70,9 @@ def run(args, reporter: Reporter) -> int:
     rows = [[f"{w.kernel}/{w.variant}", f"{w.script} {w.cls}.{w.name}", w.device, *_figures(w)] for w in result.workloads]
     reporter.table("kbuild bench: median (min-max) of each workload, kernel and reference in one process",
                    ["variant", "workload", "on", "kernel", "reference", "speed-up", "check"], rows, right=(3, 4, 5))
-    for kernel, variant, why in result.skipped:
-        reporter.info(f"skipped   {kernel}/{variant}: {why}")
+    for status, rows in (("skipped", result.skipped), ("left out", result.left_out)):
+        for kernel, variant, why in rows:
+            reporter.info(f"{status:9} {kernel}/{variant}: {why}")
     for w in result.workloads:
         if w.error:
             reporter.error(f"{w.kernel}/{w.variant} {w.script} {w.cls}.{w.name}: {w.error}")
@@ -89,7 +91,9 @@ def run(args, reporter: Reporter) -> int:
             (latest / "results.json").write_text(json.dumps(mine.to_json(), indent=1))
             plot_speedups(mine, latest / "results.svg")
     if not result.workloads:
-        reporter.error("no workload ran" + (": every variant was skipped" if result.skipped else ""))
+        why = ": every variant was skipped or left out" if result.skipped or result.left_out else ""
+        reporter.error(f"no workload ran{why}",
+                       hint="--variant V for one the loader would not pick here" if result.left_out else None)
         return ExitCode.FAILED
     return ExitCode.OK if all(w.ok for w in result.workloads) else ExitCode.FAILED
 

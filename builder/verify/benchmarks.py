@@ -1,6 +1,8 @@
-"""`kbuild bench`: a kernel's benchmarks/ run against each of its built variants that this torch
-loads, each workload timed beside its reference in the same process (the runner:
-builder/templates/kbuild_bench_runner.py, in the Python that loads the variant).
+"""`kbuild bench`: a kernel's benchmarks/ run against each of its built variants that can run
+here, chosen as `kbuild test` chooses them (variant_choice.py: what the loader would pick, a CPU
+variant with the GPUs hidden, --variant for any), each workload timed beside its reference in the
+same process (the runner: builder/templates/kbuild_bench_runner.py, in the Python that loads the
+variant).
 
 The variant is put on the path under the kernel's Python name, as for `kbuild test`, so files
 written for Hugging Face's `kernels benchmark` (`from kernels.benchmark import Benchmark`, the
@@ -15,7 +17,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kbuild.variants import parse_variant
+from kbuild.variants import NOARCH, parse_variant
 
 from builder import resources
 from kbuild_common import proc
@@ -24,8 +26,8 @@ from kbuild_common.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
-from builder.toolchains.toolchain import probe_torch
-from builder.verify.kernel_tests import GPU_PROBE, built_variants, cannot_load
+from builder.verify.kernel_tests import built_variants
+from builder.verify.variant_choice import HIDE_GPUS, choose, gpu_visible, probe_once
 
 _RUNNER = "kbuild_bench_runner"  # builder/templates/kbuild_bench_runner.py
 TIMEOUT_S = 3600  # one variant's benchmarks
@@ -66,16 +68,19 @@ class Workload:
 
 @dataclass
 class BenchRun:
-    """Every workload of every variant run, with what was skipped and why."""
+    """Every workload of every variant run, with what was skipped or left out and why."""
 
     workloads: list[Workload] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)  # kernel, variant, why
+    # kernel, variant, why: the variants the loader would not pick here (variant_choice.choose)
+    left_out: list[tuple[str, str, str]] = field(default_factory=list)
     machines: dict[str, dict] = field(default_factory=dict)  # variant -> what the runner saw
     roots: dict[str, Path] = field(default_factory=dict)  # kernel -> its folder
 
     def of(self, kernel: str) -> BenchRun:
         """The part of the run that is `kernel`'s."""
         return BenchRun([w for w in self.workloads if w.kernel == kernel], [s for s in self.skipped if s[0] == kernel],
+                        [s for s in self.left_out if s[0] == kernel],
                         {k: v for k, v in self.machines.items() if k.split('/')[0] == kernel}, {kernel: self.roots[kernel]})
 
     def to_json(self) -> dict:
@@ -85,18 +90,20 @@ class BenchRun:
             row["class"] = row.pop("cls")
             row["speedup"] = w.speedup
             rows.append(row)
-        return {"workloads": rows, "machines": self.machines,
-                "skipped": [{"kernel": k, "variant": v, "reason": r} for k, v, r in self.skipped]}
+        def why(found):
+            return [{"kernel": k, "variant": v, "reason": r} for k, v, r in found]
+        return {"workloads": rows, "machines": self.machines, "skipped": why(self.skipped),
+                "left_out": why(self.left_out)}
 
 
 def bench_kernels(folder: Path, variants: tuple[str, ...], python: str, reporter, settings: BuilderSettings,
                   warmup: int = 5, repeats: int = 20, timeout: int | None = None) -> BenchRun:
-    """Run each kernel's benchmarks/benchmark*.py against each built variant this torch loads."""
+    """Run each kernel's benchmarks/benchmark*.py against each built variant that can run here
+    (variant_choice.py: what the loader would pick, a CPU variant with the GPUs hidden) or, with
+    `variants`, against those."""
     run = BenchRun()
-    with reporter.phase(f"probing the torch of {python}"):
-        torch = probe_torch(python, settings.probe_dir)
+    target = None
     kernels = kernel_dirs(folder)
-    has_gpu = None
     for kernel in kernels:
         manifest = load_manifest(kernel)
         run.roots[manifest.name] = kernel
@@ -115,18 +122,21 @@ def bench_kernels(folder: Path, variants: tuple[str, ...], python: str, reporter
                 raise UsageError(f"{kernel}: {why}", hint="kbuild init writes one; see kbuild/benchmark.py")
             run.skipped.append((manifest.name, "-", why))
             continue
-        for variant_dir in built:
-            if reason := cannot_load(parse_variant(variant_dir.name), torch):
-                run.skipped.append((manifest.name, variant_dir.name, f"cannot load in torch {torch.torch_version}: {reason}"))
+        if target is None:
+            target = probe_once(python, reporter, "benchmarks")
+        for choice in choose(kernel / BUILD_DIR, built, target, named=bool(variants), does="benchmarks"):
+            variant_dir = choice.variant
+            if choice.left_out:
+                run.left_out.append((manifest.name, variant_dir.name, choice.left_out))
                 continue
-            if has_gpu is None:
-                has_gpu = proc.run([python, "-c", GPU_PROBE], timeout=300, what="GPU probe").stdout.strip().endswith("1")
-            device = _device(variant_dir.name, has_gpu)
+            device = "cpu" if choice.hide_gpus else _device(variant_dir.name, gpu_visible(target.system))
             if device is None:
                 run.skipped.append((manifest.name, variant_dir.name, "a CUDA variant and no CUDA device here"))
                 continue
-            with reporter.phase(f"benchmarking {manifest.name}/{variant_dir.name} on {device}"):
-                doc = _run_variant(manifest.python_name, manifest.root, variant_dir, scripts, python, device,
+            env, where = _placed(variant_dir.name, device, choice.hide_gpus)
+            reporter.info(f"benchmarking {manifest.name}/{variant_dir.name} {where}{choice.as_asked}")
+            with reporter.phase(f"benchmarking {manifest.name}/{variant_dir.name}"):
+                doc = _run_variant(manifest.python_name, manifest.root, variant_dir, scripts, python, device, env,
                                    settings.pythonpath, warmup, repeats, timeout or TIMEOUT_S)
             run.machines[f"{manifest.name}/{variant_dir.name}"] = {k: v for k, v in doc.items() if k != "scripts"}
             run.workloads.extend(_workloads(manifest.name, variant_dir.name, device, doc))
@@ -177,11 +187,12 @@ def bench_published(request: str, hub: str | None, token: str | None, reporter, 
     if not scripts:
         raise UsageError(f"{ref.repo_id}@{found.commit[:12]}: no benchmarks/benchmark*.py was published")
     python_name = VariantMetadata.for_variant(folder).python_name or name.replace("-", "_")
-    has_gpu = proc.run([sys.executable, "-c", GPU_PROBE], timeout=300, what="GPU probe").stdout.strip().endswith("1")
-    device = _device(found.chosen, has_gpu) or "cpu"
+    # the loader's own choice for this system: a CPU variant only when torch sees no GPU (none to hide)
+    device = _device(found.chosen, gpu_visible(found.system)) or "cpu"
+    env, where = _placed(found.chosen, device, hide_gpus=False)
     run = BenchRun()  # no kernel folder of the user's to keep results in: --json and --plot say where
-    with reporter.phase(f"benchmarking {ref.repo_id}@{found.commit[:12]} {found.chosen} on {device}"):
-        doc = _run_variant(python_name, root, folder, scripts, sys.executable, device, None, warmup, repeats,
+    with reporter.phase(f"benchmarking {ref.repo_id}@{found.commit[:12]} {found.chosen} {where}"):
+        doc = _run_variant(python_name, root, folder, scripts, sys.executable, device, env, None, warmup, repeats,
                            timeout or TIMEOUT_S)
     run.machines[f"{name}/{found.chosen}"] = {k: v for k, v in doc.items() if k != "scripts"}
     run.workloads.extend(_workloads(name, found.chosen, device, doc))
@@ -197,9 +208,22 @@ def _device(variant: str, has_gpu: bool) -> str | None:
     return "cuda" if v.kind == "noarch" and v.backend == "cuda" and has_gpu else "cpu"
 
 
+def _placed(variant: str, device: str, hide_gpus: bool) -> tuple[dict[str, str], str]:
+    """The environment that runs a variant's benchmarks on `device`, as `kbuild test` runs its
+    suite, and the words for where: a CPU variant as it will run beside a GPU, with every GPU
+    hidden (so the benchmarks take their CPU paths); a Triton kernel on the CPU under Triton's
+    interpreter."""
+    if hide_gpus:
+        return dict(HIDE_GPUS), "on cpu (no GPU visible to the benchmarks)"
+    if device == "cpu" and parse_variant(variant).kind == NOARCH:
+        return {"TRITON_INTERPRET": "1"}, "on cpu (Triton interpreter)"
+    return {}, f"on {device}"
+
+
 def _run_variant(python_name: str, root: Path, variant_dir: Path, scripts: list[Path], python: str, device: str,
-                 pythonpath: str | None, warmup: int, repeats: int, timeout: int) -> dict:
-    """The runner's JSON for one variant, run with `root` (the kernel's folder) as its folder."""
+                 env: dict[str, str], pythonpath: str | None, warmup: int, repeats: int, timeout: int) -> dict:
+    """The runner's JSON for one variant, run with `root` (the kernel's folder) as its folder and
+    `env` (_placed's) in its environment."""
     log = root / ".kbuild" / variant_dir.name / "bench.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbuild-bench-") as tmp:
@@ -208,9 +232,7 @@ def _run_variant(python_name: str, root: Path, variant_dir: Path, scripts: list[
         runner.write_bytes(resources.read_bytes(f"templates/{_RUNNER}.py"))
         out = Path(tmp) / "bench.json"
         # no __pycache__ left in benchmarks/ (published) or in the variant (digest-checked)
-        env = {"PYTHONPATH": os.pathsep.join(p for p in (tmp, pythonpath) if p), "PYTHONDONTWRITEBYTECODE": "1"}
-        if device == "cpu" and parse_variant(variant_dir.name).kind == "noarch":
-            env["TRITON_INTERPRET"] = "1"  # Triton kernels on CPU tensors
+        env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (tmp, pythonpath) if p), "PYTHONDONTWRITEBYTECODE": "1"}
         cmd = [python, str(runner), "--kernel", python_name, "--device", device, "--warmup", str(warmup),
                "--repeats", str(repeats), "--out", str(out), *map(str, scripts)]
         code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)

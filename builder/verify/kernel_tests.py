@@ -15,20 +15,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from kbuild.variants import NOARCH, SystemInfo, Variant, host_cpu, host_os, parse_variant, why_not
+from kbuild.variants import NOARCH, SystemInfo, parse_variant
 
 from kbuild_common import proc
 from builder import resources
-from builder.backends import compiled
 from builder._toml import tomllib
 from kbuild_common.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.report import VariantResult
 from builder.config.environment import BuilderSettings
-from builder.toolchains.toolchain import TorchInfo
 from builder.project.workspace import kernel_dirs
-from builder.verify.variant_choice import HIDE_GPUS, Choice, choose, probe
+from builder.verify.variant_choice import HIDE_GPUS, Choice, choose, gpu_visible, probe_once
 
 _NO_TESTS_COLLECTED = 5
 # Statuses of kbuild test's rows beside passed, failed and skipped: a suite that stopped before
@@ -38,7 +36,6 @@ COULD_NOT_COLLECT, LEFT_OUT, NO_TESTS = "could not collect", "left out", "no tes
 _SKIP_PLUGIN = "kbuild_skip_reasons"  # builder/templates/kbuild_skip_reasons.py
 _VARIANT_PLUGIN = "kbuild_variant_under_test"  # builder/templates/kbuild_variant_under_test.py
 TIMEOUT_S = 3600  # one variant's suite, unless `kbuild test --timeout` says otherwise
-GPU_PROBE = "import torch; print(int(torch.cuda.is_available()))"
 
 
 def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_args: tuple[str, ...], reporter,
@@ -65,28 +62,13 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
             results.append(VariantResult(manifest.name, "-", "skipped", reason=missing))
             continue
         if target is None:
-            with reporter.phase(f"asking the torch of {python} which devices it sees"):
-                target = probe(python)
-            reporter.info(f"suites run in {target.describe()}")
+            target = probe_once(python, reporter, "suites")
         for choice in choose(kernel / BUILD_DIR, built, target, named=bool(variants)):
             if choice.left_out:
                 results.append(VariantResult(manifest.name, choice.variant.name, LEFT_OUT, reason=choice.left_out))
                 continue
             results.append(_run_one(manifest, choice, python, target.system, pytest_args, reporter, settings, timeout))
     return results
-
-
-def cannot_load(variant: Variant, torch: TorchInfo) -> str | None:
-    """Why the target torch cannot load `variant` (kbuild's loader rules), or None. Python-only
-    variants always run: Triton kernels fall back to Triton's interpreter on CPU tensors."""
-    if variant.kind == NOARCH:
-        return None
-    backend = compiled(variant.backend)  # None: a backend kbuild does not build; its variant's name decides
-    if backend is not None and (why := backend.cannot_load(torch)):
-        return why
-    compute = backend.runtime_compute(torch) if backend is not None else None
-    system = SystemInfo(torch.torch, variant.backend, compute, host_cpu(), host_os(), torch.cxx11)
-    return why_not(variant, system)
 
 
 def built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
@@ -102,7 +84,7 @@ def _run_one(manifest, choice: Choice, python: str, system: SystemInfo, pytest_a
     timeout = timeout or TIMEOUT_S
     variant_dir = choice.variant
     variant = parse_variant(variant_dir.name)
-    has_gpu = system.backend in ("cuda", "rocm") and system.device_visible
+    has_gpu = gpu_visible(system)
     device = "cuda" if variant.backend in ("cuda", "rocm") else "cpu"
     env = {"KBUILD_TEST_DEVICE": device}
     if choice.hide_gpus:
@@ -118,8 +100,7 @@ def _run_one(manifest, choice: Choice, python: str, system: SystemInfo, pytest_a
         where = "without a GPU (tests that need one skip)"
     else:
         where = f"on {device}"
-    forced = f", as --variant asks: the loader would not pick it here ({choice.forced})" if choice.forced else ""
-    reporter.info(f"testing {manifest.name}/{variant_dir.name} {where}{forced}")
+    reporter.info(f"testing {manifest.name}/{variant_dir.name} {where}{choice.as_asked}")
     log = manifest.root / ".kbuild" / variant_dir.name / "test.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()

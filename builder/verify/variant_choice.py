@@ -1,9 +1,10 @@
-"""Which built variants `kbuild test` runs on this machine, and with which devices in view.
+"""Which built variants `kbuild test` and `kbuild bench` run on this machine, and with which
+devices in view: one rule for both.
 
 By default a variant runs when kbuild's loader would pick it here (kbuild.loading.judge_folder:
-its name, then its metadata, against the torch that runs the suites), and a CPU variant runs as
-it will run beside a GPU: with every GPU hidden from the suite. The rest are left out, each with
-the loader's reason; `--variant` runs the named ones whatever the loader says.
+its name, then its metadata, against the torch that runs the suites or benchmarks), and a CPU
+variant runs as it will run beside a GPU: with every GPU hidden from its process. The rest are
+left out, each with the loader's reason; `--variant` runs the named ones whatever the loader says.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ HIDE_GPUS = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "ZE_AFFINITY
 
 @dataclass(frozen=True)
 class Target:
-    """The torch that runs the suites, as the loader sees it."""
+    """The torch that runs the suites or benchmarks, as the loader sees it."""
 
     system: SystemInfo
     torch_version: str  # torch.__version__, for messages
@@ -49,9 +50,15 @@ class Target:
 @dataclass(frozen=True)
 class Choice:
     variant: Path
-    hide_gpus: bool = False  # a CPU variant: its suite sees no GPU
-    left_out: str = ""  # why it is not tested here ("": it is)
+    hide_gpus: bool = False  # a CPU variant: its suite or benchmarks see no GPU
+    left_out: str = ""  # why it is not run here ("": it is)
     forced: str = ""  # why the loader would not pick it, when --variant asked for it anyway
+
+    @property
+    def as_asked(self) -> str:
+        """What a run's line adds for a forced variant: `, as --variant asks: the loader would not
+        pick it here (why)`; "" for one the loader picks."""
+        return f", as --variant asks: the loader would not pick it here ({self.forced})" if self.forced else ""
 
 
 def probe(python: str) -> Target:
@@ -80,9 +87,24 @@ def probe(python: str) -> Target:
     return Target(info, data["torch_version"])
 
 
-def choose(build_dir: Path, built: list[Path], target: Target, named: bool) -> list[Choice]:
+def gpu_visible(system: SystemInfo) -> bool:
+    """Whether the torch of `system` sees a GPU that CUDA and ROCm variants run on."""
+    return system.backend in ("cuda", "rocm") and system.device_visible
+
+
+def probe_once(python: str, reporter, runs: str) -> Target:
+    """`probe(python)` in a phase of `reporter`'s, then the line saying where `runs` ("suites",
+    "benchmarks") run."""
+    with reporter.phase(f"asking the torch of {python} which devices it sees"):
+        target = probe(python)
+    reporter.info(f"{runs} run in {target.describe()}")
+    return target
+
+
+def choose(build_dir: Path, built: list[Path], target: Target, named: bool, does: str = "tests") -> list[Choice]:
     """What to do with each of `built` (variant folders in `build_dir`); `named`: the user named
-    them with --variant, so each runs, saying why the loader would not pick it."""
+    them with --variant, so each runs, saying why the loader would not pick it; `does`: what
+    --variant does with a left-out one, in its reason ("tests", "benchmarks")."""
     system = target.system
     here = _verdicts(build_dir, system)
     # a CPU variant is judged as the loader judges it with backend="cpu", the GPU out of the way
@@ -101,7 +123,7 @@ def choose(build_dir: Path, built: list[Path], target: Target, named: bool) -> l
             choices.append(Choice(folder, hide_gpus=is_cpu, forced=why))
         else:
             choices.append(Choice(folder, left_out=f"{why}: the loader would not pick it here "
-                                                   f"(--variant {folder.name} tests it anyway)"))
+                                                   f"(--variant {folder.name} {does} it anyway)"))
     return choices
 
 

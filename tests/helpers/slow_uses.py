@@ -28,6 +28,7 @@ HELPERS = {
     "hf_envs.ensure": "makes the Hugging Face venvs (transformers + kernels on torch 2.13, minutes)",
     "test_fanout.run_slices": "builds and publishes each slice of the matrix in its own kbuild process (~150 s)",
     "test_quick_start.run_quick_start": "runs the README's quick start: builds, publishes and loads a kernel",
+    "seen_kernel.build_seen": "builds the seen kernel's noarch variants with kbuild build",
 }
 
 # Attributes, by name (of an object the test made), and why using each is slow.

@@ -1,11 +1,17 @@
 """`kbuild bench`: a kernel's benchmarks/ against its built variants, each workload beside its
 reference in one process, with a table, JSON and an SVG plot. Real builds (g++), real runs: the
 `kbuild init` scaffold (kbuild's own template), a file in Hugging Face's `kernels.benchmark`
-convention with a wrong and a broken workload, and the corpus's relu benchmark unchanged."""
+convention with a wrong and a broken workload, and the corpus's relu benchmark unchanged.
+
+Which variants run is `kbuild test`'s choice (builder/verify/variant_choice.py): the Python-only
+kernel of tests/helpers/seen_kernel.py, whose benchmark records what its process saw, shows the
+CPU variant benchmarked with every GPU hidden, the other backends left out in the loader's words,
+and `--variant` running one anyway."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +22,7 @@ import pytest
 
 from builder.commands.main import main
 from corpus import corpus_kernel
+from seen_kernel import HIDDEN, WATCHED, build_seen, fresh_copy, seen
 
 
 def commit(folder: Path) -> None:
@@ -203,3 +210,90 @@ def test_a_published_kernel_is_benchmarked_from_the_hub(scaffold, tmp_path, caps
     assert not (kernel / ".kbuild" / "bench").exists() and not (tmp_path / ".kbuild").exists()
     assert main(["bench", "me/bscale@v7", "--hub", str(hub), "--trust-remote-code"]) == 2
     assert "has no version 7" in capsys.readouterr().err
+
+
+# --- which variants run, and with which devices in view: kbuild test's choice --------------------
+
+SEEN_BENCHMARK = f'''import json
+import os
+from pathlib import Path
+
+import torch
+
+from kbuild.benchmark import Benchmark
+
+
+class Seen(Benchmark):
+    def setup(self):
+        variant = Path(self.kernel.__file__).resolve().parent.name
+        saw = {{name: os.environ.get(name) for name in {WATCHED!r}}}
+        saw.update(device_count=torch.cuda.device_count(), device=self.device)  # where the runner puts tensors
+        (Path(__file__).parents[1] / "records" / f"{{variant}}.json").write_text(json.dumps(saw))
+        self.x = torch.ones(8, device=self.device)
+
+    def benchmark_double(self):
+        self.out = self.x * 2
+
+    def verify_double(self):
+        return self.x + self.x
+'''
+
+
+@pytest.fixture(scope="module")
+def seen_built(tmp_path_factory) -> Path:
+    return build_seen(tmp_path_factory.mktemp("bench-seen"), {"benchmarks/benchmark.py": SEEN_BENCHMARK})
+
+
+def kbuild_bench(capsys, kernel: Path, *args: str) -> tuple[int, str, dict]:
+    """`kbuild bench` of `kernel` with one timed call: its exit code, output and JSON."""
+    capsys.readouterr()
+    out_json = kernel / "bench.json"
+    code = main(["bench", str(kernel), "--warmup", "0", "--repeats", "1", "--json", str(out_json), *args])
+    return code, "".join(capsys.readouterr()), json.loads(out_json.read_text()) if out_json.exists() else {}
+
+
+def test_a_cpu_variant_is_benchmarked_with_the_gpus_hidden_and_other_backends_are_left_out(seen_built, tmp_path,
+                                                                                           monkeypatch, capsys):
+    seen_kernel = fresh_copy(seen_built, tmp_path, monkeypatch)
+    code, out, doc = kbuild_bench(capsys, seen_kernel)
+    assert code == 0, out
+    saw = seen(seen_kernel)
+    assert set(saw) == {"torch-cpu", "torch-cuda"}, out
+    # as kbuild test runs its suite: every GPU hidden, no Triton interpreter
+    assert saw["torch-cpu"] == {**HIDDEN, "KBUILD_TEST_DEVICE": None, "TRITON_INTERPRET": None, "device_count": 0,
+                                "device": "cpu"}, saw
+    assert "benchmarks run in torch " in out and "benchmarking seen/torch-cpu on cpu (no GPU visible to the " \
+        "benchmarks)" in out, out
+    # the Triton variant keeps the machine's devices (none here: Triton's interpreter on the CPU)
+    assert saw["torch-cuda"]["CUDA_VISIBLE_DEVICES"] is None, saw
+    if saw["torch-cuda"]["device_count"] == 0:
+        assert saw["torch-cuda"]["TRITON_INTERPRET"] == "1" and saw["torch-cuda"]["device"] == "cpu", saw
+        assert "benchmarking seen/torch-cuda on cpu (Triton interpreter)" in out, out
+    for backend in ("rocm", "xpu", "metal"):
+        assert re.search(rf"^left out +seen/torch-{backend}: built for {backend}, this system uses cuda: the loader "
+                         rf"would not pick it here \(--variant torch-{backend} benchmarks it anyway\)$", out, re.M), out
+    assert {(r["variant"], r["reason"].split(":")[0]) for r in doc["left_out"]} == {
+        (f"torch-{b}", f"built for {b}, this system uses cuda") for b in ("rocm", "xpu", "metal")}
+    assert {r["variant"] for r in doc["workloads"]} == {"torch-cpu", "torch-cuda"} and not doc["skipped"], doc
+
+
+def test_variant_benchmarks_one_the_loader_would_not_pick_saying_why(seen_built, tmp_path, monkeypatch, capsys):
+    seen_kernel = fresh_copy(seen_built, tmp_path, monkeypatch)
+    code, out, doc = kbuild_bench(capsys, seen_kernel, "--variant", "torch-rocm", "--variant", "torch-cpu")
+    assert code == 0, out
+    assert re.search(r"^benchmarking seen/torch-rocm on cpu \(Triton interpreter\), as --variant asks: the loader "
+                     r"would not pick it here \(built for rocm, this system uses cuda\)$", out, re.M), out
+    assert "left out" not in out and not doc["left_out"], out
+    saw = seen(seen_kernel)
+    assert saw["torch-rocm"]["CUDA_VISIBLE_DEVICES"] is None and saw["torch-cpu"]["CUDA_VISIBLE_DEVICES"] == "", saw
+
+
+def test_when_nothing_built_can_run_here_no_workload_runs(seen_built, tmp_path, monkeypatch, capsys):
+    seen_kernel = fresh_copy(seen_built, tmp_path, monkeypatch)
+    for name in ("torch-cpu", "torch-cuda"):
+        shutil.rmtree(seen_kernel / "build" / name)
+    code, out, doc = kbuild_bench(capsys, seen_kernel)
+    assert code == 1 and not seen(seen_kernel), out
+    assert len(doc["left_out"]) == 3 and not doc["workloads"], doc
+    assert "kbuild: error: no workload ran: every variant was skipped or left out" in out, out
+    assert "hint: --variant V for one the loader would not pick here" in out, out

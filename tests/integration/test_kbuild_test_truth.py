@@ -3,15 +3,14 @@ only the variants the loader would pick here run, the others are left out saying
 `--variant` runs one anyway; a suite that cannot be collected is told from one whose cases fail;
 a kernel without tests/ is no error.
 
-The kernel is Python-only (its five noarch variants build in about a second) and its suite
-records what it saw (the GPU variables, torch's device count, the device it chose) into a file
-per variant that these tests read. The GPU machine's side of the same choice is judged in
-tests/unit/test_kbuild_test_choice.py and run on an H200 by bench/gpu/kbuild_test_truth.sh.
+The kernel is Python-only (tests/helpers/seen_kernel.py: its five noarch variants build in about
+a second) and its suite records what it saw (the GPU variables, torch's device count, the device
+it chose) into a file per variant that these tests read. The GPU machine's side of the same choice
+is judged in tests/unit/test_kbuild_test_choice.py and run on an H200 by bench/gpu/kbuild_test_truth.sh.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -19,26 +18,10 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
+from seen_kernel import HIDDEN, WATCHED, build_seen, fresh_copy, seen
 
 torch = pytest.importorskip("torch")
 
-BUILD_TOML = """[general]
-name = "seen"
-version = 1
-edition = 5
-license = "Apache-2.0"
-backends = ["cpu", "cuda", "rocm", "xpu", "metal"]
-
-[torch-noarch]
-"""
-PACKAGE = '''import torch
-
-
-def on_the_gpu():
-    return torch.zeros(1, device="cuda")  # the variant's own code asks for a GPU
-'''
-WATCHED = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR",
-           "KBUILD_TEST_DEVICE", "TRITON_INTERPRET")
 SUITE = f'''import json
 import os
 from pathlib import Path
@@ -67,44 +50,23 @@ def test_the_suite_asks_for_a_gpu():
 def test_the_variant_asks_for_a_gpu():
     seen.on_the_gpu()
 '''
-HIDDEN = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "ZE_AFFINITY_MASK": "",
-          "ONEAPI_DEVICE_SELECTOR": "opencl:cpu"}
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    kernel = write(tmp_path_factory.mktemp("truth") / "seen", {
-        "build.toml": BUILD_TOML, "torch-ext/seen/__init__.py": PACKAGE, "tests/test_seen.py": SUITE})
-    assert main(["build", str(kernel)]) == 0
-    return kernel
+    return build_seen(tmp_path_factory.mktemp("truth"), {"tests/test_seen.py": SUITE})
 
 
 @pytest.fixture
 def kernel(built, tmp_path, monkeypatch) -> Path:
     """A copy of the built kernel of this test's own; the caller's GPU variables unset."""
-    for name in (*HIDDEN, "TRITON_INTERPRET", "SEEN_VARIANT_GPU", "KBUILD_GPU_ARCH"):
-        monkeypatch.delenv(name, raising=False)
-    copy = tmp_path / "seen"
-    shutil.copytree(built, copy, ignore=shutil.ignore_patterns(".kbuild", "__pycache__"))
-    (copy / "records").mkdir()
-    return copy
+    return fresh_copy(built, tmp_path, monkeypatch)
 
 
 def kbuild_test(capsys, *args: str) -> tuple[int, str]:
     capsys.readouterr()
     code = main(["test", *args])
     return code, "".join(capsys.readouterr())
-
-
-def seen(kernel: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in (kernel / "records").glob("*.json")}
 
 
 def test_a_cpu_variant_runs_with_the_gpus_hidden_and_other_backends_are_left_out(kernel, capsys):
