@@ -9,12 +9,8 @@ id, quoted), then GETs, resuming with `Range: bytes=<have>-` after a broken conn
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
-from typing import AsyncIterator
 
-import anyio.to_thread
 from starlette.responses import Response, StreamingResponse
 
 from kbuild_hub.errors import EntryNotFound, HubError
@@ -22,7 +18,6 @@ from kbuild_hub.server.context import Call, Hub
 from kbuild_hub.server.routing import check_ref
 from kbuild_hub.server.sources import source
 
-CHUNK = 128 << 10
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -103,18 +98,3 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
         error.headers = {"Content-Range": f"bytes */{size}"}
         raise error
     return start, end
-
-
-async def file_chunks(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
-    """The bytes [start, end) of `path`, CHUNK at a time, each read in a worker thread (a cold
-    disk must not stall the event loop). StreamingResponse stops asking when the client leaves."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        while start < end:
-            data = await anyio.to_thread.run_sync(os.pread, fd, min(CHUNK, end - start), start)
-            if not data:
-                return
-            start += len(data)
-            yield data
-    finally:
-        os.close(fd)

@@ -10,6 +10,7 @@ from typing import Iterator
 
 from kbuild_hub.errors import EntryNotFound, HubRepoNotFound
 from kbuild_hub.server.context import Call, Hub, iso_date
+from kbuild_hub.server.file_chunks import file_chunks
 from kbuild_hub.upstream.cache import Resolved, Snapshot, blob_key, file_size
 
 STALE_HEADER = "X-Kbuild-Upstream-Stale"
@@ -62,8 +63,6 @@ class LocalSource:
         return FileRef(path, entry.size, entry.oid)
 
     def chunks(self, commit: str, ref: FileRef, start: int, end: int):
-        from kbuild_hub.server.files import file_chunks
-
         copy = self.hub.blobs.path(self.store.repo_dir(self.repo_type, self.repo_id), ref.etag, ref.size)
         return file_chunks(copy, start, end)
 

@@ -49,7 +49,7 @@ FOLDER = ".upstream"
 _KEY = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _WAIT_S = 60.0  # a reader waits this long for a stalled download's next bytes
 _SNAPSHOTS_HELD = 64  # parsed trees kept in memory: every request of a load reads its commit's
-_CHUNK = 128 << 10  # what a reader is sent at a time: memory per client (kbuild_hub/server/files.py sends as much)
+_CHUNK = 128 << 10  # what a reader is sent at a time: memory per client (kbuild_hub/server/file_chunks.py sends as much)
 
 
 class NeverFetched(HubError):
