@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
+# carry: .device/wheels .device/corpus
 # Issue 36 on a one-GPU nvidia-h200 (16 vCPUs, torch 2.11.0+cu130): "build for my GPU" as a new user
 # runs it, kernels-community projects unchanged (`.device/corpus`: sage-attention and flash-mla from
-# kernels-community 40d4194f48b6, and five kernels of ../shared/corpus), each lane with
-# bench/gpu/corpus.sh (build at the archs given, then the kernel's own suite on the GPU):
+# kernels-community 40d4194f48b6, and five kernels of the development-set corpus, bench/corpus.md), each
+# lane with bench/gpu/corpus.sh (build at the archs given, then the kernel's own suite on the GPU):
 #   S1  sage-attention at 9.0a: its binding calls its sm80, sm89 and sm100 sections unguarded, so
 #       kbuild must refuse the variant in one line naming the archs to pass;
 #   M   flash-mla at 9.0a (its sm100 section left out), then its suite;
@@ -11,14 +12,10 @@
 # Detached (setsid) so it outlives one device call; bench/gpu/collect.sh waits and brings /tmp/run back.
 #   setsid bash bench/gpu/build_for_my_gpu.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
-run=/tmp/run; rm -rf $run /tmp/site /tmp/snap; mkdir -p $run/S1 $run/M $run/S2 $run/C
-cp -r . /tmp/snap && cd /tmp/snap || exit 1
-python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .device/wheels/{pyelftools,auditwheel,abi3info,kernels,tomlkit}*.whl || exit 1
-export PYTHONPATH=$PWD:/tmp/site CI=1 PYTHONUNBUFFERED=1 TEST_TIMEOUT=600
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-date +%s > $run/start
-echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs, $(python -c 'import torch; print(torch.__version__)')" > $run/machine
+source bench/gpu/harness.sh || exit 1
+carried && fresh_run S1 M S2 C && snapshot && wheels pyelftools auditwheel abi3info kernels tomlkit || exit 1
+device_env TEST_TIMEOUT=600
+echo "$(counts_line), $(versions_line torch)" > $run/machine
 lane() { local name=$1; shift; local t0=$(date +%s)
   OUT=$run/$name WORK=/tmp/ws-${WS:-$name} bash bench/gpu/corpus.sh "$@" > /dev/null 2>&1
   echo "$(( $(date +%s) - t0 ))" > $run/$name/seconds; touch $run/$name/done; }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The development-set corpus on the H200 (device tool): the named kernels of ../shared/corpus,
+# carry: .device/wheels .device/corpus (or, with PREBUILT=DIR, that folder instead of .device/corpus)
+# The development-set corpus on the H200 (device tool): the named kernels of the corpus (bench/corpus.md),
 # unchanged (carried as .device/corpus), built by kbuild for this machine's torch in one ninja
 # graph (a workspace of just them), then each kernel's own tests on the GPU.
 #
@@ -9,7 +10,9 @@
 #   kbuild build /tmp/corpus --cuda-archs ARCHS --variant torch211-cxx11-cu130-x86_64-linux \
 #       --variant torch-stable-abi210-cu130-x86_64-linux --variant torch-stable-abi29-cu130-x86_64-linux -j 16
 #   kbuild test /tmp/corpus/KERNEL --variant <its variant> [-- $PYTEST_ARGS]     (each kernel)
-# WORK names another workspace folder (two lanes can build and test side by side, each with its
+# It is also the lane of the harnesses that build corpus kernels (build_for_my_gpu*.sh, corpus_x2.sh,
+# corpus_flash_attn2.sh, scale_and_nvcc_parallel.sh): then it runs in their copy of the checkout, with
+# their wheels. WORK names another workspace folder (two lanes can build and test side by side, each with its
 # own CUDA_VISIBLE_DEVICES); PYTEST_ARGS_<kernel, - as _> gives one kernel its own pytest
 # arguments, shell-quoted (e.g. PYTEST_ARGS_flash_attn2='-k "causal and not varlen"'); TEST_TIMEOUT
 # caps each suite (default 900 s). PREBUILT=DIR tests kernels built elsewhere for this machine's
@@ -18,21 +21,17 @@
 # CUTLASS and Python packages come from the carried wheels (.device/wheels): no internet there.
 # Output: $OUT/corpus.log (everything), $OUT/corpus.jsonl (one line per kernel), test logs.
 set -uo pipefail
+source bench/gpu/harness.sh || exit 1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/corpus.log") 2>&1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+needs .device/wheels "${PREBUILT:-.device/corpus}" && snapshot || exit 1
 archs=$1; shift
-here=$PWD
-if [ ! -d /tmp/site/auditwheel ]; then
-  python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-    .device/wheels/{rich,markdown_it,mdurl,pygments,pyelftools,kernels,einops,auditwheel,abi3info}*.whl || exit 1
-fi
-export PYTHONPATH=$here:/tmp/site CI=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=$here/.device/wheels
-kbuild() { python -m builder.commands.main "$@"; }
+[ -d /tmp/site/auditwheel ] || wheels $CORPUS_WHEELS || exit 1
+device_env
 work=${WORK:-/tmp/corpus}
 if [ ! -d $work/.git ]; then
   rm -rf $work; cp -r ${PREBUILT:-.device/corpus} $work
-  (cd $work && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm corpus)
+  as_repo $work
 fi
 members=$(printf '"%s", ' "$@")
 printf '[workspace]\nmembers = [%s]\n' "${members%, }" > $work/build.toml
@@ -56,7 +55,7 @@ for k in "$@"; do
   if [ "$status" = built ] || [ "$status" = unchanged ] || [ "$status" = prebuilt ]; then
     own=PYTEST_ARGS_${k//-/_}; eval "args=(${!own:-${PYTEST_ARGS:-}})"
     tstart=$(date +%s)
-    python -m builder.commands.main test $work/$k --variant "$v" --timeout "${TEST_TIMEOUT:-900}" -- "${args[@]}"
+    kbuild test $work/$k --variant "$v" --timeout "${TEST_TIMEOUT:-900}" -- "${args[@]}"
     rc=$?; echo "== $k tests: $(( $(date +%s) - tstart )) s (exit $rc)"
     summary=$(grep -E "[0-9]+ (passed|failed|skipped|error)|no tests ran" $work/$k/.kbuild/$v/test.log | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')
     cp $work/$k/.kbuild/$v/test.log "$OUT/$k.test.log"

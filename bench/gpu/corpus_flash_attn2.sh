@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# carry: .device/wheels .device/corpus/flash-attn2 .device/prebuilt/paged-attention
 # Issue 9's GPU work left after run 5, for a one-GPU nvidia-h200 (16 vCPUs), detached with
 # `setsid` so it outlives one 10-minute device call; bench/gpu/collect.sh waits and brings it back.
 #   C  flash-attn2 built here on every core (nice 0), then its -k subset on the GPU (xdist -n 4):
@@ -11,12 +12,11 @@
 # The full suites do not fit a session beside flash-attn2's ~1200 s build (run 5: > 1650 s).
 #   setsid bash bench/gpu/corpus_flash_attn2.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
-run=/tmp/run; rm -rf $run /tmp/site /tmp/snap; mkdir -p $run/B $run/C
-# a snapshot of the checkout: later device calls sync the working tree again while this runs
-cp -r . /tmp/snap && cd /tmp/snap || exit 1
-here=$PWD
-source bench/gpu/lane_setup.sh
-echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs" > $run/machine
+source bench/gpu/harness.sh || exit 1
+carried && fresh_run B C && snapshot && wheels $CORPUS_WHEELS || exit 1
+device_env
+lane_facts
+counts_line > $run/machine
 
 ( export OUT=$run/B CUDA_VISIBLE_DEVICES=0 TEST_TIMEOUT=1500 PREBUILT=.device/prebuilt
   export PYTEST_ARGS_paged_attention='-k "(test_paged_attention and -128-) or (test_cache and -1024-16-)"'

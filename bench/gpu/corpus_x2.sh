@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# carry: .device/wheels .device/corpus/paged-attention .device/corpus/flash-attn2 .device/prebuilt .device/ml
 # Issue 9's remaining H200 work as one detached run on an nvidia-h200-x2 machine (2 GPUs, 32
 # vCPUs), started with `setsid` so it outlives one 10-minute device call; bench/gpu/collect.sh
 # waits for it and brings the logs back. Four lanes side by side:
@@ -17,20 +18,20 @@
 # Output: /tmp/run/{A,B,C,D}/..., /tmp/run/done when all lanes have finished.
 #   setsid bash bench/gpu/corpus_x2.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
-run=/tmp/run; rm -rf $run /tmp/site; mkdir -p $run/A $run/B $run/C $run/D $run/E
-here=$PWD
-source bench/gpu/lane_setup.sh
+source bench/gpu/harness.sh || exit 1
+carried && fresh_run A B C D E && snapshot && wheels $CORPUS_WHEELS || exit 1
+device_env
+lane_facts
 
 # On a one-GPU machine (16 vCPUs) every lane shares GPU 0 and all cores, flash-attn2's build gets
 # the most (nice 0), and lane A is left out: its baseline outlasts a session there.
 gpus=$(nvidia-smi -L | wc -l); last=$(( $(nproc) - 1 ))
 if [ "$gpus" -gt 1 ]; then gpuB=1 cpus=12-$last niceC=19 jobsC=20; else gpuB=0 cpus=0-$last niceC=0 jobsC=$(nproc); fi
-echo "$gpus GPU(s), $(nproc) vCPUs" > $run/machine
+counts_line > $run/machine
 
 mkdir -p /tmp/bc
 [ "$gpus" -gt 1 ] && for k in paged-attention; do
-  cp -r .device/corpus/$k /tmp/bc/$k
-  (cd /tmp/bc/$k && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm $k)
+  cp -r .device/corpus/$k /tmp/bc/$k && as_repo /tmp/bc/$k
 done
 [ "$gpus" -gt 1 ] && ( taskset -c 0-11 python bench/nvcc_parallel.py \
     /tmp/bc/paged-attention:paged-attention/attention/paged_attention_v2.cu \

