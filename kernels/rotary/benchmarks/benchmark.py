@@ -3,13 +3,14 @@
 Each shape is timed for x alone (apply_rotary) and for q and k together (apply_rotary_qk, one
 launch; k has a quarter of q's heads, as in GQA) against two eager calls.
 
-    python benchmarks/benchmark.py [--variant build/torch-cuda] [--dtype bf16] [--compile]
+    python benchmarks/benchmark.py [--variant build/torch-cuda] [--dtype bf16] [--compile] [--sweep]
 
 Imports `rotary` from the path, or from a built variant folder given with --variant. Without a
 CUDA device it says so and runs a tiny correctness check under the Triton interpreter instead.
 """
 
 import argparse
+import functools
 import importlib.util
 import os
 import sys
@@ -171,17 +172,79 @@ def run_cpu_check(rotary):
         assert err < 1e-5, err
 
 
+# ---- --sweep: the kernel's launch settings, graph-timed, to choose them on a GPU ------------------
+
+SWEEP_TOKENS = (1, 4096, 32768)  # bench/peers.py's at hidden 4096: q 32 heads, k 8, headdim 128
+SWEEP = {"_TILE_ELEMENTS": (1024, 2048, 4096), "_HEADS_PER_TILE": (1, 2, 4, 8, 16), "_NUM_WARPS": (4, 8)}
+
+
+def run_sweep(rotary, dtype, with_compile, device="cuda"):
+    """apply_rotary_qk at bench/peers.py's rotary shapes under every combination of SWEEP's values of
+    rotary.kernel's module constants (its launch cache cleared between them), graph-timed: the five
+    fastest, the defaults, and torch.compile of the eager q+k with --compile. A guide to setting the
+    constants; bench/gpu/peers.sh gives the figures of record."""
+    import itertools
+
+    kernel = rotary.kernel
+    defaults = tuple(getattr(kernel, name) for name in SWEEP)
+    names = [name.strip("_").lower() for name in SWEEP]
+    print(f"rotary.kernel's launch settings, {dtype}, graph-timed medians; defaults "
+          + " ".join(f"{n}={v}" for n, v in zip(names, defaults)))
+    try:
+        for tokens in SWEEP_TOKENS:
+            q, cos, sin = make_inputs((1, tokens, 32, 128, 128), dtype, device)
+            k = torch.randn(1, tokens, 8, 128, device=device, dtype=dtype)
+            nbytes = 2 * (q.numel() + k.numel()) * q.element_size() + 2 * cos.numel() * cos.element_size()
+            for interleaved in (False, True):
+                expected = [rotary_eager(t.float(), cos.float(), sin.float(), interleaved) for t in (q, k)]
+                qk = functools.partial(rotary.apply_rotary_qk, q, k, cos, sin, interleaved)
+                times = {}
+                for values in itertools.product(*SWEEP.values()):
+                    for name, value in zip(SWEEP, values):
+                        setattr(kernel, name, value)
+                    kernel._launch_config.cache_clear()
+                    for out, ref in zip(qk(), expected):
+                        torch.testing.assert_close(out.float(), ref, atol=5e-2, rtol=2e-2)
+                    times[values] = bench_ms(qk, graph=True)
+                shown = sorted(times, key=times.get)[:5]
+                shown += [] if defaults in shown else [defaults]
+                lines = [(" ".join(f"{n}={v}" for n, v in zip(names, values))
+                          + (" (defaults)" if values == defaults else ""), times[values]) for values in shown]
+                if with_compile:
+                    torch._dynamo.reset()
+                    compiled = torch.compile(eager_qk, fullgraph=True, dynamic=False)
+                    peer = functools.partial(compiled, q, k, cos, sin, interleaved)
+                    peer()
+                    lines.append(("torch.compile", bench_ms(peer, graph=True)))
+                style = "gptj" if interleaved else "neox"
+                for label, ms in lines:
+                    print(f"  {tokens:>6} x (32 + 8) x 128 {style}  {label:55} {ms * 1e3:9.1f} us"
+                          f" {nbytes / ms / 1e6:6.0f} GB/s")
+    finally:
+        for name, value in zip(SWEEP, defaults):
+            setattr(kernel, name, value)
+        kernel._launch_config.cache_clear()
+
+
+def eager_qk(q, k, cos, sin, interleaved):
+    return rotary_eager(q, cos, sin, interleaved), rotary_eager(k, cos, sin, interleaved)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", help="built variant folder to import rotary from")
     parser.add_argument("--dtype", choices=DTYPES, default="bf16")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile(eager)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="CUDA: time apply_rotary_qk under each of SWEEP's launch settings instead")
     args = parser.parse_args(argv)
     has_cuda = torch.cuda.is_available()
     if not has_cuda:
         os.environ["TRITON_INTERPRET"] = "1"  # read when the Triton kernels are defined (import)
     rotary = load_rotary(args.variant)
-    if has_cuda:
+    if has_cuda and args.sweep:
+        run_sweep(rotary, DTYPES[args.dtype], args.compile)
+    elif has_cuda:
         run_cuda(rotary, DTYPES[args.dtype], args.compile)
         run_cuda_qk(rotary, DTYPES[args.dtype], args.compile)
     else:

@@ -371,6 +371,71 @@ def test_qk_opcheck(interleaved):
     torch.library.opcheck(rotary.ops.apply_rotary_qk.default, (q, k, cos, sin, interleaved, True))
 
 
+# ---- how a launch cuts the work: a program walks the heads of its positions ---------------------
+# A program loads the cos/sin rows of its positions once and walks heads with them: every head of q
+# then k when there are positions enough to fill the GPU, else a share (down to one tile of heads).
+# The small inputs here get one tile a program; these tests make the kernel take the other cuts too
+# (rotary.kernel's _MIN_PROGRAMS, the position blocks below which heads are split).
+
+# (dtype, (headdim, rotary_dim)): headdims not a power of two; half 48, and 24 with 32 channels passed
+# through. One dtype each: the cut is dtype-blind, and each case compiles several variants on a GPU.
+WALK_CASES = [(torch.bfloat16, (96, 96)), (torch.float32, (80, 48))]
+
+
+@pytest.fixture
+def min_programs(monkeypatch):
+    """Set the kernel's _MIN_PROGRAMS for one test; its launch configurations are cached, so they are
+    dropped on the way in and out."""
+    kernel = rotary.kernel
+
+    def set_to(value):
+        monkeypatch.setattr(kernel, "_MIN_PROGRAMS", value)
+        kernel._launch_config.cache_clear()
+
+    kernel._launch_config.cache_clear()
+    yield set_to
+    monkeypatch.undo()
+    kernel._launch_config.cache_clear()
+
+
+@pytest.mark.parametrize("walk", ["every-head", "two-shares"])
+@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
+@pytest.mark.parametrize("case", WALK_CASES, ids=lambda c: f"{c[0]}-hd{c[1][0]}-rd{c[1][1]}")
+def test_qk_head_walk(case, interleaved, walk, min_programs):
+    """every-head: one program per position block walks all of q's heads then k's with the rows it
+    loaded once (what long inputs get); two-shares: two programs split a position block's heads, the
+    second taking q's last heads and k's. The same values as one tile of heads a program, bit for
+    bit, and as the reference; q alone, and the conjugate (the backward's), too."""
+    dtype, dims = case
+    torch.manual_seed(13)
+    heads = (20, 5)  # more q heads than a tile takes; neither count a power of two
+    q, k, cos, sin = make_qk(dtype, *dims, heads)
+
+    def outputs():
+        return [*rotary.ops.apply_rotary_qk(q, k, cos, sin, interleaved, False),
+                *rotary.ops.apply_rotary_qk(q, k, cos, sin, interleaved, True),
+                rotary.ops.apply_rotary(q, cos, sin, interleaved, False)]
+
+    one_tile = outputs()
+    grid, per_program, keywords = rotary.kernel._launch_config(BATCH, SEQLEN, *heads, dims[1] // 2, dims[0],
+                                                               interleaved, False)
+    q_blocks = -(-heads[0] // keywords["BLOCK_H"])
+    head_blocks = q_blocks + -(-heads[1] // keywords["BLOCK_H"])
+    assert grid[1] == head_blocks and per_program == 1
+    min_programs(1 if walk == "every-head" else 2 * grid[0] * grid[2])
+    grid, per_program, _ = rotary.kernel._launch_config(BATCH, SEQLEN, *heads, dims[1] // 2, dims[0],
+                                                        interleaved, False)
+    if walk == "every-head":
+        assert grid[1] == 1 and per_program == head_blocks
+    else:
+        assert grid[1] == 2 and per_program < q_blocks < 2 * per_program
+    walked = outputs()
+    for got, want in zip(walked, one_tile):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+    for got, x, conjugate in zip(walked, (q, k, q, k, q), (False, False, True, True, False)):
+        assert_close(got, reference(x, cos, sin, interleaved, conjugate), dtype)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
 def test_qk_torch_compile_fullgraph(interleaved, backend):
