@@ -50,10 +50,12 @@ def run(args, reporter: Reporter) -> int:
 
 
 def _tally(results) -> str:
-    """`kbuild test: 1 passed, 1 could not collect, 2 left out` (the statuses in this order)."""
-    counts = {status: sum(r.status == status for r in results) for status in _ORDER}
-    counts.update({r.status: sum(o.status == r.status for o in results) for r in results if r.status not in counts})
-    return "kbuild test: " + ", ".join(f"{n} {_LABELS.get(status, status)}" for status, n in counts.items() if n)
+    """`kbuild test: 1 passed, 1 could not collect, 2 left out` (the statuses in _ORDER's order)."""
+    from collections import Counter
+
+    counts = Counter(r.status for r in results)
+    ranked = sorted(counts, key=lambda status: _ORDER.index(status) if status in _ORDER else len(_ORDER))
+    return "kbuild test: " + ", ".join(f"{counts[status]} {_LABELS.get(status, status)}" for status in ranked)
 
 
 _ORDER = ("passed", "failed", "could not collect", "skipped", "left out", "no tests")
