@@ -41,6 +41,13 @@ work() {
 }
 finished() { echo "      done in $((SECONDS - step_start)) s"; }
 fail() { echo "ci/setup.sh: $1 (log: $log)" >&2; exit 1; }
+# a step that installs gigabytes first checks the disk holds them: pip's own "No space left on
+# device" comes after minutes, half an install and fifteen lines of warnings
+room() {
+  local free_kb; free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
+  [ "$free_kb" -ge $(($1 * 1024 * 1024)) ] \
+    || fail "$2 needs about $1 GB free on $(df -P . | awk 'NR == 2 { print $6 }'), only $((free_kb / 1024 / 1024)) GB is (df -h .): make room and run it again"
+}
 
 # 1. the virtual environment
 step ".venv ($PY -m venv)"
@@ -60,6 +67,7 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] \
 sys.exit(m.version('torch').split('+')[0] != '$TORCH')" >/dev/null 2>&1; then  # torch's version, not an import of it (seconds)
   have "up to date (torch $TORCH, pyproject.toml unchanged since the last install)"
 elif work "pip install (a few minutes the first time)"; then
+  room 7 "step 2 (torch's CUDA build and kbuild's test extra, 5.8 GB)"
   if ! .venv/bin/python -m pip install --upgrade pip "torch==$TORCH" -e ".[test]" >>"$log" 2>&1; then
     grep -v "^WARNING: Location" "$log" | tail -40
     fail "pip install failed"
@@ -103,19 +111,19 @@ fi
 stamps() { ls -l --time-style=+%s.%N .venv/hf-envs/*/kbuild-pins.txt 2>/dev/null || true; }
 step "Hugging Face environments in .venv/hf-envs (tests/helpers/hf_envs.py)"
 if [ $check = 1 ]; then
-  # hf_envs.py writes its stamps last, so a missing one, or fewer than it has pairs, is work
+  # hf_envs.py writes its stamps last, so a missing or older one is work
   if [ -x .venv/bin/python ] && .venv/bin/python - <<'EOF'
 import sys
 sys.path.insert(0, "tests/helpers")
 import hf_envs
-sys.exit(any((hf_envs.HOME / n / "kbuild-pins.txt").read_text() != "\n".join(hf_envs.requirements(n)) + "\n"
-             if (hf_envs.HOME / n / "kbuild-pins.txt").is_file() else True for n in hf_envs.PAIRS))
+sys.exit(not all(hf_envs.up_to_date(n) for n in hf_envs.PAIRS))
 EOF
   then have "up to date"; else work "make or remake them" || true; fi
 else
   before=$(stamps)
   step_start=$SECONDS
   echo "checking (each made only when missing or its pins changed, ~2 min then) ..."
+  [ -f .venv/hf-envs/_torch/kbuild-pins.txt ] || room 3 "step 5 (torch's CPU build and four environments, 2.5 GB)"
   .venv/bin/python tests/helpers/hf_envs.py >>"$log" 2>&1 || { tail -20 "$log"; fail "tests/helpers/hf_envs.py failed"; }
   if [ "$(stamps)" != "$before" ]; then did+=(5); echo "      made or remade in $((SECONDS - step_start)) s";
   else echo "      up to date"; fi

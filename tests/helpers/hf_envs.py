@@ -6,7 +6,10 @@ paths).
 tests of their CUDA paths.
 
 They live in `.venv/hf-envs/<name>`, so they go with .venv: made once (ci/setup.sh runs this file,
-a test session makes any that are missing) and remade only when a pin below changes.
+a test session makes any that are missing) and remade only when a pin below changes. All of them
+use one copy of torch's own files, `.venv/hf-envs/_torch` (a .pth file in each puts it on the path;
+pip there sees torch installed and adds only its dependencies): 0.75 GB once instead of per release,
+which matters on a CI disk that other jobs share.
 
     python tests/helpers/hf_envs.py [NAME ...]     # make or update them (all by default)
 """
@@ -112,6 +115,10 @@ def cuda_torch_overlay(name: str, dest: Path) -> Path:
     return dest
 
 
+SHARED_TORCH = HOME / "_torch"  # torch's files alone (no dependencies), on every environment's path
+_PTH = "kbuild-shared-torch.pth"
+
+
 def requirements(name: str) -> tuple[str, ...]:
     return (TORCH, *PAIRS[name])
 
@@ -120,26 +127,57 @@ def python(name: str) -> Path:
     return HOME / name / "bin" / "python"
 
 
+def _pins(name: str) -> str:
+    """What an environment's kbuild-pins.txt holds once it is made: its requirements and where its
+    torch comes from (an environment made with a torch of its own is remade)."""
+    return "\n".join((*requirements(name), f"{TORCH} from {SHARED_TORCH.name}")) + "\n"
+
+
+def up_to_date(name: str) -> bool:
+    stamp = HOME / name / "kbuild-pins.txt"
+    return stamp.is_file() and stamp.read_text() == _pins(name) and python(name).is_file() \
+        and (SHARED_TORCH / "kbuild-pins.txt").is_file()
+
+
+def _pip(python_exe, args: list[str], what: str) -> None:
+    pip = subprocess.run([str(python_exe), "-m", "pip", "install", "-q", *args], capture_output=True, text=True)
+    if pip.returncode != 0:
+        tail = (pip.stdout + pip.stderr).strip().splitlines()[-15:]
+        raise EnvError(f"pip install {' '.join(a for a in args if not a.startswith('-'))} into {what} failed:\n"
+                       + "\n".join(tail))
+
+
+def _shared_torch() -> Path:
+    """SHARED_TORCH, installed first when missing: torch's wheel unpacked with `--no-deps`, so each
+    environment gets torch's dependencies at the versions its own resolution picks."""
+    stamp = SHARED_TORCH / "kbuild-pins.txt"
+    with FileLock(str(HOME / "_torch.lock")):
+        if not (stamp.is_file() and stamp.read_text() == TORCH + "\n"):
+            shutil.rmtree(SHARED_TORCH, ignore_errors=True)
+            _pip(sys.executable, ["--no-deps", "--target", str(SHARED_TORCH), TORCH], str(SHARED_TORCH))
+            stamp.write_text(TORCH + "\n")  # last: a killed install is redone next time
+    return SHARED_TORCH
+
+
 def ensure(name: str) -> Path:
     """The environment's python, made or remade first when its pins changed."""
     if name not in PAIRS:
         raise EnvError(f"unknown environment {name!r}: expected one of {', '.join(PAIRS)}")
     venv = HOME / name
-    stamp = venv / "kbuild-pins.txt"
-    wanted = "\n".join(requirements(name)) + "\n"
     HOME.mkdir(parents=True, exist_ok=True)
+    shared = _shared_torch()
     # parallel sessions (or setup.sh and a test run) must not pip into one venv at once
     with FileLock(str(HOME / f"{name}.lock")):
-        if stamp.is_file() and stamp.read_text() == wanted and python(name).is_file():
+        if up_to_date(name):
             return python(name)
         shutil.rmtree(venv, ignore_errors=True)  # a half-made or outdated one: pip would keep its leftovers
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        pip = subprocess.run([str(python(name)), "-m", "pip", "install", "-q", *requirements(name)],
-                             capture_output=True, text=True)
-        if pip.returncode != 0:
-            tail = (pip.stdout + pip.stderr).strip().splitlines()[-15:]
-            raise EnvError(f"pip install {' '.join(requirements(name))} into {venv} failed:\n" + "\n".join(tail))
-        stamp.write_text(wanted)  # last: a killed install is remade next time
+        (site,) = (venv / "lib").glob("python*/site-packages")
+        # after site-packages on sys.path: what the environment installs itself, and an overlay on
+        # PYTHONPATH (cuda_torch_overlay), both come first
+        (site / _PTH).write_text(f"{shared}\n")
+        _pip(python(name), list(requirements(name)), str(venv))
+        (venv / "kbuild-pins.txt").write_text(_pins(name))  # last: a killed install is remade next time
     return python(name)
 
 

@@ -42,3 +42,27 @@ def test_an_unknown_argument_is_one_line_and_exit_2():
     done = setup("--bogus")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "ci/setup.sh: unknown argument '--bogus' (expected nothing or --check)\n"
+
+
+def test_a_disk_too_small_for_torch_stops_before_pip_saying_how_much_is_needed(tmp_path):
+    """On a disk with 64 MB free, step 2 (torch's CUDA build) stops at once with the sizes, instead
+    of pip's "No space left on device" minutes into the install (a CI disk shared with other jobs)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mount.stderr.strip()}")
+    try:
+        (disk / "ci").mkdir()
+        (disk / "kbuild").mkdir()
+        for name in ("ci/setup.sh", "pyproject.toml", "kbuild/__init__.py"):
+            (disk / name).write_bytes((REPO / name).read_bytes())
+        done = subprocess.run(["bash", "ci/setup.sh"], cwd=disk, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "[2/5] torch " in done.stdout and "[3/5]" not in done.stdout, done.stdout
+        (message,) = done.stderr.splitlines()
+        assert message.startswith(f"ci/setup.sh: step 2 (torch's CUDA build and kbuild's test extra, 5.8 GB) needs about 7 GB free on {disk}, "
+                                  "only 0 GB is (df -h .): make room and run it again (log: .venv/setup-logs/"), message
+        assert not (disk / ".venv" / "lib" / "python3.11" / "site-packages" / "torch").exists()
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
