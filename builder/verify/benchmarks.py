@@ -17,7 +17,6 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kbuild.variants import NOARCH, parse_variant
 
 from builder import resources
 from kbuild_common import proc
@@ -27,7 +26,7 @@ from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
 from builder.verify.kernel_tests import built_variants
-from builder.verify.variant_choice import HIDE_GPUS, choose, gpu_visible, probe_once
+from builder.verify.variant_choice import choose, gpu_visible, place, probe_once
 
 _RUNNER = "kbuild_bench_runner"  # builder/templates/kbuild_bench_runner.py
 TIMEOUT_S = 3600  # one variant's benchmarks
@@ -129,17 +128,16 @@ def bench_kernels(folder: Path, variants: tuple[str, ...], python: str, reporter
             if choice.left_out:
                 run.left_out.append((manifest.name, variant_dir.name, choice.left_out))
                 continue
-            device = "cpu" if choice.hide_gpus else _device(variant_dir.name, gpu_visible(target.system))
-            if device is None:
+            placed = place(variant_dir.name, choice.hide_gpus, gpu_visible(target.system), "benchmarks")
+            if placed.gpu_missing:
                 run.skipped.append((manifest.name, variant_dir.name, "a CUDA variant and no CUDA device here"))
                 continue
-            env, where = _placed(variant_dir.name, device, choice.hide_gpus)
-            reporter.info(f"benchmarking {manifest.name}/{variant_dir.name} {where}{choice.as_asked}")
+            reporter.info(f"benchmarking {manifest.name}/{variant_dir.name} {placed.where}{choice.as_asked}")
             with reporter.phase(f"benchmarking {manifest.name}/{variant_dir.name}"):
-                doc = _run_variant(manifest.python_name, manifest.root, variant_dir, scripts, python, device, env,
-                                   settings.pythonpath, warmup, repeats, timeout or TIMEOUT_S)
+                doc = _run_variant(manifest.python_name, manifest.root, variant_dir, scripts, python, placed.device,
+                                   placed.env, settings.pythonpath, warmup, repeats, timeout or TIMEOUT_S)
             run.machines[f"{manifest.name}/{variant_dir.name}"] = {k: v for k, v in doc.items() if k != "scripts"}
-            run.workloads.extend(_workloads(manifest.name, variant_dir.name, device, doc))
+            run.workloads.extend(_workloads(manifest.name, variant_dir.name, placed.device, doc))
     return run
 
 
@@ -187,43 +185,25 @@ def bench_published(request: str, hub: str | None, token: str | None, reporter, 
     if not scripts:
         raise UsageError(f"{ref.repo_id}@{found.commit[:12]}: no benchmarks/benchmark*.py was published")
     python_name = VariantMetadata.for_variant(folder).python_name or name.replace("-", "_")
-    # the loader's own choice for this system: a CPU variant only when torch sees no GPU (none to hide)
-    device = _device(found.chosen, gpu_visible(found.system)) or "cpu"
-    env, where = _placed(found.chosen, device, hide_gpus=False)
+    # the loader's own choice for this system: a CPU variant only when torch sees no GPU (none to hide),
+    # a compiled GPU one only when it sees one
+    placed = place(found.chosen, False, gpu_visible(found.system), "benchmarks")
+    if placed.gpu_missing:  # the loader falls back to a GPU build when the repo has no CPU one
+        raise UsageError(f"{request}: the variant that loads here, {found.chosen}, is built for a GPU, and torch "
+                         "sees none: its benchmarks have nothing to run on")
     run = BenchRun()  # no kernel folder of the user's to keep results in: --json and --plot say where
-    with reporter.phase(f"benchmarking {ref.repo_id}@{found.commit[:12]} {found.chosen} {where}"):
-        doc = _run_variant(python_name, root, folder, scripts, sys.executable, device, env, None, warmup, repeats,
-                           timeout or TIMEOUT_S)
+    with reporter.phase(f"benchmarking {ref.repo_id}@{found.commit[:12]} {found.chosen} {placed.where}"):
+        doc = _run_variant(python_name, root, folder, scripts, sys.executable, placed.device, placed.env, None,
+                           warmup, repeats, timeout or TIMEOUT_S)
     run.machines[f"{name}/{found.chosen}"] = {k: v for k, v in doc.items() if k != "scripts"}
-    run.workloads.extend(_workloads(name, found.chosen, device, doc))
+    run.workloads.extend(_workloads(name, found.chosen, placed.device, doc))
     return run
-
-
-def _device(variant: str, has_gpu: bool) -> str | None:
-    """Where a variant's workloads run: CUDA variants on the GPU (none without one), Triton
-    kernels there too when there is one, everything else on the CPU."""
-    v = parse_variant(variant)
-    if v.backend in ("cuda", "rocm") and v.kind != "noarch":
-        return "cuda" if has_gpu else None
-    return "cuda" if v.kind == "noarch" and v.backend == "cuda" and has_gpu else "cpu"
-
-
-def _placed(variant: str, device: str, hide_gpus: bool) -> tuple[dict[str, str], str]:
-    """The environment that runs a variant's benchmarks on `device`, as `kbuild test` runs its
-    suite, and the words for where: a CPU variant as it will run beside a GPU, with every GPU
-    hidden (so the benchmarks take their CPU paths); a Triton kernel on the CPU under Triton's
-    interpreter."""
-    if hide_gpus:
-        return dict(HIDE_GPUS), "on cpu (no GPU visible to the benchmarks)"
-    if device == "cpu" and parse_variant(variant).kind == NOARCH:
-        return {"TRITON_INTERPRET": "1"}, "on cpu (Triton interpreter)"
-    return {}, f"on {device}"
 
 
 def _run_variant(python_name: str, root: Path, variant_dir: Path, scripts: list[Path], python: str, device: str,
                  env: dict[str, str], pythonpath: str | None, warmup: int, repeats: int, timeout: int) -> dict:
     """The runner's JSON for one variant, run with `root` (the kernel's folder) as its folder and
-    `env` (_placed's) in its environment."""
+    `env` (variant_choice.place's) in its environment."""
     log = root / ".kbuild" / variant_dir.name / "bench.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbuild-bench-") as tmp:

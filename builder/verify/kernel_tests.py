@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kbuild.variants import NOARCH, SystemInfo, parse_variant
+from kbuild.variants import SystemInfo
 
 from kbuild_common import proc
 from builder import resources
@@ -26,7 +26,7 @@ from builder.project.manifest import load_manifest
 from builder.report import VariantResult
 from builder.config.environment import BuilderSettings
 from builder.project.workspace import kernel_dirs
-from builder.verify.variant_choice import HIDE_GPUS, Choice, choose, gpu_visible, probe_once
+from builder.verify.variant_choice import Choice, choose, gpu_visible, place, probe_once
 
 _NO_TESTS_COLLECTED = 5
 # Statuses of kbuild test's rows beside passed, failed and skipped: a suite that stopped before
@@ -83,23 +83,11 @@ def _run_one(manifest, choice: Choice, python: str, system: SystemInfo, pytest_a
              settings: BuilderSettings, timeout: int | None = None) -> VariantResult:
     timeout = timeout or TIMEOUT_S
     variant_dir = choice.variant
-    variant = parse_variant(variant_dir.name)
-    has_gpu = gpu_visible(system)
-    device = "cuda" if variant.backend in ("cuda", "rocm") else "cpu"
-    env = {"KBUILD_TEST_DEVICE": device}
-    if choice.hide_gpus:
-        # as it will run beside a GPU: torch sees none, so the suite takes its CPU paths
-        env.update(HIDE_GPUS, KBUILD_TEST_GPU_HIDDEN="1")
-        where = "on cpu (no GPU visible to the suite)"
-    elif variant.kind == NOARCH and device == "cuda" and not has_gpu:
-        # Triton kernels run on CPU tensors under Triton's interpreter.
-        env.update(KBUILD_TEST_DEVICE="cpu", TRITON_INTERPRET="1")
-        where = "on cpu (Triton interpreter)"
-    elif device == "cuda" and not has_gpu:
-        # not "on cuda": there is none, and the suite's GPU tests are about to skip themselves
-        where = "without a GPU (tests that need one skip)"
-    else:
-        where = f"on {device}"
+    placed = place(variant_dir.name, choice.hide_gpus, gpu_visible(system), "suite")
+    env = {**placed.env, "KBUILD_TEST_DEVICE": placed.device}
+    if choice.hide_gpus:  # the suite's own GPU asks then skip, saying so (templates/kbuild_variant_under_test.py)
+        env["KBUILD_TEST_GPU_HIDDEN"] = "1"
+    where = f"{placed.where} (tests that need one skip)" if placed.gpu_missing else placed.where
     reporter.info(f"testing {manifest.name}/{variant_dir.name} {where}{choice.as_asked}")
     log = manifest.root / ".kbuild" / variant_dir.name / "test.log"
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ import packaging
 import kbuild
 from kbuild.errors import KernelError
 from kbuild.loading import judge_folder
-from kbuild.variants import SystemInfo, parse_variant
+from kbuild.variants import NOARCH, SystemInfo, parse_variant
 
 from builder import resources
 from kbuild_common import proc
@@ -90,6 +90,35 @@ def probe(python: str) -> Target:
 def gpu_visible(system: SystemInfo) -> bool:
     """Whether the torch of `system` sees a GPU that CUDA and ROCm variants run on."""
     return system.backend in ("cuda", "rocm") and system.device_visible
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a chosen variant's suite or benchmarks run, and what their process's environment adds."""
+
+    device: str  # the device its code is given: "cuda" (ROCm's torch names its GPUs so too) or "cpu"
+    env: dict[str, str]
+    where: str  # the words for it in a run's line: "on cpu (Triton interpreter)"
+    gpu_missing: bool = False  # compiled for a GPU, and none is visible: what needs one cannot run
+
+
+def place(variant: str, hide_gpus: bool, has_gpu: bool, runs: str) -> Placement:
+    """How `kbuild test` and `kbuild bench` run `variant` (a folder name; `hide_gpus` its Choice's):
+    a CPU variant as it will run beside a GPU, with every GPU hidden; a GPU variant on the GPU; a
+    Triton kernel (noarch, for CUDA or ROCm) with no GPU here on the CPU under Triton's interpreter;
+    a compiled GPU variant with no GPU here on "cuda", marked gpu_missing (a suite's GPU tests skip
+    themselves; benchmarks have nothing to run). `runs`: "suite", "benchmarks", for the words."""
+    if hide_gpus:
+        return Placement("cpu", dict(HIDE_GPUS), f"on cpu (no GPU visible to the {runs})")
+    v = parse_variant(variant)
+    if v.backend not in ("cuda", "rocm"):
+        return Placement("cpu", {}, "on cpu")
+    if has_gpu:
+        return Placement("cuda", {}, "on cuda")
+    if v.kind == NOARCH:
+        return Placement("cpu", {"TRITON_INTERPRET": "1"}, "on cpu (Triton interpreter)")
+    # not "on cuda": there is none
+    return Placement("cuda", {}, "without a GPU", gpu_missing=True)
 
 
 def probe_once(python: str, reporter, runs: str) -> Target:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from builder.verify.kernel_tests import _outcome_line, not_collected
-from builder.verify.variant_choice import Target, choose
+from builder.verify.variant_choice import HIDE_GPUS, Target, choose, place
 from kbuild.variants import SystemInfo
 
 # activation built at --cuda-archs 9.0a beside its CPU variant, and a Triton kernel's noarch builds
@@ -110,3 +110,24 @@ def test_a_suite_that_cannot_be_collected_is_told_from_one_whose_cases_fail():
 def test_a_conftest_that_cannot_be_loaded_is_named_with_its_first_error_line():
     assert _outcome_line(CONFTEST_ERROR, Path("/k")) == ("error loading tests/conftest.py: ModuleNotFoundError: "
                                                          "No module named 'triton'")
+
+
+@pytest.mark.parametrize("runs", ["suite", "benchmarks"])
+def test_kbuild_test_and_kbuild_bench_place_each_kind_of_variant_alike(runs):
+    """One rule for where a chosen variant runs, for both commands (only the words name which)."""
+    cases = {  # (variant, hide_gpus, has_gpu) -> (device, env, where, gpu_missing)
+        ("torch214-cxx11-cpu-x86_64-linux", True, True): ("cpu", HIDE_GPUS, f"on cpu (no GPU visible to the {runs})", False),
+        ("torch-cpu", True, True): ("cpu", HIDE_GPUS, f"on cpu (no GPU visible to the {runs})", False),
+        ("torch214-cxx11-cpu-x86_64-linux", False, False): ("cpu", {}, "on cpu", False),
+        ("torch-universal", False, False): ("cpu", {}, "on cpu", False),
+        ("torch214-cxx11-cu130-x86_64-linux", False, True): ("cuda", {}, "on cuda", False),
+        ("torch214-cxx11-rocm71-x86_64-linux", False, True): ("cuda", {}, "on cuda", False),
+        ("torch-cuda", False, True): ("cuda", {}, "on cuda", False),
+        ("torch-rocm", False, True): ("cuda", {}, "on cuda", False),
+        ("torch-cuda", False, False): ("cpu", {"TRITON_INTERPRET": "1"}, "on cpu (Triton interpreter)", False),
+        ("torch-rocm", False, False): ("cpu", {"TRITON_INTERPRET": "1"}, "on cpu (Triton interpreter)", False),
+        ("torch214-cxx11-cu130-x86_64-linux", False, False): ("cuda", {}, "without a GPU", True),
+    }
+    for (variant, hide, gpu), (device, env, where, missing) in cases.items():
+        placed = place(variant, hide, gpu, runs)
+        assert (placed.device, placed.env, placed.where, placed.gpu_missing) == (device, env, where, missing), variant
