@@ -25,7 +25,7 @@ from kbuild_common.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
-from builder.verify.kernel_tests import built_variants
+from builder.verify.kernel_tests import built_variants, check_named
 from builder.verify.variant_choice import choose, gpu_visible, place, probe_once
 
 _RUNNER = "kbuild_bench_runner"  # builder/templates/kbuild_bench_runner.py
@@ -103,6 +103,7 @@ def bench_kernels(folder: Path, variants: tuple[str, ...], python: str, reporter
     run = BenchRun()
     target = None
     kernels = kernel_dirs(folder)
+    check_named(folder, kernels, variants)
     for kernel in kernels:
         manifest = load_manifest(kernel)
         run.roots[manifest.name] = kernel

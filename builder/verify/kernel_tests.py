@@ -8,6 +8,7 @@ through LOCAL_KERNELS. pytest sees only the kernel's own configuration, never a 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -47,6 +48,7 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
     results = []
     target = None
     kernels = kernel_dirs(folder)
+    check_named(folder, kernels, variants)
     for kernel in kernels:
         manifest = load_manifest(kernel)
         if not (kernel / "tests").is_dir():
@@ -69,6 +71,29 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
                 continue
             results.append(_run_one(manifest, choice, python, target.system, pytest_args, reporter, settings, timeout))
     return results
+
+
+def check_named(folder: Path, kernels: list[Path], variants: tuple[str, ...]) -> None:
+    """Each name given with --variant is built for at least one of `kernels` (those of `folder`),
+    or one error says which is not, with the nearest built name or what is built: a misspelt name
+    is never dropped in silence beside the ones that matched."""
+    built = sorted({p.name for kernel in kernels for p in built_variants(kernel / BUILD_DIR, ())})
+    unknown = [v for v in variants if v not in built]
+    if not unknown:
+        return
+    names = ", ".join(unknown)
+    if len(kernels) == 1:
+        message = f"{kernels[0]}: no built variant named {names} in {kernels[0] / BUILD_DIR}"
+    else:
+        message = f"{folder}: no kernel there has a built variant named {names}"
+    close = difflib.get_close_matches(unknown[0], built, n=1, cutoff=0.75)
+    if close:
+        hint = f"did you mean --variant {close[0]}?"
+    elif built:
+        hint = f"built there: {', '.join(built)}"
+    else:
+        hint = f"run kbuild build {folder} first"
+    raise UsageError(message, hint=hint)
 
 
 def built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:

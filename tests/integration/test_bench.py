@@ -136,6 +136,12 @@ def test_bad_input_is_one_line(scaffold, tmp_path, capsys):
     assert "no benchmarks/benchmark*.py in" in capsys.readouterr().err
     assert main(["bench", str(scaffold), "--variant", "torch99-cxx11-cpu-x86_64-linux"]) == 2
     assert "no built variant named torch99-cxx11-cpu-x86_64-linux" in capsys.readouterr().err
+    # a misspelt name beside a right one is refused, not dropped, with the name it resembles
+    built = sorted(p.name for p in (scaffold / "build").iterdir() if (p / "metadata.json").is_file())
+    typo = built[0].replace("x86_64", "x86-64")
+    assert main(["bench", str(scaffold), "--variant", built[0], "--variant", typo]) == 2
+    err = capsys.readouterr().err
+    assert f"no built variant named {typo} in" in err and f"did you mean --variant {built[0]}?" in err, err
     with pytest.raises(SystemExit) as done:
         main(["bench", str(scaffold), "--repeats", "0"])
     assert done.value.code == 2 and "expected a whole number >= 1, got '0'" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.verify.kernel_tests import _outcome_line, not_collected
+from builder.verify.kernel_tests import _outcome_line, check_named, not_collected
 from builder.verify.variant_choice import HIDE_GPUS, Target, choose, place
 from kbuild.variants import SystemInfo
 
@@ -131,3 +131,28 @@ def test_kbuild_test_and_kbuild_bench_place_each_kind_of_variant_alike(runs):
     for (variant, hide, gpu), (device, env, where, missing) in cases.items():
         placed = place(variant, hide, gpu, runs)
         assert (placed.device, placed.env, placed.where, placed.gpu_missing) == (device, env, where, missing), variant
+
+
+def test_a_variant_name_built_for_no_kernel_is_one_error_with_the_nearest_or_what_is_built(tmp_path):
+    from kbuild_common.errors import UsageError
+
+    cpu, cuda = "torch214-cxx11-cpu-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"
+    one, two = tmp_path / "one", tmp_path / "two"
+    for kernel, variant in ((one, cpu), (two, cuda)):
+        (kernel / "build" / variant).mkdir(parents=True)
+        (kernel / "build" / variant / "metadata.json").write_text("{}")
+    check_named(tmp_path, [one, two], (cpu, cuda))  # each built for one of them: fine
+    check_named(one, [one], ())
+    with pytest.raises(UsageError) as typo:
+        check_named(one, [one], (cpu, "torch214-cxx11-cpu-x86-64-linux"))
+    assert str(typo.value) == f"{one}: no built variant named torch214-cxx11-cpu-x86-64-linux in {one / 'build'}"
+    assert typo.value.hint == f"did you mean --variant {cpu}?"
+    with pytest.raises(UsageError) as other:
+        check_named(tmp_path, [one, two], ("torch-metal",))
+    assert str(other.value) == f"{tmp_path}: no kernel there has a built variant named torch-metal"
+    assert other.value.hint == f"built there: {cpu}, {cuda}"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError) as none:
+        check_named(empty, [empty], (cpu,))
+    assert none.value.hint == f"run kbuild build {empty} first"
