@@ -1,7 +1,10 @@
 """Loader benchmark: kbuild's `get_kernel` beside Hugging Face's `kernels` (PyPI), both loading the
 same kernel from the same `kbuild hub serve` in one run.
 
-    .venv/bin/python bench/loader.py [--size-mb 20] [--runs 5] [--calls 2000]
+    .venv/bin/python bench/loader.py [--size-mb 20] [--runs 5] [--calls 2000] [--rtt-ms 50]
+
+--rtt-ms puts bench/latency_proxy.py between the loaders and the hub, so a load's round trips cost
+what they cost against a distant hub (the Hugging Face Hub is tens of ms away); 0 (default): none.
 
 What it measures (every load runs in a fresh Python process; the server's log counts requests):
   - import cost of each runtime package, without torch (median of --runs);
@@ -16,6 +19,7 @@ It prints a Markdown table for bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +30,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from latency_proxy import LatencyProxy
 
 ROOT = Path(__file__).resolve().parent.parent
 ORG, NAME = "bench", "blob"
@@ -62,15 +68,23 @@ def main() -> int:
     p.add_argument("--size-mb", type=int, default=20)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--rtt-ms", type=float, default=0.0,
+                   help="round trip the loaders see to the hub (a proxy holds each byte half of it each way)")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = p.parse_args()
+    if args.rtt_ms < 0:
+        p.error(f"--rtt-ms: expected a number of milliseconds >= 0, got {args.rtt_ms:g}")
     work = Path(tempfile.mkdtemp(prefix="kbuild-bench-"))
     server = None
     try:
         server, url, log = start_server(work)
         sha = publish_kernel(work, url, args.size_mb)
-        env = loader_env(work, url)
-        rows = {loader: measure(loader, env, work, log, sha, args) for loader in ("kbuild", "kernels")}
+        with contextlib.ExitStack() as stack:
+            if args.rtt_ms:
+                host, port = url.removeprefix("http://").rsplit(":", 1)
+                url = stack.enter_context(LatencyProxy(host, int(port), args.rtt_ms)).url
+            env = loader_env(work, url)
+            rows = {loader: measure(loader, env, work, log, sha, args) for loader in ("kbuild", "kernels")}
         print(render(rows, args, sha))
     finally:
         if server is not None:
@@ -214,7 +228,9 @@ def render(rows: dict, args, sha: str) -> str:
     lines = [
         f"Loader benchmark ({args.size_mb} MB variant `torch-cuda`, medians of {args.runs} runs; torch "
         f"{torch.__version__}, huggingface_hub {huggingface_hub.__version__}, kernels {kernels.__version__}; "
-        f"one `kbuild hub serve` on 127.0.0.1; every load in a fresh process):",
+        f"one `kbuild hub serve` on 127.0.0.1"
+        f"{f', {args.rtt_ms:g} ms round trip away (bench/latency_proxy.py)' if args.rtt_ms else ''}; "
+        "every load in a fresh process):",
         "",
         "| measure | target | kbuild | HF `kernels` |",
         "|---|---|---|---|",
