@@ -17,7 +17,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RTT = 0.2  # seconds: well above a loaded 2-core machine's scheduling noise
-BODY = os.urandom(8 << 20)
+BODY = os.urandom(4 << 20)
+# what a loaded CI machine may add; a body relayed a round trip per 64 KiB chunk would add 6.4 s
+SLACK = 3.0
 
 
 def _load_proxy():
@@ -64,8 +66,8 @@ def test_each_round_trip_costs_the_rtt_and_bytes_pass_unchanged(server):
         again, warm = _get(conn)  # the same connection: the request and its answer only
         conn.close()
         assert first == BODY and again == BODY
-        assert 2 * RTT <= cold < 2 * RTT + 1.5, cold
-        assert RTT <= warm < RTT + 1.5, warm  # 8 MB in 64 KiB chunks: streamed, not 128 round trips
+        assert 2 * RTT <= cold < 2 * RTT + SLACK, cold
+        assert RTT <= warm < RTT + SLACK, warm  # streamed, not a round trip per chunk
         assert proxy.connections == 1
 
         direct = http.client.HTTPConnection("127.0.0.1", server, timeout=30)
