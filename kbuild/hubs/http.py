@@ -1,14 +1,16 @@
 """Read an HTTP hub (the Hugging Face Hub or `kbuild hub serve`) through huggingface_hub's client,
 imported only here and only when an HTTP hub is used.
 
-Requests for one cold load: the refs (skipped for a commit), the `build/` listing, the chosen
-variant's listing and its SSH signature's (`signatures/<variant>/`, kbuild/repo_layout.py),
-then one GET per file (no HEAD: the listings already gave sizes and blob ids).
+Requests for one cold load: the refs (skipped for a commit), one recursive listing of the commit
+(the variants are the folders under `build/`; the chosen one's files and its SSH signature,
+`signatures/<variant>/`, kbuild/repo_layout.py, are read from it too), then one GET per file, 8
+at a time (no HEAD: the listing gave sizes and blob ids).
 """
 
 from __future__ import annotations
 
 import io
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,11 +19,12 @@ from ..digest import is_bytecode
 from ..errors import (BadHubContent, HubAccessDenied, HubRequestFailed, HubUnreachable, KernelNotFound,
                       OversizedDownload, RepoNotFound, RevisionNotFound)
 from ..refs import Refs
-from ..repo_layout import signature_folder, ssh_signature, variant_paths, variant_prefix
+from ..repo_layout import ssh_signature, variant_paths, variant_prefix
 from .base import RemoteFile, cache_folder_name, safe_relpath
 
 REPO_TYPE = "kernel"
 PARALLEL_DOWNLOADS = 8
+_TREES_KEPT = 16  # commits whose listing a reader keeps
 
 
 class HttpHubReader:
@@ -34,6 +37,8 @@ class HttpHubReader:
         self.token = token
         self.key = cache_folder_name("http", endpoint)
         self._api = None
+        self._trees: dict[tuple[str, str], list] = {}  # (repo, commit) -> its listing, oldest first
+        self._trees_lock = threading.Lock()
 
     def describe(self) -> str:
         return f"hub {self.endpoint}"
@@ -75,14 +80,28 @@ class HttpHubReader:
                                 f"branches and tags ({type(e).__name__}: {e})") from None
         return Refs(*found)
 
+    def tree(self, repo_id: str, commit: str) -> list:
+        """Every entry of the repo at `commit`, in one recursive listing (pages followed), kept for
+        the next call: choosing a variant and fetching it read the same listing, so a cold load
+        makes one listing request where it made three (build/, the variant's folder, its
+        signature's). What a commit holds never changes."""
+        key = (repo_id, commit)
+        with self._trees_lock:
+            if key in self._trees:
+                return self._trees[key]
+        with _errors(self, repo_id, f"list the files at {commit[:12]} of"):
+            entries = list(self.api.list_repo_tree(repo_id, recursive=True, revision=commit, repo_type=REPO_TYPE))
+        with self._trees_lock:
+            self._trees[key] = entries
+            while len(self._trees) > _TREES_KEPT:  # a long-lived process loads many commits
+                del self._trees[next(iter(self._trees))]
+        return entries
+
     def variants(self, repo_id: str, commit: str) -> list[str]:
         from huggingface_hub.hf_api import RepoFolder
 
-        with _errors(self, repo_id, f"list build/ at {commit[:12]} of", missing_ok=True) as found:
-            entries = list(self.api.list_repo_tree(repo_id, "build", revision=commit, repo_type=REPO_TYPE))
-        if not found.ok:
-            return []
-        return sorted(e.path.split("/")[-1] for e in entries if isinstance(e, RepoFolder))
+        return sorted(e.path.split("/")[1] for e in self.tree(repo_id, commit)
+                      if isinstance(e, RepoFolder) and e.path.count("/") == 1 and e.path.startswith("build/"))
 
     def fetch(self, repo_id: str, commit: str, variant: str, dest: Path,
               max_bytes: int | None = None) -> list[RemoteFile]:
@@ -104,16 +123,8 @@ class HttpHubReader:
         from huggingface_hub.hf_api import RepoFile
 
         prefix = variant_prefix(variant)
-        with _errors(self, repo_id, f"list {prefix} at {commit[:12]} of"):
-            entries = list(self.api.list_repo_tree(repo_id, prefix.rstrip("/"), recursive=True, revision=commit,
-                                                   repo_type=REPO_TYPE))
-        for e in entries:
-            if isinstance(e, RepoFile) and not e.path.startswith(prefix):
-                raise BadHubContent(f"{self.describe()} listed {e.path} under {prefix} of {repo_id}@{commit[:12]}")
-        with _errors(self, repo_id, f"list {signature_folder(variant)}/ at {commit[:12]} of", missing_ok=True):
-            entries += [e for e in self.api.list_repo_tree(repo_id, signature_folder(variant), revision=commit,
-                                                           repo_type=REPO_TYPE) if e.path == ssh_signature(variant)]
-        found = {e.path: e for e in entries if isinstance(e, RepoFile)}
+        found = {e.path: e for e in self.tree(repo_id, commit)
+                 if isinstance(e, RepoFile) and (e.path.startswith(prefix) or e.path == ssh_signature(variant))}
         files = []
         for path, rel in variant_paths(variant, found).items():
             e = found[path]

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
 _TREE = re.compile(r"^/api/kernels/([^/]+/[^/]+)/tree/([^/]+)/build/([^/]+)$")
+_COMMIT_TREE = re.compile(r"^/api/kernels/([^/]+/[^/]+)/tree/([^/]+)$")  # a whole commit (kbuild's loader lists it)
 _RESOLVE = re.compile(r"^/kernels/[^/]+/[^/]+/resolve/[^/]+/build/([^/]+)/(.+)$")
 _DROPPED = {"content-length", "transfer-encoding", "connection", "etag", "x-linked-etag", "x-linked-size",
             "content-range"}
@@ -86,10 +87,11 @@ class HostileHub:
             if self.hostile:
                 body = self._content(resolve.group(1), resolve.group(2), body) + b"\0" * self.padding
             return status, kept, body
-        tree = _TREE.match(route)
+        tree = _TREE.match(route) or _COMMIT_TREE.match(route)
         if tree and self.hostile:
-            repo, rev, variant = tree.groups()
-            body = json.dumps(self._listing(f"/kernels/{repo}/resolve/{rev}/", variant, json.loads(body))).encode()
+            repo, rev, *variant = tree.groups()
+            body = json.dumps(self._listing(f"/kernels/{repo}/resolve/{rev}/", variant[0] if variant else None,
+                                            json.loads(body))).encode()
         return status, kept, body
 
     def _content(self, variant: str, rel: str, honest: bytes) -> bytes:
@@ -102,15 +104,17 @@ class HostileHub:
             return json.dumps(meta, indent=2).encode()
         return honest
 
-    def _listing(self, resolve: str, variant: str, entries: list) -> list:
-        prefix = f"build/{variant}/"
+    def _listing(self, resolve: str, variant: str | None, entries: list) -> list:
+        """`entries` with the edited files' sizes and blob ids: those of `variant`'s folder, or of
+        every variant's (None: a listing of the whole commit)."""
         for entry in entries:
-            if entry.get("type") != "file" or not entry["path"].startswith(prefix):
+            parts = entry["path"].split("/", 2)
+            if entry.get("type") != "file" or len(parts) < 3 or parts[0] != "build" or variant not in (None, parts[1]):
                 continue
-            rel = entry["path"].removeprefix(prefix)
+            variant_of, rel = parts[1], parts[2]
             if rel in self.edits or rel == "metadata.json":
                 honest = self._forward(resolve + entry["path"], {})[2]
-                data = self._content(variant, rel, honest)
+                data = self._content(variant_of, rel, honest)
                 entry.update(size=len(data), oid=blob_oid(data))
                 entry.pop("lfs", None)
             if self.claim_size is not None:
