@@ -19,7 +19,7 @@ from ..digest import is_bytecode
 from ..errors import (BadHubContent, HubAccessDenied, HubRequestFailed, HubUnreachable, KernelNotFound,
                       OversizedDownload, RepoNotFound, RevisionNotFound)
 from ..refs import Refs
-from ..repo_layout import ssh_signature, variant_paths, variant_prefix
+from ..repo_layout import variant_paths, variant_prefix
 from .base import RemoteFile, cache_folder_name, safe_relpath
 
 REPO_TYPE = "kernel"
@@ -123,8 +123,8 @@ class HttpHubReader:
         from huggingface_hub.hf_api import RepoFile
 
         prefix = variant_prefix(variant)
-        found = {e.path: e for e in self.tree(repo_id, commit)
-                 if isinstance(e, RepoFile) and (e.path.startswith(prefix) or e.path == ssh_signature(variant))}
+        # variant_paths picks the variant's files (and its signature) out of the whole commit's
+        found = {e.path: e for e in self.tree(repo_id, commit) if isinstance(e, RepoFile)}
         files = []
         for path, rel in variant_paths(variant, found).items():
             e = found[path]
