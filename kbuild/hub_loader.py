@@ -473,7 +473,8 @@ def signature_rule(settings: Settings, repo_id: str, require_signature: bool | N
 
 def no_fit_message(found: Resolution, other_versions: dict[int, str]) -> str:
     system = found.system
-    own = f"{system.compiled_variant().name}, or torch-{system.backend} for a Python-only kernel"
+    fitting = system.fitting_build()  # a CPU build where torch has a GPU backend but no GPU here
+    own = f"{fitting.name}, or torch-{fitting.backend} for a Python-only kernel"
     head = (f"no variant of {found.ref} fits this system ({system.describe()}; its variant would be {own}). "
             f"Looked at commit {found.commit[:12]} on {found.hub}")
     if not found.trace:
@@ -486,7 +487,7 @@ def no_fit_message(found: Resolution, other_versions: dict[int, str]) -> str:
         return f"{head}{body}\nAnother version fits: {hints}"
     gpu = f" ({describe_device(system.backend, system.gpu_arch)})" if system.gpu_arch else ""
     return f"{head}{body}\nNo other version of {found.ref.repo_id} fits either; ask its publisher for a build " \
-           f"for {system.compiled_variant().name}{gpu}."
+           f"for {fitting.name}{gpu}."
 
 
 def same_build_loaded(folder: Path) -> ModuleType | None:

@@ -303,6 +303,12 @@ class SystemInfo:
         """The name a compiled build for exactly this system gets."""
         return Variant(COMPILED, self.backend, self.torch, self.compute_version, self.cpu, self.os, self.cxx11)
 
+    def fitting_build(self) -> Variant:
+        """The compiled build that would run on this machine, for a publisher to make: this
+        system's own name, or its CPU build where torch was built for a GPU it cannot see (a GPU
+        build could not run here, a CPU one would)."""
+        return (self.as_cpu() if self.cpu_first else self).compiled_variant()
+
     def describe(self) -> str:
         compute = format_compute(self.backend, self.compute_version)
         if not self.device_visible:

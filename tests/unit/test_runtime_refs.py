@@ -3,6 +3,7 @@ safety, trust, the no-fit message and layer references. No process, hub or netwo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -154,6 +155,21 @@ def test_no_fit_message():
     ]
     empty = Resolution(KernelRef("o/k", "v1"), SHA, "hub X", system, ())
     assert "v1 has no build/ folder: nothing was published there" in no_fit_message(empty, {})
+
+
+def test_no_fit_message_asks_for_the_build_this_machine_runs():
+    # torch 2.15's CUDA build on a machine without a GPU, a kernel with only torch 2.14 builds: a
+    # CUDA build could not run here, so the publisher is asked for the CPU one
+    system = SystemInfo((2, 15), "cuda", (13, 2), "x86_64", "linux", device_visible=False)
+    names = ["torch214-cxx11-cpu-x86_64-linux", "torch214-cxx11-cu132-x86_64-linux"]
+    found = Resolution(KernelRef("o/k", "v1"), SHA, "hub X", system, tuple(judge(names, system)))
+    message = no_fit_message(found, {})
+    assert "its variant would be torch215-cxx11-cpu-x86_64-linux, or torch-cpu for a Python-only kernel" in message
+    assert message.endswith("ask its publisher for a build for torch215-cxx11-cpu-x86_64-linux.")
+    assert "cu132" not in message.splitlines()[-1]
+    seen = replace(system, device_visible=True, gpu_arch="9.0")  # with the GPU: its CUDA build
+    assert no_fit_message(replace(found, system=seen), {}).endswith(
+        "ask its publisher for a build for torch215-cxx11-cu132-x86_64-linux (a GPU of compute capability 9.0).")
 
 
 def test_layer_refs():
