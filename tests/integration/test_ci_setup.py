@@ -5,6 +5,7 @@ machine), which fails the job when a step fails."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def test_a_rerun_prints_each_step_says_it_had_nothing_to_do_and_keeps_each_log()
 def test_an_unknown_argument_is_one_line_and_exit_2():
     done = setup("--bogus")
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == "ci/setup.sh: unknown argument '--bogus' (expected nothing or --check)\n"
+    assert done.stderr == "ci/setup.sh: unknown argument '--bogus' (expected --build, --check or both)\n"
 
 
 def test_a_disk_too_small_for_torch_stops_before_pip_saying_how_much_is_needed(tmp_path):
@@ -66,3 +67,60 @@ def test_a_disk_too_small_for_torch_stops_before_pip_saying_how_much_is_needed(t
         assert not (disk / ".venv" / "lib" / "python3.11" / "site-packages" / "torch").exists()
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def _stamp_checkout(root: Path, extra: str) -> None:
+    """A checkout whose .venv's python is this one's and whose step 2 last installed kbuild[extra]:
+    what `--build` and a full run find there, without installing torch again."""
+    (root / "ci").mkdir(parents=True)
+    (root / "ci" / "setup.sh").write_bytes((REPO / "ci" / "setup.sh").read_bytes())
+    (root / "pyproject.toml").write_bytes((REPO / "pyproject.toml").read_bytes())
+    for package in ("kbuild", "builder", "kbuild_hub", "kbuild_common"):
+        (root / package).mkdir()
+        (root / package / "__init__.py").write_text("")
+    bin_dir = root / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec {REPO / ".venv" / "bin" / "python"} "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    import hashlib
+    import importlib.metadata
+
+    torch = importlib.metadata.version("torch").split("+")[0]
+    digest = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()
+    packages = subprocess.run(["bash", "-c", "ls -d */__init__.py | tr '\\n' ' '"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout  # as ci/setup.sh lists them
+    (root / ".venv" / "kbuild-setup.stamp").write_text(f"torch=={torch} kbuild[{extra}] {digest} {packages}\n")
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    import importlib.metadata
+
+    env = {**os.environ, "KBUILD_TORCH": importlib.metadata.version("torch").split("+")[0]}
+    return subprocess.run(["bash", "ci/setup.sh", *args], cwd=root, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_build_runs_steps_1_and_2_only_and_a_test_install_serves_it(tmp_path):
+    """README's first command, `bash ci/setup.sh --build`: the venv and torch + kbuild[build],
+    nothing the tests start; a venv that has the test extra already has everything it wants."""
+    _stamp_checkout(tmp_path, "test")
+    done = _run(tmp_path, "--build")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line[:5] for line in lines if line.startswith("[")] == ["[1/2]", "[2/2]"], done.stdout
+    assert lines[2].startswith("[2/2] torch ") and "kbuild[build] (editable) into .venv: up to date (" in lines[2], lines
+    assert "kbuild[test]" in lines[2] and "ci/setup.sh: nothing to do: every step was already in place" in lines, lines
+    assert lines[-1] == "(building, publishing and loading only: for the tests, bash ci/setup.sh)", lines
+    assert not (tmp_path / ".venv" / "actionlint").exists() and not (tmp_path / ".venv" / "hf-envs").exists()
+
+
+def test_a_build_install_is_not_enough_for_the_tests(tmp_path):
+    """After `--build`, the full set-up installs the test extra over it (step 2 is due), while
+    another `--build` is a no-op."""
+    _stamp_checkout(tmp_path, "build")
+    again = _run(tmp_path, "--build", "--check")
+    assert again.returncode == 0 and again.stdout.splitlines()[-1] == "ci/setup.sh --check: nothing to do", again.stdout
+    full = _run(tmp_path, "--check")
+    assert full.returncode == 1, full.stdout
+    lines = full.stdout.splitlines()
+    assert lines[1].endswith("and kbuild[test] (editable) into .venv: due: pip install (a few minutes the first time)"), lines
+    assert lines[-1].startswith("ci/setup.sh --check: step(s) 2 "), lines
