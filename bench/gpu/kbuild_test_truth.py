@@ -33,7 +33,9 @@ def rows(run: Path) -> list[dict]:
                           **{kind: 0 for kind in COUNTS}, "seconds": 0.0, "reason": last})
         for m in matched:
             status, kernel, variant, seconds, rest = m.groups()
-            reason = rest.split(" — ", 1)[1] if " — " in rest else ""
+            # kbuild test's own words after the dash; the dash may follow the seconds with one space
+            # ("200.1s — timed out after 200 s (39 passed, ...)") or a log's path
+            reason = (" " + rest).partition(" — ")[2]
             counts = {kind: 0 for kind in COUNTS}
             for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", reason.split(";", 1)[0]):
                 counts["error" if kind.startswith("error") else kind] += int(n)
