@@ -131,5 +131,6 @@ def test_variant_archs_intersect_with_the_nvcc(tmp_path, table):
 
 def test_the_shipped_table_has_the_default_matrix():
     matrix = select(None)
-    assert [r.version for r in matrix.torch] == ["2.13.0", "2.14.1"]
+    assert [r.version for r in matrix.torch] == ["2.14.1", "2.15.0"]
     assert [c.version for c in matrix.cuda] == [(13, 0), (13, 2)]
+    assert [c.version for c in matrix.cuda_for(matrix.torch[-1])] == [(13, 2)]  # 2.15's PyPI wheel: cu132

@@ -42,3 +42,20 @@ def test_kbuild_own_table_is_the_default_of_both():
     assert {f"{c.version[0]}.{c.version[1]}": c.toolkit for c in matrix.cuda} == \
         {series: body["toolkit"] for series, body in table["cuda"].items()}
     assert "requirement" in table["sysroot"] and table["cutlass"]["releases"]
+
+
+def test_the_readme_states_the_shipped_default_matrix():
+    """README's "The matrix" section names the default matrix as builder/versions.toml has it."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    found = re.search(r"its `\[default\]` is torch \{([^}]*)\} × CUDA\s+\{([^}]*)\}", readme)
+    assert found, "README.md: the matrix section no longer states the default matrix"
+    default = load_versions_table()["default"]
+    assert [t.strip() for t in found[1].split(",")] == default["torch"]
+    assert [c.strip() for c in found[2].split(",")] == default["cuda"]
+    for series in default["torch"]:  # a release built for fewer CUDA versions says which
+        cuda = load_versions_table()["torch"][series]["cuda"]
+        if cuda != default["cuda"]:
+            assert f"torch {series} with CUDA {' and '.join(cuda)} alone" in " ".join(readme.split())
