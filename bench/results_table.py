@@ -1,5 +1,6 @@
-"""The Markdown table of `kbuild bench --json`, `bench/peers.py --json`, bench/hub_front_load.py or
-bench/gpu/qwen_step.py results, as bench/RESULTS.md shows them.
+"""The Markdown table of `kbuild bench --json`, `bench/peers.py --json`, bench/hub_front_load.py,
+bench/gpu/qwen_step.py, bench/dist_compile.py or bench/gpu/kbuild_test_truth.py results, as
+bench/RESULTS.md shows them.
 
     python bench/results_table.py bench/gpu/results/run11/*.json            # print the table
     python bench/results_table.py --check bench/RESULTS.md bench/gpu/results/run11/*.json
@@ -7,6 +8,8 @@ bench/gpu/qwen_step.py results, as bench/RESULTS.md shows them.
     python bench/results_table.py --before bench/gpu/results/run15/peers.json bench/gpu/results/run16/peers.json
     python bench/results_table.py bench/hub_front_load_results.json          # the hub front's load run
     python bench/results_table.py bench/gpu/results/run17/qwen_step.json      # the Qwen3 training step
+    python bench/results_table.py bench/gpu/results/run19/dist_compile/dist_compile.json  # distributed compiles
+    python bench/results_table.py bench/gpu/results/run19/kbuild_test_truth/retabled/kbuild_test_truth.json
 
 RESULTS.md's tables of kbuild bench figures are made from the JSON files, never typed: `--check`
 fails when the table in RESULTS.md differs from what the JSON says (tests/unit/test_results_table.py).
@@ -151,6 +154,60 @@ def qwen_rows(doc: dict) -> list[str]:
     return out
 
 
+def dist_rows(doc: dict) -> list[str]:
+    """bench/dist_compile.py's run: each row's wall time, busy CPU and the cache or distribution line
+    kbuild printed, the objects compared, then the model of the release build (bench/dist_model.py)."""
+    rows, machine = doc["rows"], doc["machine_cpus"]
+    what = {"local": f"every core ({doc['host_cpus']}), fills a redis",
+            "half": f"one machine of {machine} cores (taskset {rows.get('half', {}).get('cpus', '-')})",
+            "dist": f"sccache-dist: 2 build servers of {machine} cores each; the client on the host",
+            "shared": "a second machine (another folder, HOME and KBUILD_CACHE) reading local's redis"}
+    measured = len(rows["local"]["units"]) if "local" in rows else "-"
+    out = [f"{doc['kernel']}: {measured} units ({', '.join(f'`{u}`' for u in doc['units'])}) at {doc['cuda_archs']}; "
+           f"host of {doc['host_cpus']} CPUs, a machine of {machine}",
+           "",
+           "| row | what | wall | busy CPU | cache or distribution |",
+           "|---|---|---|---|---|"]
+    for name, r in rows.items():
+        busy = f"{r['busy_cpu_seconds']:.1f} s"
+        if "servers_cpu_seconds" in r:
+            busy += f" (servers {r['servers_cpu_seconds']:.1f} s)"
+        out.append(f"| {name} | {what.get(name, name)}, -j {r['jobs']} | {r['compile_seconds']:.1f} s | {busy} | "
+                   f"{r['line']} |")
+    out.append("")
+    out.append("Ratios of wall time: " + ", ".join(f"{k} {v:.3f}x" for k, v in doc["ratios"].items()) + ".")
+    for name, same in doc["objects"].items():
+        out.append(f"Objects {name.replace('_vs_', ' against ')}: {same['identical']} identical, "
+                   f"{len(same['only_local_symbols_differ'])} identical but for local symbols, "
+                   f"{len(same['differ'])} differ.")
+    model = doc.get("model")
+    if model:
+        out += ["", f"The release build modelled ({model['units']} units x {len(model['variants'])} CUDA variants x "
+                    f"{', '.join(str(len(a)) for a in model['variants'].values())} archs; a unit-arch "
+                    f"{model['mean_unit_seconds']} core-s on average, the longest {model['longest_unit_seconds']}; "
+                    f"client {model['client_cpu_per_job_seconds']} CPU-s and overhead "
+                    f"{model['overhead_per_job_seconds']} s per job):",
+                "",
+                f"| machines of {model['cores_per_machine']} cores | modelled wall | x one machine | bound |",
+                "|---|---|---|---|"]
+        for n, f in model["machines"].items():
+            bound = f["bound"] if n == "1" else (f"{f['bound']} (compile {f['compile_seconds']} s, "
+                                                 f"client {f['client_seconds']} s)")
+            out.append(f"| {n} | {f['seconds']:.1f} s | {f['ratio']:.3f}x | {bound} |")
+    return out
+
+
+def truth_rows(found: list[dict]) -> list[str]:
+    """bench/gpu/kbuild_test_truth.py's rows, in the table that script writes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kbuild_test_truth",
+                                                  Path(__file__).resolve().parent / "gpu" / "kbuild_test_truth.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.table(found).splitlines()
+
+
 def kind_of(path: Path) -> tuple[str, dict]:
     """("peers", "bench" or "front", the document) of a results file; a one-line error for anything else."""
     try:
@@ -159,6 +216,10 @@ def kind_of(path: Path) -> tuple[str, dict]:
         raise SystemExit(f"results_table.py: cannot read {path}: {e}") from None
     if isinstance(doc, dict) and doc.get("bench") == "hub_front_load" and isinstance(doc.get("rows"), list):
         return "front", doc
+    if isinstance(doc, dict) and isinstance(doc.get("rows"), dict) and "local" in doc["rows"] and "ratios" in doc:
+        return "dist", doc
+    if isinstance(doc, list) and doc and all(isinstance(r, dict) and "kbuild said" in r for r in doc):
+        return "truth", doc
     if isinstance(doc, dict) and isinstance(doc.get("configs"), dict) and "hidden" in doc:
         return "qwen", doc
     if isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "copy_gb_per_s" in doc:
@@ -176,12 +237,16 @@ def table(paths: list[Path], before: Path | None = None) -> str:
             raise SystemExit("results_table.py: --before compares one bench/peers.py JSON with another")
         return "\n".join(compare_rows(earlier[1], docs[0]))
     if len(set(kinds)) > 1:
-        raise SystemExit("results_table.py: give results of one kind: kbuild bench, bench/peers.py or "
-                         "bench/hub_front_load.py JSON")
-    if kinds[0] in ("front", "qwen"):
+        raise SystemExit("results_table.py: give results of one kind: kbuild bench, bench/peers.py, "
+                         "bench/hub_front_load.py, bench/gpu/qwen_step.py, bench/dist_compile.py or "
+                         "bench/gpu/kbuild_test_truth.py JSON")
+    single = {"front": ("bench/hub_front_load.py", front_rows), "qwen": ("bench/gpu/qwen_step.py", qwen_rows),
+              "dist": ("bench/dist_compile.py", dist_rows), "truth": ("bench/gpu/kbuild_test_truth.py", truth_rows)}
+    if kinds[0] in single:
+        script, make = single[kinds[0]]
         if len(docs) != 1:
-            raise SystemExit(f"results_table.py: give one {'bench/hub_front_load.py' if kinds[0] == 'front' else 'bench/gpu/qwen_step.py'} run")
-        return "\n".join((front_rows if kinds[0] == "front" else qwen_rows)(docs[0]))
+            raise SystemExit(f"results_table.py: give one {script} run")
+        return "\n".join(make(docs[0]))
     if kinds[0] == "peers":
         return "\n".join(peer_rows(list(docs)))
     return "\n".join([HEADER, *rows(list(docs))])

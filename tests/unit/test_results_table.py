@@ -98,3 +98,40 @@ def test_a_qwen_step_figure_that_differs_from_the_json_is_caught(tmp_path, capsy
     edited.write_text(json.dumps(doc))
     assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
     assert "77.8 ms" in capsys.readouterr().err
+
+
+RUN19 = REPO / "bench" / "gpu" / "results" / "run19"  # the H100 run of 2026-12-06
+DIST = RUN19 / "dist_compile" / "dist_compile.json"
+TRUTH = RUN19 / "kbuild_test_truth" / "retabled" / "kbuild_test_truth.json"
+PEERS_H100 = RUN19 / "peers_rotary_graph" / "peers.json"
+
+
+def test_the_h100_tables_are_the_ones_the_json_makes():
+    results = str(REPO / "bench" / "RESULTS.md")
+    for path in (DIST, TRUTH, PEERS_H100):
+        assert results_table().main(["--check", results, str(path)]) == 0, path
+
+
+def test_the_dist_compile_table_says_what_the_json_says(tmp_path, capsys):
+    made = results_table().table([DIST])
+    assert "| dist | sccache-dist: 2 build servers of 8 cores each; the client on the host, -j 18 | 320.0 s |" in made
+    assert "dist/half 0.585x" in made and "| 64 | 357.6 s | 0.046x | client (compile 349.1 s, client 357.6 s) |" in made
+    doc = json.loads(DIST.read_text())
+    doc["rows"]["shared"]["compile_seconds"] = 77.7
+    edited = tmp_path / "dist_compile.json"
+    edited.write_text(json.dumps(doc))
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
+    assert "| 77.7 s |" in capsys.readouterr().err
+
+
+def test_the_truth_table_is_kbuild_test_truths_own(tmp_path, capsys):
+    found = json.loads(TRUTH.read_text())
+    spec = importlib.util.spec_from_file_location("kbuild_test_truth", REPO / "bench" / "gpu" / "kbuild_test_truth.py")
+    truth = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(truth)
+    assert results_table().table([TRUTH]) + "\n" == truth.table(found)
+    found[0]["reason"] = "a reason the run never gave"
+    edited = tmp_path / "kbuild_test_truth.json"
+    edited.write_text(json.dumps(found))
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
+    assert "a reason the run never gave" in capsys.readouterr().err
