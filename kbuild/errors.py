@@ -134,3 +134,7 @@ class KernelImportError(KernelError, ImportError):
 
 class TorchMissing(KernelError, ModuleNotFoundError):
     """This Python has no torch, which every kernel is loaded into."""
+
+
+class HubClientMissing(KernelError, ModuleNotFoundError):
+    """An HTTP hub was asked for and this Python lacks huggingface_hub, kbuild's `hub` extra."""

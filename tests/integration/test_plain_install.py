@@ -1,6 +1,6 @@
 """`pip install kbuild` without extras, in a fresh venv without torch: `kbuild --help` works, every
-command says in one line what to install (and installing that makes it work), and get_kernel says
-that torch is needed."""
+command says in one line what to install (and installing that makes it work), get_kernel says
+that torch is needed, and that an HTTP hub needs the `hub` extra (installing it makes it reach the hub)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,22 @@ def test_a_plain_install_explains_itself_and_installs_what_it_names(plain, tmp_p
     # kbuild.errors.TorchMissing: a KernelError that is still a ModuleNotFoundError for callers catching that
     assert done.stderr.splitlines()[-1] == (f"kbuild.errors.TorchMissing: kbuild loads kernels into torch, and this Python "
                                             f"({python}) has no torch: install it (pip install torch)")
+
+    # an HTTP hub needs huggingface_hub, the `hub` extra, and says so in one line (a torch stood in for by
+    # `system=`: with torch installed, this is the first thing a plain install meets)
+    load_http = ("from kbuild import get_kernel; from kbuild.variants import SystemInfo; "
+                 "get_kernel('me/my-scale@v1', hub='http://127.0.0.1:9', trust_remote_code=True, "
+                 "system=SystemInfo((2, 14), 'cpu', None, 'x86_64', 'linux'))")
+    done = run(python, "-c", load_http, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"kbuild.errors.HubClientMissing: http://127.0.0.1:9 is an HTTP hub, which kbuild reads through huggingface_hub, "
+        f'and this Python ({python}) has none: install kbuild\'s hub extra (pip install "kbuild[hub]")'), done.stderr
+    done = run(python, "-m", "pip", "install", "-q", f"{wheel}[hub]", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = run(python, "-c", load_http, cwd=tmp_path)  # now it reaches for the hub, and finds none there
+    assert done.returncode == 1 and "HubClientMissing" not in done.stderr, done.stderr
+    assert "http://127.0.0.1:9" in done.stderr.splitlines()[-1] and "Connection refused" in done.stderr, done.stderr
 
     # what the line says to run is what makes the builder work
     done = subprocess.run(install, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=900)
