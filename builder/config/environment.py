@@ -7,7 +7,8 @@ builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
 |---|---|
 | `KBUILD_CACHE` | kbuild's cache (default ~/.cache/kbuild): probes, the compile cache, kernels |
 | `KBUILD_TOOLCHAINS` | the toolchain store (default ~/.cache/kbuild/toolchains) |
-| `KBUILD_TORCH_INDEX` | where CUDA builds of torch come from (default PyPI) |
+| `KBUILD_TORCH_INDEX` | where CUDA builds of torch come from (default PyPI); `kbuild toolchain check-index` asks it which torch releases exist |
+| `KBUILD_VERSIONS` | an overlay versions table merged over kbuild's own (default `$XDG_CONFIG_HOME/kbuild/versions.toml` when it exists; `off`: none) |
 | `CUDA_HOME`, `CUDA_PATH` | the system nvcc's CUDA (else /usr/local/cuda, else nvcc on PATH) |
 | `CXX` | the C++ compiler (default c++) |
 | `CCACHE_DIR` | the compile cache's folder (default <cache>/compile) |
@@ -102,6 +103,24 @@ class BuilderSettings:
     @property
     def probe_dir(self) -> Path:
         return self.cache_dir / PROBES
+
+
+def versions_overlay(environ=None) -> Setting[Path] | None:
+    """The overlay versions table merged over kbuild's own (builder/toolchains/versions.py), through
+    the one cascade: KBUILD_VERSIONS (`off`: none), else the user's `versions.toml` in kbuild's
+    config folder when it exists. None: no overlay. Its origin names the variable or the file."""
+    env = os.environ if environ is None else environ
+    user = user_versions_file(env)
+    setting = resolve(env=("KBUILD_VERSIONS", env.get("KBUILD_VERSIONS")), can_turn_off=True,
+                      toml=lambda: (str(user), f"{user} (kbuild's config folder)") if user.is_file() else None)
+    if setting is None or setting.value is None:
+        return None
+    return Setting(Path(setting.value).expanduser(), setting.origin)
+
+
+def user_versions_file(environ=None) -> Path:
+    """`$XDG_CONFIG_HOME/kbuild/versions.toml` (beside trusted-orgs and signatures)."""
+    return runtime.config_file(environ).with_name("versions.toml")
 
 
 def from_environment(environ=None) -> BuilderSettings:

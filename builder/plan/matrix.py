@@ -7,7 +7,7 @@ from it. Pure apart from reading that table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
@@ -18,7 +18,7 @@ from builder.backends.cuda_arch import select as select_archs
 from kbuild_common.errors import ManifestError
 from builder.project.manifest import Manifest
 from builder.plan.steps import stable_abi
-from builder.toolchains.versions import SOURCE, load_versions_table
+from builder.toolchains.versions import SOURCE, read_table
 
 _MATRIX_KEYS = ("torch", "cuda")
 
@@ -30,6 +30,7 @@ class TorchRelease:
     series: Version  # (2, 14)
     version: str  # the exact release its toolchain installs: "2.14.1"
     cuda: tuple[Version, ...]  # CUDA versions its variants are built for
+    origin: str = field(default=SOURCE, compare=False)  # the table row it came from: "file:line"
 
     def __str__(self) -> str:
         return f"torch {self.version}"
@@ -40,6 +41,7 @@ class CudaRelease:
     version: Version
     toolkit: str  # pip requirement that provides nvcc
     archs: frozenset[str]  # what its nvcc compiles for: "75", "90", …
+    origin: str = field(default=SOURCE, compare=False)  # the table row it came from: "file:line"
 
     def __str__(self) -> str:
         return f"CUDA {_dotted(self.version)}"
@@ -91,21 +93,22 @@ def _version(text: str, where: str) -> Version:
 def load_table(path: Path | None = None) -> tuple[dict[Version, TorchRelease], dict[Version, CudaRelease], dict]:
     """The versions table (kbuild's own, or the one at `path`): torch releases and CUDA versions by
     series, and its [default]."""
-    data = load_versions_table(path)
-    path = path or SOURCE
+    table = read_table(path)  # kbuild's own with the overlay merged over it (path: that file alone)
+    data = table.data
     cuda = {}
     for key, body in data.get("cuda", {}).items():
-        v = _version(key, f"{path}: [cuda.\"{key}\"]")
+        v = _version(key, f"{table.origin('cuda', key)}: [cuda.\"{key}\"]")
         archs = frozenset(a.replace(".", "") for a in body["archs"])
-        cuda[v] = CudaRelease(v, body["toolkit"], archs)
+        cuda[v] = CudaRelease(v, body["toolkit"], archs, table.origin("cuda", key))
     torch = {}
     for key, body in data.get("torch", {}).items():
-        where = f"{path}: [torch.\"{key}\"]"
+        where = f"{table.origin('torch', key)}: [torch.\"{key}\"]"
         cudas = tuple(_version(c, f"{where} cuda") for c in body.get("cuda", []))
         for c in cudas:
             if c not in cuda:
                 raise ManifestError(f"{where} cuda: CUDA {_dotted(c)} has no [cuda.\"{_dotted(c)}\"] table")
-        torch[_version(key, where)] = TorchRelease(_version(key, where), body["version"], cudas)
+        torch[_version(key, where)] = TorchRelease(_version(key, where), body["version"], cudas,
+                                                   table.origin("torch", key))
     return torch, cuda, data.get("default", {})
 
 
