@@ -56,8 +56,18 @@ def run(args, reporter: Reporter) -> int:
         here = "  [this environment]" if r["here"] else ""
         here += "" if r["in_matrix"] else " (not in the matrix: kbuild build without --all)"
         reporter.result(f"{r['kernel']}: {r['variant']}  <- {r['toolchain'] or 'no toolchain (Python only)'}"
-                        f"{archs}{here}")
+                        f"{archs}{here}{_overlaid(r)}")
     return 0
+
+
+def _overlaid(row: dict) -> str:
+    """Where the row's torch or CUDA release came from when it is not kbuild's own table (an
+    overlay's file:line and what named it); --json gives every row's origin."""
+    from builder.toolchains.versions import SOURCE
+
+    found = [f"{kind} from {origin}" for kind, origin in row.get("from", {}).items()
+             if not origin.startswith(SOURCE)]
+    return f"  [{'; '.join(found)}]" if found else ""
 
 
 def _names_a_repo(path) -> bool:

@@ -290,6 +290,14 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
     return Toolchain(torch, cuda), None
 
 
+def _rows_from(target) -> dict[str, str]:
+    """Where the versions table's rows behind a variant came from: {"torch": "file:line", "cuda": …}
+    (kbuild's own table, or an overlay merged over it)."""
+    if target is None:
+        return {}
+    return {"torch": target.torch.origin, **({"cuda": target.cuda.origin} if target.cuda else {})}
+
+
 def variant_rows(options: BuildOptions) -> list[dict]:
     """`kbuild variants`: each variant of the matrix with the toolchain it is built with, and
     whether this environment builds it as it is (`kbuild build` with no flags)."""
@@ -302,16 +310,22 @@ def variant_rows(options: BuildOptions) -> list[dict]:
         found, skips = matrix_variants(m, matrix)
         for mv in found:
             name, cuda = mv.variant.name, mv.target.cuda if mv.target else None
-            rows.append({"kernel": m.name, "variant": name, "toolchain": str(mv.target) if mv.target else "",
-                         "torch": mv.target.torch.version if mv.target else None,
+            # a variant this environment builds is built by its torch, named exactly (the table's
+            # release, e.g. the newest for a stable-ABI variant, is what --all would provision)
+            built_here = name in here and mv.target is not None
+            rows.append({"kernel": m.name, "variant": name,
+                         "toolchain": current.describe(mv.variant.backend) if built_here
+                         else str(mv.target) if mv.target else "",
+                         "torch": current.torch.torch_version if built_here
+                         else mv.target.torch.version if mv.target else None,
                          "cuda": ".".join(map(str, cuda.version)) if cuda else None,
                          "archs": variant_archs(m, cuda) if cuda else [], "here": name in here,
-                         "in_matrix": True})
+                         "in_matrix": True, "from": _rows_from(mv.target)})
         names = {r["variant"] for r in rows if r["kernel"] == m.name}
         for name, v in here.items():
             if name not in names:  # this environment builds it, but it is not in the matrix
                 rows.append({"kernel": m.name, "variant": name, "toolchain": current.describe(v.variant.backend),
-                             "torch": current.torch.torch_version.split("+")[0], "archs": list(v.archs),
+                             "torch": current.torch.torch_version, "archs": list(v.archs),
                              "here": True, "in_matrix": False,
                              "cuda": ".".join(map(str, current.cuda.version)) if current.cuda and v.archs else None})
         rows += [{"kernel": m.name, "variant": None, "backend": s.backend, "skipped": s.reason} for s in skips]

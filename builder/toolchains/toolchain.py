@@ -103,7 +103,8 @@ class Toolchain:
     def describe(self, backend: str = "cuda") -> str:
         if self.torch is None:
             return ""
-        text = f"torch {self.torch.torch_version} ({self.torch.python})"
+        build = f"CUDA {self.torch.cuda} build" if self.torch.cuda else "CPU build"  # torch's own, exactly
+        text = f"torch {self.torch.torch_version} ({build}, {self.torch.python})"
         if self.cuda and compiled(backend) is not None and compiled(backend).needs_toolkit:
             text += f" + nvcc {self.cuda.version[0]}.{self.cuda.version[1]} ({self.cuda.nvcc})"
         return text
