@@ -5,6 +5,12 @@ for matrix builds (builder/toolchains/provision.py), under $KBUILD_TOOLCHAINS, e
     kbuild toolchain install torch-2.13 torch-2.14+cuda cuda-13.2
     kbuild toolchain list [--json]
     kbuild toolchain prune [NAME...] [--all] [--dry-run]
+    kbuild toolchain check-index [--write] [--index URL] [--json]
+
+`check-index` asks the package index (PEP 691 JSON; --index, else KBUILD_TORCH_INDEX, else PyPI)
+which torch releases exist and prints the versions-table rows kbuild lacks (builder/toolchains/
+index_check.py); --write adds them to the overlay table (KBUILD_VERSIONS, else versions.toml in
+kbuild's config folder). Exit 1 when the table lacks a release and nothing was written.
 """
 
 from __future__ import annotations
@@ -38,11 +44,60 @@ def add_parser(subparsers) -> None:
                    help="install NVIDIA's wheels even when the system CUDA is this version")
     p.set_defaults(handler=run_install)
 
+    p = sub.add_parser("check-index", help="which torch releases the package index has that the versions table "
+                                           "lacks, with the rows to add (their CUDA from each wheel's metadata)")
+    p.add_argument("--index", default=None, metavar="URL",
+                   help="a PEP 691 simple index (default: KBUILD_TORCH_INDEX, else https://pypi.org/simple)")
+    p.add_argument("--write", action="store_true",
+                   help="add the rows to the overlay table (KBUILD_VERSIONS, else versions.toml in kbuild's config folder)")
+    p.add_argument("--json", action="store_true", help="print a machine-readable record")
+    p.set_defaults(handler=run_check_index)
+
     p = sub.add_parser("prune", help="remove toolchains (and leftovers of interrupted installs)")
     p.add_argument("names", nargs="*", metavar="NAME", help="toolchains to remove (kbuild toolchain list)")
     p.add_argument("--all", action="store_true", help="remove every toolchain in the store")
     p.add_argument("--dry-run", action="store_true", help="print what would be removed; remove nothing")
     p.set_defaults(handler=run_prune)
+
+
+def run_check_index(args, reporter: Reporter) -> int:
+    from builder.config.cascade import Setting, resolve
+    from builder.config.environment import user_versions_file, versions_overlay
+    from builder.toolchains.index_check import lacking, rows_text, write_overlay
+    from builder.toolchains.package_index import PackageIndex
+    from builder.toolchains.versions import SOURCE, read_table
+
+    index = resolve(flag=("--index", args.index), env=("KBUILD_TORCH_INDEX", builder_settings().torch_index))
+    table = read_table()
+    found = lacking(PackageIndex(index.value), table)
+    user = user_versions_file()  # where --write makes the overlay when none is set
+    overlay = versions_overlay() or Setting(user, f"{user} (kbuild's config folder)")
+    if args.json:
+        reporter.result(json.dumps({"index": index.value, "lacking": [asdict(f) for f in found],
+                                    "rows": rows_text(found, table), "overlay": str(overlay.value)}, indent=2))
+    tables = SOURCE + (f" + {table.overlay.value}" if table.overlay else "")
+    if not found:
+        if not args.json:
+            reporter.result(f"{tables} has every torch release of {index.value} (from torch "
+                            f"{min(table.data['torch'], key=_series)} on)")
+        return 0
+    if not args.json:
+        for f in found:
+            reporter.result(f"the table lacks {f.describe()}")
+    named = overlay.origin if overlay.origin.startswith(str(overlay.value)) else f"{overlay.value} ({overlay.origin})"
+    if args.write:
+        write_overlay(overlay.value, found, table, overlay.origin)
+        reporter.result(f"wrote {len(found)} torch row(s) to {named}; kbuild variants "
+                        "shows where each row came from")
+        return 0
+    if not args.json:
+        reporter.result(f"add to {named}, or run again with --write:\n"
+                        f"{rows_text(found, table).rstrip()}")
+    return 1
+
+
+def _series(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
 
 
 def run_list(args, reporter: Reporter) -> int:
