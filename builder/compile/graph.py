@@ -113,6 +113,9 @@ def write_graph(options: BuildOptions, plans: list[ToolchainPlan], cache: Compil
         include = j.plan.manifest.root / WORK_DIR / "include"
         include.mkdir(parents=True, exist_ok=True)
         _write_if_changed(resources.read_bytes("templates/registration.h"), include / "registration.h")
+        if j.sysroot and j.toolchain.torch:
+            _mirror_python_headers(j.sysroot.python_headers(j.toolchain.torch.python_multiarch_include, include),
+                                   j.toolchain.torch.python_multiarch_include)
     wrappers = {}
     for cuda in {j.toolchain.cuda for j in plans if j.toolchain.cuda}:
         if sccache:
@@ -134,6 +137,18 @@ def write_graph(options: BuildOptions, plans: list[ToolchainPlan], cache: Compil
         tmp.write_text(graph.text)
         tmp.replace(path)
     return path, graph
+
+
+def _mirror_python_headers(found: tuple[Path, Path] | None, source: str) -> None:
+    """A distribution Python's multiarch headers, copied where a build under a sysroot finds them
+    (builder/toolchains/sysroot.py, Sysroot.python_headers)."""
+    if found is None:
+        return
+    dest = found[1]
+    dest.mkdir(parents=True, exist_ok=True)
+    for header in sorted(Path(source).iterdir()):
+        if header.is_file():
+            _write_if_changed(header.read_bytes(), dest / header.name)
 
 
 def _write_if_changed(content: bytes, dest: Path) -> None:

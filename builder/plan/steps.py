@@ -270,7 +270,7 @@ def _binding_flags(inputs: PlanInputs, backend: str, name: str, abi: tuple[int, 
         *_host_flags(inputs), _std(inputs.torch), f"-D{backend.upper()}_KERNEL",
         f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, *_torch_api(inputs.torch, abi),
         f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include], *_project_includes(m),
-        *_torch_includes(inputs, backend), f"-I{inputs.torch.python_include}", *m.torch.cxx_flags,
+        *_torch_includes(inputs, backend), *_python_includes(inputs), *m.torch.cxx_flags,
     ]
 
 
@@ -284,7 +284,7 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
               *_project_includes(m), *_dependency_includes(inputs, section)]
     if uses_torch:
         common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.torch, abi),
-                   *_torch_includes(inputs, section.backend), f"-I{inputs.torch.python_include}"]
+                   *_torch_includes(inputs, section.backend), *_python_includes(inputs)]
     else:
         common += compiled(section.backend).standalone_flags(inputs)
     headers = tuple(m.root / s for s in section.src if Path(s).suffix not in SOURCE_SUFFIXES)
@@ -317,6 +317,14 @@ def _dependency_includes(inputs: PlanInputs, section: KernelSection) -> list[str
             raise found
         flags += [f"-I{d}" for d in found]
     return flags
+
+
+def _python_includes(inputs: PlanInputs) -> list[str]:
+    """The Python's headers; under a sysroot, with a distribution Python's multiarch ones, which the
+    sysroot would hide (Sysroot.python_headers; builder/compile/graph.py puts them there)."""
+    extra = inputs.sysroot.python_header_flags(inputs.torch.python_multiarch_include, inputs.generated_include) \
+        if inputs.sysroot else ()
+    return [f"-I{inputs.torch.python_include}", *extra]
 
 
 def _host_flags(inputs: PlanInputs) -> tuple[str, ...]:

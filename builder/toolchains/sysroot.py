@@ -39,6 +39,8 @@ _GLIBC_LIBS = ("libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt
 _LIB = "usr/lib/x86_64-linux-gnu"
 NONSHARED = "libstdc++_nonshared.a"
 NEWER = "kbuild/newer-glibc-symbols.txt"  # what the host's glibc exports and the sysroot's does not
+# under a kernel's generated include folder: a distribution Python's multiarch headers, mirrored
+PYTHON_MULTIARCH = "python-multiarch"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,25 @@ class Sysroot:
         # the sysroot's: name the sysroot's first, for libraries (-L) and start files (-B).
         lib = self.root / _LIB
         return (f"--sysroot={self.root}", f"-B{lib}/", f"-L{self.root / 'kbuild'}", f"-L{lib}")
+
+    @staticmethod
+    def python_headers(multiarch_include: str, generated_include: Path) -> tuple[Path, Path] | None:
+        """Where a distribution Python's multiarch headers go for a build under the sysroot: (the
+        folder to search, the copy of `multiarch_include` in it), or None for a self-contained Python.
+        Debian's /usr/include/python3.11/pyconfig.h includes <x86_64-linux-gnu/python3.11/pyconfig.h>,
+        which `--sysroot` looks for in the sysroot's usr/include, not the host's; the host's
+        /usr/include as a search folder would bring every header of the newer glibc back (what the
+        sysroot removed, sys/single_threaded.h, would be found again), so only the Python's folder is
+        copied, under the same relative path, into a folder of its own."""
+        if not multiarch_include:
+            return None
+        source = Path(multiarch_include)
+        folder = generated_include / PYTHON_MULTIARCH
+        return folder, folder / source.parent.name / source.name
+
+    def python_header_flags(self, multiarch_include: str, generated_include: Path) -> tuple[str, ...]:
+        found = self.python_headers(multiarch_include, generated_include)
+        return ("-isystem", str(found[0])) if found else ()
 
     def too_new(self, library: Path) -> list[str]:
         """The glibc functions `library` uses without a symbol version that the sysroot's glibc

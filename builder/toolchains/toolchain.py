@@ -35,6 +35,7 @@ info = {
     "library_paths": ce.library_paths(),
     "common_nvcc_flags": list(ce.COMMON_NVCC_FLAGS),
     "python_include": sysconfig.get_paths()["include"],
+    "python_multiarch_include": "",
     "nvidia_include": [],
     "cmake_cuda_config": os.path.join(os.path.dirname(torch.__file__), "share", "cmake", "Caffe2", "public", "cuda.cmake"),
 }
@@ -47,6 +48,13 @@ record = metadata.distribution("torch").read_text("RECORD") or ""
 own = sorted(",".join(line.split(",")[:2]) for line in record.splitlines()
              if line.count(",") >= 2 and line.split(",")[1] and not line.startswith("../") and "__pycache__/" not in line)
 info["files_sha256"] = hashlib.sha256("\n".join(own).encode()).hexdigest() if own else ""
+# A distribution's Python (Debian's /usr/bin/python3) splits its headers: pyconfig.h in the include
+# folder includes <x86_64-linux-gnu/python3.11/pyconfig.h>, which a build under a sysroot must still find
+multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+include = info["python_include"]
+beside = os.path.join(os.path.dirname(include), multiarch, os.path.basename(include))
+if multiarch and os.path.isdir(beside):
+    info["python_multiarch_include"] = beside
 if torch.version.cuda:
     major = torch.version.cuda.split(".")[0]
     site = os.path.dirname(os.path.dirname(torch.__file__))
@@ -66,6 +74,9 @@ class TorchInfo:
     common_nvcc_flags: tuple[str, ...]
     python_include: str
     nvidia_include: tuple[str, ...]
+    # a distribution Python's multiarch header folder (/usr/include/x86_64-linux-gnu/python3.11), which
+    # its python_include's pyconfig.h includes; "" for a self-contained Python
+    python_multiarch_include: str = ""
     cmake_cuda_config: str = ""  # torch's CMake CUDA settings (share/cmake/Caffe2/public/cuda.cmake)
     cmake_nvcc_flags: tuple[str, ...] = ()  # what that file adds to every CUDA compile
     files_sha256: str = ""  # the installed wheel's files (their RECORD lines); "" without a RECORD
@@ -173,7 +184,7 @@ def cmake_nvcc_flags(config: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(flags))
 
 
-_PROBE_SCHEMA = 3  # bump when the probe reports new fields: cached probes are then redone
+_PROBE_SCHEMA = 4  # bump when the probe reports new fields: cached probes are then redone
 
 
 def _cache_key(python: str) -> str | None:

@@ -162,3 +162,59 @@ def test_a_function_the_old_glibc_lacks_fails_the_build_by_name(toolchains, tmp_
     assert main(["build", str(kernel), "--manylinux", "2_28"]) != 0
     err = "".join(capsys.readouterr())
     assert "uses gettid, which glibc 2.28 does not have" in err and "Traceback" not in err
+
+
+DISTRIBUTION_PYTHON = Path("/usr/bin/python3")
+
+
+def distribution_python_with_torch(root: Path) -> Path:
+    """A venv of the distribution's own Python (Debian's /usr/bin/python3, whose pyconfig.h includes
+    the multiarch <x86_64-linux-gnu/python3.11/pyconfig.h>) that imports this environment's torch:
+    its site-packages on the path through a .pth file (the same CPython minor, so the same ABI)."""
+    subprocess.run([str(DISTRIBUTION_PYTHON), "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    import sysconfig
+    import torch
+
+    version = subprocess.run([str(root / "bin" / "python"), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (root / "lib" / f"python{version}" / "site-packages" / "kbuild-torch.pth").write_text(
+        str(Path(torch.__file__).parent.parent) + "\n" + sysconfig.get_paths()["purelib"] + "\n")
+    return root / "bin" / "python"
+
+
+def test_a_manylinux_build_with_the_distributions_python_finds_its_multiarch_headers(toolchains, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """The Python's own headers are outside the sysroot: -I gives its include folder, and a
+    distribution Python's multiarch pyconfig.h, which --sysroot would hide, is copied into a folder
+    of its own, never the host's whole /usr/include (the sysroot's glibc stays the only one seen)."""
+    import sys
+
+    if not DISTRIBUTION_PYTHON.is_file():
+        pytest.skip("no distribution Python at /usr/bin/python3")
+    probe = subprocess.run([str(DISTRIBUTION_PYTHON), "-c", "import sys, sysconfig; print(sys.version_info[:2] == (3, 11) "
+                            "and sysconfig.get_config_var('MULTIARCH') or '')"], capture_output=True, text=True)
+    multiarch = probe.stdout.strip()
+    if sys.version_info[:2] != (3, 11) or not multiarch or multiarch == "False":
+        pytest.skip("the distribution Python is not a multiarch CPython 3.11, the ABI of this torch")
+    include = Path(subprocess.run([str(DISTRIBUTION_PYTHON), "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    if not (include / "Python.h").is_file() or not (include.parent / multiarch / include.name / "pyconfig.h").is_file():
+        pytest.skip(f"the distribution Python has no development headers ({include}, python3-dev)")
+    assert f"<{multiarch}/{include.name}/pyconfig.h>" in (include / "pyconfig.h").read_text()
+
+    python = distribution_python_with_torch(tmp_path / "debian-venv")
+    monkeypatch.setenv("KBUILD_TOOLCHAINS", str(toolchains))
+    for name, py in (("distribution", python), ("self-contained", Path(sys.executable))):
+        kernel = write_kernel(tmp_path / name, extra='manylinux = "2_28"')
+        assert main(["build", str(kernel), "--python", str(py)]) == 0, (name, capsys.readouterr())
+        out = "".join(capsys.readouterr())
+        assert "building for manylinux glibc 2.28 against" in out, out
+        library = built_library(kernel)
+        assert above([library], "2_28") == [] and not sysroot_of(toolchains).too_new(library)
+        copied = kernel / ".kbuild" / "include" / "python-multiarch"
+        if name == "distribution":  # only the Python's folder, under its own relative path
+            assert sorted(p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file()) == [
+                f"{multiarch}/{include.name}/pyconfig.h"]
+            assert "-isystem" in (kernel / ".kbuild" / "build.ninja").read_text()
+        else:
+            assert not copied.exists()
