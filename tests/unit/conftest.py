@@ -10,6 +10,11 @@ import pytest
 with contextlib.suppress(ImportError):
     import torch  # noqa: F401
 
+# Importing matplotlib's font_manager builds its font cache when there is none (a fresh HOME) by
+# running `fc-list`: build it here too, so the plotting tests pass on a fresh machine in any order.
+with contextlib.suppress(ImportError):
+    import matplotlib.font_manager  # noqa: F401
+
 
 @pytest.fixture(autouse=True)
 def _pure(no_subprocess):
