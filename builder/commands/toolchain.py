@@ -68,10 +68,10 @@ def run_check_index(args, reporter: Reporter) -> int:
     from builder.toolchains.versions import SOURCE, read_table
 
     index = resolve(flag=("--index", args.index), env=("KBUILD_TORCH_INDEX", builder_settings().torch_index))
-    table = read_table()
-    found = lacking(PackageIndex(index.value), table)
     user = user_versions_file()  # where --write makes the overlay when none is set
     overlay = versions_overlay() or Setting(user, f"{user} (kbuild's config folder)")
+    table = read_table(overlay=overlay if overlay.value.exists() else None)  # --write may make it
+    found = lacking(PackageIndex(index.value), table)
     if args.json:
         reporter.result(json.dumps({"index": index.value, "lacking": [asdict(f) for f in found],
                                     "rows": rows_text(found, table), "overlay": str(overlay.value)}, indent=2))
