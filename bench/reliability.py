@@ -32,6 +32,12 @@ import kbuild  # noqa: E402
 from kbuild import get_kernel, install_kernel  # noqa: E402
 
 
+class ProbeMissed(Exception):
+    """A probe's set-up no longer reaches the code it aims at (the layout moved under it): its
+    outcome would say nothing about kbuild, so the probe fails loudly instead of holding or failing
+    for the wrong reason (issue 53 item 5: a forged signature planted where kbuild no longer reads one)."""
+
+
 def kbuild_cli(*args: str, env: dict | None = None) -> tuple[int, str]:
     done = subprocess.run([sys.executable, "-m", "builder.commands.main", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})})
@@ -601,6 +607,35 @@ def probe_read_only_empty_cache(world: World) -> str:
 
 
 # -- signatures: the require-signature rule (kbuild/signatures/check.py) against what a hub may hold -------
+# Each probe first asserts that what it planted is what kbuild's loader reads: the hub's v1 listed by the
+# loader's own reader (kbuild/hubs/local_git.py, which places files by kbuild/repo_layout.py's paths).
+
+def _loader_reads(world: World, rel: str) -> bytes | None:
+    """The bytes kbuild's loader fetches as the variant's file `rel` from the hub's org/tiny@v1, or None."""
+    from kbuild.hubs.local_git import LocalGitHub
+
+    hub = LocalGitHub(world.hub)
+    commit = hub.refs("org/tiny").branches["v1"]
+    variant = _variant(world).name
+    found = {f.path: f for f in hub.files("org/tiny", commit, variant)}
+    return hub.read_file("org/tiny", commit, found[rel].repo_path) if rel in found else None
+
+
+def _signature_read(world: World, planted: bytes | None) -> None:
+    """ProbeMissed unless the loader reads `planted` as the variant's signature (None: no signature)."""
+    from kbuild.repo_layout import ssh_signature
+    from kbuild.signatures.ssh import SIGNATURE
+
+    read = _loader_reads(world, SIGNATURE)
+    if read != planted:
+        said = "no signature" if read is None else "another signature"
+        raise ProbeMissed(f"the loader reads {said} for {_variant(world).name}, not the one planted "
+                          f"(signatures live at {ssh_signature(_variant(world).name)})")
+
+
+def _variant(world: World) -> Path:
+    return world.kernel.variant("torch-cuda" if _gpu() else "torch-cpu")
+
 
 def _keys(world: World) -> dict[str, Path]:
     """alice (whom org trusts, KBUILD_ALLOWED_SIGNERS) and mallory (whom it does not): real ssh-keygen keys."""
@@ -628,41 +663,69 @@ def _refused_uncached(world: World, expect: str) -> str:
     return "loaded" if module.double(1) == 2 else "tampered code loaded"
 
 
+def _signer(signature: bytes) -> str:
+    """The public key inside an SSH signature, as `ssh-keygen -Y check-novalidate` does not need one:
+    its fingerprint, read from the signature's own blob."""
+    import base64
+    import hashlib
+    import struct
+
+    blob = base64.b64decode(b"".join(line for line in signature.splitlines() if not line.startswith(b"-----")))
+    key_len = struct.unpack(">I", blob[10:14])[0]  # "SSHSIG", version, then the public key as a string
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob[14:14 + key_len]).digest()).decode().rstrip("=")
+
+
+def _fingerprint(key: Path) -> str:
+    done = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", f"{key}.pub"], check=True, capture_output=True,
+                          text=True)
+    return done.stdout.split()[1]
+
+
 def probe_signature_unsigned(world: World) -> str:
     _keys(world)
     world.kernel.publish(world.hub)
+    _signature_read(world, None)
     return _refused_uncached(world, "unsigned")
 
 
 def probe_signature_unlisted_key(world: World) -> str:
     keys = _keys(world)
     world.kernel.publish(world.hub, "--sign", "--sign-key", str(keys["mallory"]))
+    read = _loader_reads(world, "metadata.json.sig")
+    if read is None or _signer(read) != _fingerprint(keys["mallory"]):
+        raise ProbeMissed("the loader does not read mallory's signature for the variant")
     return _refused_uncached(world, "which no trusted allowed_signers file lists")
 
 
 def probe_signature_over_other_digests(world: World) -> str:
-    """alice's good signature of another build's metadata.json, beside this build's."""
-    from runtime_hubs import upload_as_another_builder
+    """alice's good signature of another build's metadata.json, published where this build's
+    signature lives (kbuild.repo_layout.ssh_signature: signatures/<variant>/, since 0fde50f)."""
+    from builder.hub.address import parse_hub
+    from builder.hub.backend import Upload
+    from builder.hub.open import open_hub
+    from kbuild.repo_layout import ssh_signature
 
     keys = _keys(world)
     world.kernel.publish(world.hub, "--sign", "--sign-key", str(keys["alice"]))
-    variant = world.kernel.variant("torch-cuda" if _gpu() else "torch-cpu")
-    folder = world.root / "upload" / variant.name
-    shutil.copytree(variant, folder)
-    meta = json.loads((folder / "metadata.json").read_text())
+    variant = _variant(world)
+    meta = json.loads((variant / "metadata.json").read_text())
     meta["digest"]["files"]["__init__.py"] = "A" * 43 + "="
     other = world.root / "other.json"
     other.write_text(json.dumps(meta))
     subprocess.run(["ssh-keygen", "-Y", "sign", "-n", "kbuild", "-f", str(keys["alice"]), str(other)], check=True,
                    capture_output=True)
-    shutil.copy(f"{other}.sig", folder / "metadata.json.sig")
-    upload_as_another_builder(world.hub, "org/tiny", "v1", folder)
+    forged = Path(f"{other}.sig")
+    backend = open_hub(parse_hub(str(world.hub)), None)
+    backend.commit("org/tiny", "v1", uploads=[Upload(ssh_signature(variant.name), forged)], deletes=[],
+                   message="a trusted signature over other digests", parent=backend.head("org/tiny", "v1"))
+    _signature_read(world, forged.read_bytes())
     return _refused_uncached(world, "is not a good signature of this metadata.json")
 
 
 def probe_signature_cached_then_required(world: World) -> str:
     _keys(world)
     world.kernel.publish(world.hub)
+    _signature_read(world, None)
     get_kernel("org/tiny@v1", hub=str(world.hub))  # cached before the rule
     return _refused_uncached(world, "that cached copy was removed")
 
@@ -723,6 +786,8 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="kbuild-reliability-") as tmp:
                 try:
                     outcomes[probe(World(Path(tmp)))] += 1
+                except ProbeMissed as e:  # never a held probe: its set-up must be moved to where kbuild reads
+                    outcomes[f"PROBE MISSED ITS TARGET: {e}"] += 1
                 except Exception as e:  # noqa: BLE001 - a probe that breaks is an outcome too
                     outcomes[f"probe error: {type(e).__name__}: {str(e)[:80]}"] += 1
         held = set(outcomes) == {safe}

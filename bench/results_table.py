@@ -1,6 +1,6 @@
 """The Markdown table of `kbuild bench --json`, `bench/peers.py --json`, bench/hub_front_load.py,
-bench/gpu/qwen_step.py, bench/dist_compile.py or bench/gpu/kbuild_test_truth.py results, as
-bench/RESULTS.md shows them.
+bench/gpu/qwen_step.py, bench/dist_compile.py, bench/gpu/kbuild_test_truth.py or bench/reliability.py
+results, as bench/RESULTS.md shows them.
 
     python bench/results_table.py bench/gpu/results/run11/*.json            # print the table
     python bench/results_table.py --check bench/RESULTS.md bench/gpu/results/run11/*.json
@@ -10,6 +10,7 @@ bench/RESULTS.md shows them.
     python bench/results_table.py bench/gpu/results/run17/qwen_step.json      # the Qwen3 training step
     python bench/results_table.py bench/gpu/results/run19/dist_compile/dist_compile.json  # distributed compiles
     python bench/results_table.py bench/gpu/results/run19/kbuild_test_truth/retabled/kbuild_test_truth.json
+    python bench/results_table.py bench/reliability_results.json              # the trust campaign
 
 RESULTS.md's tables of kbuild bench figures are made from the JSON files, never typed: `--check`
 fails when the table in RESULTS.md differs from what the JSON says (tests/unit/test_results_table.py).
@@ -208,6 +209,15 @@ def truth_rows(found: list[dict]) -> list[str]:
     return module.table(found).splitlines()
 
 
+def reliability_rows(doc: dict) -> list[str]:
+    """bench/reliability.py's run: each probe's attempts, its outcomes counted, and whether it held."""
+    out = ["| probe | attempts | outcomes | |", "|---|---|---|---|"]
+    for r in doc["probes"]:
+        outcomes = ", ".join(f"{name} ×{n}" for name, n in r["outcomes"].items())
+        out.append(f"| {r['probe']} | {r['attempts']} | {outcomes} | {'held' if r['held'] else '**fails**'} |")
+    return out
+
+
 def kind_of(path: Path) -> tuple[str, dict]:
     """("peers", "bench" or "front", the document) of a results file; a one-line error for anything else."""
     try:
@@ -218,6 +228,8 @@ def kind_of(path: Path) -> tuple[str, dict]:
         return "front", doc
     if isinstance(doc, dict) and isinstance(doc.get("rows"), dict) and "local" in doc["rows"] and "ratios" in doc:
         return "dist", doc
+    if isinstance(doc, dict) and isinstance(doc.get("probes"), list) and "kbuild" in doc:
+        return "reliability", doc
     if isinstance(doc, list) and doc and all(isinstance(r, dict) and "kbuild said" in r for r in doc):
         return "truth", doc
     if isinstance(doc, dict) and isinstance(doc.get("configs"), dict) and "hidden" in doc:
@@ -238,10 +250,11 @@ def table(paths: list[Path], before: Path | None = None) -> str:
         return "\n".join(compare_rows(earlier[1], docs[0]))
     if len(set(kinds)) > 1:
         raise SystemExit("results_table.py: give results of one kind: kbuild bench, bench/peers.py, "
-                         "bench/hub_front_load.py, bench/gpu/qwen_step.py, bench/dist_compile.py or "
-                         "bench/gpu/kbuild_test_truth.py JSON")
+                         "bench/hub_front_load.py, bench/gpu/qwen_step.py, bench/dist_compile.py, "
+                         "bench/gpu/kbuild_test_truth.py or bench/reliability.py JSON")
     single = {"front": ("bench/hub_front_load.py", front_rows), "qwen": ("bench/gpu/qwen_step.py", qwen_rows),
-              "dist": ("bench/dist_compile.py", dist_rows), "truth": ("bench/gpu/kbuild_test_truth.py", truth_rows)}
+              "dist": ("bench/dist_compile.py", dist_rows), "truth": ("bench/gpu/kbuild_test_truth.py", truth_rows),
+              "reliability": ("bench/reliability.py", reliability_rows)}
     if kinds[0] in single:
         script, make = single[kinds[0]]
         if len(docs) != 1:

@@ -135,3 +135,16 @@ def test_the_truth_table_is_kbuild_test_truths_own(tmp_path, capsys):
     edited.write_text(json.dumps(found))
     assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
     assert "a reason the run never gave" in capsys.readouterr().err
+
+
+RELIABILITY = REPO / "bench" / "reliability_results.json"
+
+
+def test_the_reliability_table_is_the_one_the_json_makes(tmp_path, capsys):
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(RELIABILITY)]) == 0
+    doc = json.loads(RELIABILITY.read_text())
+    doc["probes"][-1]["held"] = False
+    edited = tmp_path / "reliability_results.json"
+    edited.write_text(json.dumps(doc))
+    assert results_table().main(["--check", str(REPO / "bench" / "RESULTS.md"), str(edited)]) == 1
+    assert "| **fails** |" in capsys.readouterr().err
