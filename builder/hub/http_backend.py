@@ -3,6 +3,7 @@ huggingface_hub's client."""
 
 from __future__ import annotations
 
+from kbuild.hubs.identity import is_kbuild_hub, page_url, token_hint, unreachable_hint
 from kbuild_common.errors import ToolchainError
 from builder.hub.backend import REPO_TYPE, RemoteFile, Upload
 from kbuild_hub.errors import HubError, RefConflict
@@ -41,17 +42,17 @@ class HttpHubBackend:
         self.require_writes()
         # Not create_repo(exist_ok=True): on a 401/403 for a repo that exists it builds a RepoUrl,
         # which raises HfUriError for any host but huggingface.co (a traceback, not "set HF_TOKEN").
-        with _errors(f"look up {repo_id}"):
+        with _errors(self.endpoint, f"look up {repo_id}"):
             if self.api.repo_exists(repo_id, repo_type=REPO_TYPE):
                 return
         try:
-            with _errors(f"create {repo_id}"):
+            with _errors(self.endpoint, f"create {repo_id}"):
                 self.api.create_repo(repo_id, repo_type=REPO_TYPE)
         except RefConflict:  # 409: a parallel publisher created it meanwhile
             pass
 
     def head(self, repo_id: str, branch: str) -> str | None:
-        with _errors(f"list the branches of {repo_id}"):
+        with _errors(self.endpoint, f"list the branches of {repo_id}"):
             refs = self.api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
         return next((b.target_commit for b in refs.branches if b.name == branch), None)
 
@@ -60,7 +61,7 @@ class HttpHubBackend:
         from huggingface_hub.hf_api import RepoFile
 
         try:
-            with _errors(f"list {repo_id}@{commit[:12]}/{prefix}", passthrough=(EntryNotFoundError,)):
+            with _errors(self.endpoint, f"list {repo_id}@{commit[:12]}/{prefix}", passthrough=(EntryNotFoundError,)):
                 entries = list(self.api.list_repo_tree(repo_id, prefix, recursive=True, revision=commit,
                                                        repo_type=REPO_TYPE))
         except EntryNotFoundError:
@@ -70,7 +71,7 @@ class HttpHubBackend:
     def read(self, repo_id: str, commit: str, path: str) -> bytes:
         from huggingface_hub import hf_hub_download
 
-        with _errors(f"download {repo_id}@{commit[:12]}/{path}"):
+        with _errors(self.endpoint, f"download {repo_id}@{commit[:12]}/{path}"):
             local = hf_hub_download(repo_id, path, revision=commit, repo_type=REPO_TYPE,
                                     endpoint=self.endpoint, token=self.api.token)
         with open(local, "rb") as f:
@@ -82,25 +83,39 @@ class HttpHubBackend:
 
         self.require_writes()
         if parent is None:
-            with _errors(f"create branch {branch} of {repo_id}"):
+            with _errors(self.endpoint, f"create branch {branch} of {repo_id}"):
                 self.api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE, exist_ok=True)
             parent = self.head(repo_id, branch)
         operations = [CommitOperationAdd(u.path, str(u.source)) for u in uploads]
         operations += [CommitOperationDelete(path) for path in deletes]
-        with _errors(f"commit to {repo_id}@{branch}"):
+        with _errors(self.endpoint, f"commit to {repo_id}@{branch}"):
             info = self.api.create_commit(repo_id, operations, commit_message=message, revision=branch,
                                           parent_commit=parent, repo_type=REPO_TYPE)
         return info.oid
 
     def url(self, repo_id: str, revision: str) -> str:
-        return f"{self.endpoint}/kernels/{repo_id}/tree/{revision}"
+        """The repo's page, where it is on this hub (kbuild's hub and the Hugging Face Hub differ):
+        which hub this is, its answer to a read of the repo's refs says (kbuild/hubs/identity.py)."""
+        from huggingface_hub.utils import build_hf_headers, get_session
+
+        try:
+            response = get_session().get(f"{self.endpoint}/api/{REPO_TYPE}s/{repo_id}/refs",
+                                          headers=build_hf_headers(token=self.api.token))
+            kbuild_hub = is_kbuild_hub(response.headers)
+        except Exception as e:  # noqa: BLE001 - a link is not worth failing a publish that succeeded
+            from kbuild.hubs.http import is_transport_error
+
+            if not is_transport_error(e):
+                raise
+            kbuild_hub = False
+        return page_url(self.endpoint, repo_id, revision, kbuild_hub)
 
 
 class _errors:
     """Turn huggingface_hub's HTTP errors into one-line hub errors (409 → RefConflict)."""
 
-    def __init__(self, what: str, passthrough: tuple = ()):
-        self.what, self.passthrough = what, passthrough
+    def __init__(self, endpoint: str, what: str, passthrough: tuple = ()):
+        self.endpoint, self.what, self.passthrough = endpoint, what, passthrough
 
     def __enter__(self):
         return self
@@ -115,11 +130,18 @@ class _errors:
             message = str(error).splitlines()[0]
             if status == 409:
                 raise RefConflict(f"cannot {self.what}: {message}") from None
-            hint = "set HF_TOKEN or run `hf auth login`" if status in (401, 403) else None
-            raise HubError(f"cannot {self.what}: {message}", hint=hint) from None
+            if status in (401, 403):
+                kbuild_hub = is_kbuild_hub(getattr(error.response, "headers", None))
+                if kbuild_hub:  # its own words are a bare "401 Unauthorized"
+                    message = (f"{self.endpoint} (kbuild hub serve) takes writes only with one of its tokens, and "
+                               + ("no token was sent" if status == 401 else "the token sent (HF_TOKEN or "
+                                  "huggingface_hub's login) is not one of them"))
+                raise HubError(f"cannot {self.what}: {message}", hint=token_hint(kbuild_hub)) from None
+            raise HubError(f"cannot {self.what}: {message}") from None
         from kbuild.hubs.http import is_transport_error
 
         # a hub that does not answer: httpx's connection errors are not OSErrors
         if isinstance(error, OSError) or is_transport_error(error):
-            raise HubError(f"cannot {self.what}: {error}") from None
+            raise HubError(f"cannot {self.what}: no answer from the hub at {self.endpoint} ({error})",
+                           hint=unreachable_hint()) from None
         return False

@@ -21,6 +21,7 @@ from ..errors import (BadHubContent, HubAccessDenied, HubRequestFailed, HubUnrea
 from ..refs import Refs
 from ..repo_layout import variant_paths, variant_prefix
 from .base import RemoteFile, cache_folder_name, safe_relpath
+from .identity import is_kbuild_hub, token_hint, unreachable_hint
 
 REPO_TYPE = "kernel"
 PARALLEL_DOWNLOADS = 8
@@ -51,14 +52,15 @@ class HttpHubReader:
             self._api = HfApi(endpoint=self.endpoint, token=self.token, library_name="kbuild")
         return self._api
 
-    def private_hint(self) -> str:
-        """What a 'not found' may mean on a hub that hides private repos: a missing or weak token."""
+    def private_hint(self, kbuild_hub: bool = False) -> str:
+        """What a 'not found' may mean on a hub that asked for a token (a 401: one that hides private
+        repos from whoever it does not know): a missing or weak token."""
         from huggingface_hub import get_token  # HF_TOKEN, else huggingface_hub's token file
 
         if (self.token or get_token()) is None:
-            return ("; if it is private, no token was sent: set HF_TOKEN (or run `hf auth login`) to a token "
-                    "that can read it")
-        return "; if it is private, the token sent (HF_TOKEN or huggingface_hub's login) cannot read it"
+            return f"; if it is private, no token was sent: {token_hint(kbuild_hub, write=False)}"
+        return ("; if it is private, the token sent (HF_TOKEN or huggingface_hub's login) cannot read it"
+                + (f": {token_hint(True, write=False)}" if kbuild_hub else ""))
 
     def refs(self, repo_id: str) -> Refs:
         """The one request of a warm load. Made as HfApi.list_repo_refs makes it, through
@@ -205,7 +207,10 @@ class _errors:
 
         where = f"cannot {self.what} {self.repo_id} on {self.hub.describe()}"
         if isinstance(error, hf.RepositoryNotFoundError):
-            hint = self.hub.private_hint()
+            # a hub asks for a token (401) where a repo may be private; a 404 is a repo that is not there
+            response = getattr(error, "response", None)
+            asked = getattr(response, "status_code", None) == 401
+            hint = self.hub.private_hint(is_kbuild_hub(getattr(response, "headers", None))) if asked else ""
             raise RepoNotFound(f"no kernel repo {self.repo_id} on {self.hub.describe()}{hint}") from None
         if isinstance(error, hf.RevisionNotFoundError):
             raise RevisionNotFound(f"{where}: no such revision") from None
@@ -220,12 +225,13 @@ class _errors:
             status = getattr(error.response, "status_code", 0) or 0
             message = str(error).splitlines()[0]
             if status in (401, 403):
-                raise HubAccessDenied(f"{where}: {message} (set HF_TOKEN or run `hf auth login`)") from None
+                hint = token_hint(is_kbuild_hub(getattr(error.response, "headers", None)), write=False)
+                raise HubAccessDenied(f"{where}: {message} ({hint})") from None
             if status >= 500 or status == 429:
                 raise HubUnreachable(f"{where}: {message}") from None
             raise HubRequestFailed(f"{where}: {message}") from None
         if is_transport_error(error):
-            raise HubUnreachable(f"{where}: {error}") from None
+            raise HubUnreachable(f"{where}: {error}; {unreachable_hint('hub=')}") from None
         return False
 
 

@@ -14,6 +14,7 @@ import anyio.to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from kbuild.hubs.identity import KBUILD_HUB_HEADER, KBUILD_HUB_VALUE
 from kbuild_hub.errors import HubError, TooLarge
 from kbuild_hub.pages.routes import PAGE_ROUTES, sign_in_page
 from kbuild_hub.server import commits
@@ -88,6 +89,8 @@ class HubApp:
             response = error_response(e, scope["method"])
         except Exception as e:  # a bug: answer 500 with the reason rather than a bare reset
             response = error_response(HubError(f"internal error: {type(e).__name__}: {e}"), scope["method"], 500)
+        # kbuild's clients tell this hub from the Hugging Face Hub by it (its pages, its token file)
+        response.headers[KBUILD_HUB_HEADER] = KBUILD_HUB_VALUE
         try:
             await response(scope, receive, send_logged)
         finally:

@@ -123,8 +123,10 @@ def test_a_private_hub_without_a_token_names_the_token(tmp_path, kernel, runtime
         monkeypatch.setenv("HF_TOKEN", TOKEN)
         kernel.publish(server.url)
         monkeypatch.delenv("HF_TOKEN")
-        with pytest.raises(RepoNotFound, match="no kernel repo org/tiny on hub .*; if it is private, no token was "
-                                               "sent: set HF_TOKEN"):
+        # the hub asked for a token (401), and says it is kbuild's: its token file, not a Hugging Face login
+        with pytest.raises(RepoNotFound, match=r"no kernel repo org/tiny on hub .*; if it is private, no token was "
+                                               r"sent: this hub \(kbuild hub serve\) takes its tokens from its token "
+                                               r"file, not from a Hugging Face login: HF_TOKEN=\$\(cat ROOT/.token\)"):
             get_kernel("org/tiny@v1", hub=server.url, trust_remote_code=True)
         monkeypatch.setenv("HF_TOKEN", "kb_not_a_token")
         with pytest.raises(OSError, match="HF_TOKEN|token"):
@@ -164,3 +166,26 @@ def test_an_empty_read_only_cache_names_kbuild_cache(kernel, tmp_path, runtime_e
                                                r"cache cannot be written \(Read-only file system: .*set KBUILD_CACHE"):
         get_kernel("org/tiny@v1", hub=str(tmp_path / "hub"))
     assert issubclass(CacheNotWritable, OSError)
+
+
+def test_a_public_hub_without_the_repo_says_only_that(served, runtime_env):
+    """A 404 is a repo that is not there: no word of private repos or tokens (said only on a 401)."""
+    with pytest.raises(RepoNotFound) as raised:
+        get_kernel("org/absent@v1", hub=served.url, trust_remote_code=True)
+    assert str(raised.value) == f"no kernel repo org/absent on hub {served.url}"
+
+
+def test_a_hub_that_is_not_running_is_named_with_what_to_do(runtime_env):
+    import socket
+
+    from kbuild.errors import HubUnreachable
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with pytest.raises(HubUnreachable) as raised:
+        get_kernel("org/tiny@v1", hub=url, trust_remote_code=True)
+    message = str(raised.value)
+    assert f"hub {url}" in message and "Connection refused" in message, message
+    assert message.endswith("; is the hub running? Start one with `kbuild hub serve`, or check its address: hub=, "
+                            "else KBUILD_HUB, else HF_ENDPOINT"), message

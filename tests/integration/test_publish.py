@@ -193,6 +193,14 @@ def test_publish_over_http_then_download(kernel, server, http_env, tmp_path, cap
     api = HfApi(endpoint=server.url)
     refs = {b.name: b.target_commit for b in api.list_repo_refs("org/tiny", repo_type="kernel").branches}
     assert f"commit {refs['v1']}" in output
+    # the printed link opens: kbuild's hub shows a kernel at /ORG/NAME (the Hugging Face Hub's
+    # /kernels/ORG/NAME/tree/REV is a 404 here)
+    import urllib.request
+
+    (link,) = [line for line in output.splitlines() if line.startswith(server.url)]
+    assert link == f"{server.url}/org/tiny", output
+    with urllib.request.urlopen(link, timeout=30) as page:
+        assert page.status == 200 and "org/tiny" in page.read().decode()
     assert download(server, "v1", "build/torch-cpu/__init__.py", tmp_path / "c1") == (
         kernel / "build" / "torch-cpu" / "__init__.py").read_bytes()
     card = download(server, "main", "README.md", tmp_path / "c1").decode()
@@ -245,8 +253,31 @@ def test_publishing_over_http_without_a_valid_token_is_one_line(kernel, server, 
     output = done.stdout + done.stderr
     assert done.returncode != 0 and "Traceback" not in output, output
     errors = [line for line in output.splitlines() if line.startswith("kbuild: error:")]
-    assert len(errors) == 1 and ("401" in errors[0] or "403" in errors[0]), output
-    assert "HF_TOKEN" in output  # the hint says what to do
+    # kbuild's own hub says it is one (X-Kbuild-Hub), so the error names its token file, not a Hugging Face login
+    sent = "no token was sent" if token is None else "the token sent (HF_TOKEN or huggingface_hub's login) is not one of them"
+    assert len(errors) == 1 and errors[0].endswith(
+        f"{server.url} (kbuild hub serve) takes writes only with one of its tokens, and {sent}"), output
+    assert "Client error" not in output and "hf auth login" not in output, output
+    hints = [line.strip() for line in output.splitlines() if line.strip().startswith("hint:")]
+    assert hints == ["hint: this hub (kbuild hub serve) takes its tokens from its token file, not from a Hugging Face "
+                     "login: HF_TOKEN=$(cat ROOT/.token), ROOT being the folder it serves (~/.cache/kbuild/hub by "
+                     "default), or HF_TOKEN=$(cat FILE) for the file given to its --token-file"], output
+
+
+def test_publishing_to_a_hub_that_is_not_running_names_it_and_says_what_to_do(kernel, http_env, capsys):
+    import socket
+
+    build(kernel)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    code, output = publish(kernel, url, "--repo-id", "org/tiny", capsys=capsys)
+    assert code != 0 and "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("kbuild: error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"kbuild: error: cannot look up org/tiny: no answer from the hub at {url} ("), output
+    assert "hint: is the hub running? Start one with `kbuild hub serve`, or check its address: --hub, else KBUILD_HUB, " \
+           "else HF_ENDPOINT" in output, output
 
 
 def test_publish_follows_the_same_hub_rule_as_get_kernel(kernel, server, http_env, tmp_path, monkeypatch, capsys):
