@@ -67,8 +67,13 @@ fi
 
 # 2. torch (the CUDA 13.0 build) and kbuild, editable, with its test extra (--build: its build extra)
 step "torch $TORCH and kbuild[$extra] (editable) into .venv"
-# the editable install maps each top-level package it found: a new one (kbuild_common) needs it again
-stamp_for() { echo "torch==$TORCH kbuild[$1] $(sha256sum pyproject.toml | cut -d' ' -f1) $(ls -d */__init__.py | tr '\n' ' ')"; }
+# The editable install is setuptools' `compat` mode: the checkout on sys.path (a .pth line), so that a
+# folder named kbuild in the current directory (the checkout itself, run from its parent) cannot
+# shadow the package as an empty namespace package, as it does ahead of the default mode's import
+# finder ("cannot import name 'get_kernel' from 'kbuild' (unknown location)").
+EDITABLE=compat
+# the stamp names the mode, and each top-level package it found (the default mode mapped each one)
+stamp_for() { echo "torch==$TORCH kbuild[$1] editable=$EDITABLE $(sha256sum pyproject.toml | cut -d' ' -f1) $(ls -d */__init__.py | tr '\n' ' ')"; }
 wanted=$(stamp_for "$extra")
 # a --build run is content with a test install (the test extra holds the build extra), not the other way round
 installed=$(cat "$STAMP" 2>/dev/null || true)
@@ -79,7 +84,8 @@ sys.exit(m.version('torch').split('+')[0] != '$TORCH')" >/dev/null 2>&1; then  #
 elif work "pip install (a few minutes the first time)"; then
   if [ $extra = test ]; then room 7 "step 2 (torch's CUDA build and kbuild's test extra, 5.8 GB)"
   else room 6 "step 2 (torch's CUDA build and kbuild's build extra, 5.5 GB)"; fi
-  if ! .venv/bin/python -m pip install --upgrade pip "torch==$TORCH" -e ".[$extra]" >>"$log" 2>&1; then
+  if ! .venv/bin/python -m pip install --upgrade pip "torch==$TORCH" -e ".[$extra]" \
+      --config-settings editable_mode=$EDITABLE >>"$log" 2>&1; then
     grep -v "^WARNING: Location" "$log" | tail -40
     fail "pip install failed"
   fi

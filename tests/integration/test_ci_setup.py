@@ -89,7 +89,7 @@ def _stamp_checkout(root: Path, extra: str) -> None:
     digest = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()
     packages = subprocess.run(["bash", "-c", "ls -d */__init__.py | tr '\\n' ' '"], cwd=root, capture_output=True,
                               text=True, check=True).stdout  # as ci/setup.sh lists them
-    (root / ".venv" / "kbuild-setup.stamp").write_text(f"torch=={torch} kbuild[{extra}] {digest} {packages}\n")
+    (root / ".venv" / "kbuild-setup.stamp").write_text(f"torch=={torch} kbuild[{extra}] editable=compat {digest} {packages}\n")
 
 
 def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -124,3 +124,18 @@ def test_a_build_install_is_not_enough_for_the_tests(tmp_path):
     lines = full.stdout.splitlines()
     assert lines[1].endswith("and kbuild[test] (editable) into .venv: due: pip install (a few minutes the first time)"), lines
     assert lines[-1].startswith("ci/setup.sh --check: step(s) 2 "), lines
+
+
+def test_a_checkout_named_kbuild_in_the_current_folder_does_not_shadow_the_package(tmp_path):
+    """A clone into kbuild/, used from its parent: the folder (no __init__.py) is a namespace package
+    `kbuild`, which the default editable install's finder (last on sys.meta_path) never gets to
+    correct. ci/setup.sh installs kbuild editable in setuptools' compat mode (the checkout on
+    sys.path), where the real package is found first."""
+    clone = tmp_path / "kbuild"
+    (clone / "kbuild").mkdir(parents=True)
+    (clone / "README.md").write_text("# kbuild\n")
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c",
+                           "import kbuild; from kbuild import get_kernel; print(kbuild.__file__)"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(REPO / "kbuild" / "__init__.py")
