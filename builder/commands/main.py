@@ -16,8 +16,8 @@ import sys
 import warnings
 
 from builder import __version__
-from builder.commands import (bench, build, check, check_abi, clean, completion, hub, info, init, lock, matrix,
-                              publish, reproduce, test, toolchain, update_build, variants, verify)
+from builder.commands import (bench, build, check, check_abi, check_layers, clean, completion, hub, info, init, lock,
+                              matrix, publish, reproduce, test, toolchain, update_build, variants, verify)
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode, KbuildError
 
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from builder.report import Reporter
 
 # each adds its own parser(s): lock adds lock and download, hub its serve and gc
-COMMANDS = (init, check, update_build, variants, build, check_abi, test, bench, publish, reproduce, verify, matrix, info,
-            lock, hub, toolchain, clean, completion)
+COMMANDS = (init, check, update_build, variants, build, check_abi, test, bench, check_layers, publish, reproduce,
+            verify, matrix, info, lock, hub, toolchain, clean, completion)
 
 
 def main(argv: list[str] | None = None) -> int:

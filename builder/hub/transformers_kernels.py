@@ -43,6 +43,29 @@ def _layer_repos(value):
         yield value
 
 
+_MODE_FLAGS = ("TRAINING", "INFERENCE", "TORCH_COMPILE", "FALLBACK")
+
+
+def _layer_rows(name: str, entry) -> list[dict]:
+    """One row per repository of a layer's entry: the kernel layer it names, the devices and the modes
+    (`kernels`' Mode flags by name: TRAINING, INFERENCE, TORCH_COMPILE, FALLBACK) it is bound for."""
+    rows: dict[tuple[str, str], dict] = {}
+    for device, value in (entry.items() if isinstance(entry, dict) else ()):
+        kind = getattr(device, "type", device)
+        for mode, repo in (value.items() if isinstance(value, dict) else ((None, value),)):
+            repo_id = getattr(repo, "_repo_id", None) or getattr(repo, "repo_id", None)
+            layer = getattr(repo, "layer_name", None) or getattr(repo, "_layer_name", None)
+            if not isinstance(repo_id, str) or not isinstance(layer, str):
+                continue
+            row = rows.setdefault((repo_id, layer), {"layer": name, "repo_id": repo_id, "kernel_layer": layer,
+                                                     "devices": [], "modes": []})
+            if str(kind) not in row["devices"]:
+                row["devices"].append(str(kind))
+            flags = ["FALLBACK"] if mode is None else [f for f in _MODE_FLAGS if f in str(mode)]
+            row["modes"].extend(f for f in flags if f not in row["modes"])
+    return list(rows.values())
+
+
 def _read_mapping() -> dict:
     try:
         import transformers
@@ -66,7 +89,9 @@ def _read_mapping() -> dict:
         if use not in uses:
             uses.append(use)
 
+    layers: list[dict] = []
     for name, entry in build().items():
+        layers.extend(_layer_rows(name, entry))
         for repo in _layer_repos(entry):
             repo_id = getattr(repo, "_repo_id", None) or getattr(repo, "repo_id", None)
             if repo_id is None:  # a LocalLayerRepository: a folder, nothing on a hub
@@ -77,7 +102,7 @@ def _read_mapping() -> dict:
         add(entry.get("repo_id"), entry.get("revision"), entry.get("version"), f"function {name}")
     return {"transformers": transformers.__version__, "python": sys.executable,
             "kernels": [{"repo_id": r, "revision": rev, "uses": uses} for (r, rev), uses in sorted(found.items())],
-            "skipped": skipped}
+            "layers": layers, "skipped": skipped}
 
 
 def _main(out: str) -> int:
@@ -87,9 +112,10 @@ def _main(out: str) -> int:
 
 # -- the caller, in kbuild ----------------------------------------------------------------------
 
-def read(python: str) -> dict:
-    """{"transformers": version, "kernels": [{"repo_id", "revision", "uses"}], "skipped": [...]}
-    from `python`'s transformers; UsageError naming --python when it has none."""
+def read(python: str, what: str = "--transformers") -> dict:
+    """{"transformers": version, "kernels": [{"repo_id", "revision", "uses"}], "layers": [{"layer", "repo_id",
+    "kernel_layer", "devices", "modes"}], "skipped": [...]} from `python`'s transformers; UsageError naming
+    --python when it has none. `what`: the option or command the errors begin with."""
     import tempfile
 
     from kbuild_common.errors import CommandError, UsageError
@@ -105,13 +131,13 @@ def read(python: str) -> dict:
             raise UsageError(f"--python: cannot run {python} ({e})") from None
         if done.returncode != 0 or not out.is_file():
             last = (done.stdout.strip().splitlines() or ["no output"])[-1]
-            raise UsageError(f"--transformers: {python} could not read transformers' kernel mapping "
+            raise UsageError(f"{what}: {python} could not read transformers' kernel mapping "
                              f"(exit {done.returncode}: {last})")
         data = json.loads(out.read_text())
     if "error" in data:
         hint = ("pass --python with the Python of the environment that runs transformers "
                 "(e.g. --python ~/venvs/serve/bin/python)") if data.get("missing") else None
-        raise UsageError(f"--transformers: {python}: {data['error']}", hint=hint)
+        raise UsageError(f"{what}: {python}: {data['error']}", hint=hint)
     return data
 
 

@@ -1,0 +1,139 @@
+"""`kbuild check-layers [DIR | ORG/NAME@REV]`: does each layer of a kernel compute what the transformers
+layer it replaces computes, forward and backward (docs/checking-layers.md)? A table of relative errors,
+one line per quantity that differs, and why (the custom op autograd cannot see, opcheck's tests)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from builder.commands.arguments import add_hub, add_python, folder, python
+from builder.config.environment import from_environment as builder_settings
+from kbuild_common.errors import ExitCode, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.report import Reporter
+
+_PUBLISHED = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@.+)?$")  # ORG/NAME or ORG/NAME@REV
+
+
+# the choices builder/verify/layer_check.py has tolerances and modes for (kept here: --help imports nothing)
+DTYPES = ("bfloat16", "float16", "float32", "float64")
+MODES = ("both", "inference", "training")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("check-layers", help="compare a kernel's layers with the transformers layers they replace, "
+                                            "forward and backward")
+    p.add_argument("target", nargs="?", default=".", metavar="DIR | ORG/NAME@REV",
+                   help="a kernel folder (its built variants; default: .), or a published kernel: the variant "
+                        "get_kernel would load here, from --hub")
+    add_hub(p)
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="with ORG/NAME@REV: run the layers of a repo outside the trusted orgs")
+    p.add_argument("--variant", action="append", default=[], metavar="V",
+                   help="only this built variant, even one the loader would not pick here (repeatable)")
+    p.add_argument("--map", action="append", default=[], metavar="LAYER=KERNEL_LAYER",
+                   help="the transformers layer a kernel layer replaces (RMSNorm=LigerRMSNorm, "
+                        "rotary_pos_emb=apply_rotary_transformers; repeatable; default: what the installed "
+                        "transformers maps to the kernel's repo id)")
+    p.add_argument("--model", default="llama", metavar="ARCH",
+                   help="the transformers model type of the tiny random model the layers go into (default llama: "
+                        "RMSNorm, SiLU, rotary_pos_emb)")
+    p.add_argument("--mode", choices=MODES, default="both",
+                   help="inference: forward only; training: forward and backward; both (default)")
+    p.add_argument("--dtype", action="append", default=[], choices=DTYPES, metavar="DTYPE",
+                   help=f"{', '.join(DTYPES)} (repeatable; default float32, and bfloat16 on a GPU)")
+    p.add_argument("--json", type=Path, default=None, metavar="F", help="write every row and diagnosis to F")
+    add_python(p)
+    p.set_defaults(handler=run)
+
+
+def run(args, reporter: Reporter) -> int:
+    from builder.verify.layer_check import CheckRequest, check_folder, check_published
+
+    settings = builder_settings()
+    request = CheckRequest(tuple(args.map), args.model, args.mode, tuple(dict.fromkeys(args.dtype)))
+    if Path(args.target).is_dir() or not _PUBLISHED.match(args.target):
+        checks = check_folder(folder(Path(args.target)).resolve(), tuple(args.variant), python(args), request,
+                              reporter, settings)
+    else:
+        if args.variant:
+            raise UsageError("--variant is for a kernel folder; ORG/NAME@REV checks the variant get_kernel picks")
+        checks = [check_published(args.target, settings.hub_setting(args.hub).value, reporter, request,
+                                  python(args), trust_remote_code=args.trust_remote_code)]
+    ran = [c for c in checks if c.report]
+    for c in ran:
+        _render(c, reporter)
+    for c in checks:
+        if c.skipped:
+            reporter.info(f"left out  {c.kernel}/{c.variant}: {c.skipped}")
+    if args.json:
+        args.json.write_text(json.dumps([c.to_json() for c in checks], indent=1))
+        reporter.info(f"wrote {args.json}")
+    if not ran:
+        reporter.error("no variant was checked: every one was left out",
+                       hint="--variant V for one the loader would not pick here")
+        return ExitCode.FAILED
+    return ExitCode.FAILED if any(c.failures for c in ran) else ExitCode.OK
+
+
+def _render(check, reporter: Reporter) -> None:
+    report = check.report
+    tolerance = ", ".join(f"{d} {t['layer']:g} a layer, {t['model']:g} the model"
+                          for d, t in report["tolerance"].items())
+    reporter.info(f"{check.kernel}/{check.variant} {check.where}: torch {report['torch']}, transformers "
+                  f"{report['transformers']}, a tiny random {report['model']} model"
+                  + (f", {report['gpu']}" if report.get("gpu") else ""))
+    for layer in report["layers"]:
+        source = next((m.source for m in check.maps if m.layer == layer["layer"]), "--map")
+        reporter.info(f"  {layer['layer']} <- layers.{layer['kernel_layer']} ({layer['kind']} layer, {source}; "
+                      f"replaces {', '.join(layer['replaces'])})")
+    rows = [[r["layer"], r["kernel_layer"], r["dtype"], r["mode"], f"{r['part']}: {r['quantity']}", _rel(r["rel"]),
+             "ok" if r["ok"] else "DIFFERS"] for r in report["rows"]]
+    reporter.table(f"kbuild check-layers: relative error against transformers (allowed: {tolerance})",
+                   ["layer", "kernel layer", "dtype", "mode", "quantity", "rel. error", "check"], rows, right=(5,))
+    for note in report.get("notes", []):
+        reporter.info(note)
+    if any(r["rel"] is None for r in report["rows"]):
+        reporter.info("missing: one side gives no tensor there (no gradient, say), or one of another shape")
+    model: dict[tuple[str, str], list[dict]] = {}
+    for r in check.failures:
+        if r["layer"] == "model":  # the model's rows follow from the layers': one line for them
+            model.setdefault((r["dtype"], r["mode"]), []).append(r)
+            continue
+        reporter.error(f"{check.kernel}/{check.variant}: {r['layer']} ({r['kernel_layer']}), {r['dtype']}, "
+                       f"{r['mode']}: "
+                       f"{r['part']}: {r['quantity']} differs, rel {_rel(r['rel'])}")
+    for (dtype, mode), rows in model.items():
+        reporter.error(f"{check.kernel}/{check.variant}: the whole model, {dtype}, {mode}: "
+                       f"{', '.join(r['quantity'] for r in rows[:3])}{' and more' if len(rows) > 3 else ''} differ")
+    said = set()
+    for key, found in report.get("diagnosis", {}).items():
+        layer = key.split("/")[0]
+        if layer in said:  # the ops a layer calls, once, whatever the dtypes
+            continue
+        said.add(layer)
+        if not found["custom_ops"]:
+            reporter.info(f"{layer}: calls no custom op: autograd records every op it runs")
+        wrong = any(r["layer"] == layer and r["part"] == "backward" for r in check.failures)
+        for op in found["custom_ops"]:
+            if wrong:  # why the gradient differs; a right one may well call ops with no formula of their own
+                reporter.info(f"{layer}: {op}: autograd: {found['autograd'].get(op, '?')}")
+            tests = found["opcheck"].get(op, {})
+            verdicts = ", ".join(f"{t.removeprefix('test_')} {'pass' if v == 'pass' else 'FAIL'}"
+                                 for t, v in tests.items())
+            reporter.info(f"{layer}: {op}: opcheck: {verdicts}")
+            for t, v in tests.items():
+                if v != "pass":
+                    reporter.info(f"    {t}: {v}")
+        for warning in found.get("autograd_warnings", []):
+            reporter.info(f"{layer}: autograd warned: {warning}")
+
+
+def _rel(value) -> str:
+    # None: a gradient or output one side has and the other lacks, or of another shape
+    return "missing" if value is None or math.isinf(value) else f"{value:.2g}"
