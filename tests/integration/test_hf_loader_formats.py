@@ -333,3 +333,26 @@ def test_kernels_variants_and_kbuild_variants_agree(envs, hub, published, tmp_pa
     (mine,) = ours["revisions"]
     assert [(v["variant"], v["compatible"], v["preferred"]) for v in theirs["variants"]] == \
         [(v["variant"], v["accepted"], v["loads"]) for v in mine["variants"]]
+
+
+README_CPU_NOTE = 'backend="cpu"'
+
+
+def test_on_a_cuda_torch_without_a_gpu_kernels_loads_a_cpu_variant_only_with_backend_cpu(envs, hub, published, tmp_path):
+    """README ("Serving the local hub"): Hugging Face's kernels 0.19.1 on a CUDA build of torch (.venv's,
+    through hf_envs.cuda_torch_overlay) with no GPU selects the CUDA backend and refuses a repo's CPU
+    variant; `backend="cpu"`, as the README says to pass there, loads it."""
+    assert README_CPU_NOTE in (REPO / "README.md").read_text()  # the README says so where it shows kernels.get_kernel
+    overlay = hf_envs.cuda_torch_overlay("kernels-0.19", tmp_path / "overlay")
+    env = {**hf_envs.client_env(hub.url, tmp_path / "hf"), "PYTHONPATH": str(overlay)}
+    load = ("import sys, kernels, torch; assert torch.version.cuda and not torch.cuda.is_available(); "
+            "k = kernels.get_kernel(sys.argv[1], version=1{}); print('LOADED', k.__name__)")
+    repo = published["stable-abi"]["repo"]
+    without = subprocess.run([str(envs["kernels-0.19"]), "-c", load.format(""), repo], env=env, capture_output=True,
+                             text=True, timeout=600)
+    assert without.returncode != 0, without.stdout
+    cuda_tag = "cu" + __import__("torch").version.cuda.replace(".", "")
+    assert f"backend (cpu) does not match selected backend ({cuda_tag})" in without.stderr, without.stderr[-3000:]
+    with_cpu = subprocess.run([str(envs["kernels-0.19"]), "-c", load.format(", backend='cpu'"), repo], env=env,
+                              capture_output=True, text=True, timeout=600)
+    assert with_cpu.returncode == 0 and "LOADED" in with_cpu.stdout, with_cpu.stdout + with_cpu.stderr[-3000:]
