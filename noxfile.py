@@ -1,5 +1,6 @@
 """Developer and CI sessions. `nox -s tests` is what CI runs; `nox -s build` builds kernels/*;
-`nox -s wheel` checks kbuild as users install it (CI runs it too)."""
+`nox -s wheel` checks kbuild as users install it (CI runs it too); `nox -s canary` tries the newest
+torch, kernels and transformers the index has, before each release."""
 
 import shutil
 from pathlib import Path
@@ -68,6 +69,53 @@ print(ToolchainStore(from_environment().toolchains_dir).torch_python("{release}"
 def _other_releases(session: nox.Session) -> list[str]:
     code = "from builder.plan.matrix import select; print(' '.join(r.version for r in select().torch))"
     return [v for v in session.run("python", "-c", code, silent=True).split() if v != TORCH]
+
+
+# Hugging Face's loader and transformers against kbuild's variants and hub (tests/helpers/hf_envs.py's
+# environments), and the newest torch built for, published and loaded (tests/integration/test_newest_torch.py)
+HF_TESTS = ("integration/test_hf_loader_formats.py", "integration/test_hf_transformers.py",
+            "integration/test_hf_manifest_parity.py", "integration/test_variant_choice_parity.py",
+            "integration/test_layer_api_parity.py", "integration/test_layer_api_transformers.py")
+_NEWEST = """
+from importlib.metadata import version
+print(" ".join(f"{name}=={version(name)}" for name in ("torch", "kernels", "transformers")))
+"""
+_IN_THE_TABLE = """
+import sys
+from builder.plan.matrix import full_matrix
+release = sys.argv[1].split("+")[0]
+series = tuple(int(p) for p in release.split(".")[:2])
+if series not in {r.series for r in full_matrix().torch}:
+    sys.exit(f"builder/versions.toml lacks torch {release}: add its row (kbuild toolchain check-index prints it)")
+"""
+
+
+@nox.session
+def canary(session: nox.Session) -> None:
+    """The next releases before users meet them: the newest torch, kernels and transformers the index
+    has, pins ignored, in an environment of their own (this machine's pip constraints too: an empty
+    constraints file for that environment alone). Fails in one line when builder/versions.toml lacks
+    that torch; then the Hugging Face compatibility tests with the newest kernels and transformers
+    (hf_envs' `kernels-newest`, beside the pinned pairs), and kernels/activation and kernels/rmsnorm
+    built, published and loaded (kbuild's loader and kernels') with the newest torch. The tests
+    themselves run as `tests` runs them, on its torch (TORCH). Several GB (torch 2.15.0: 2.6 GB
+    downloaded, 5.5 GB installed): run before each release, not in every CI run (README)."""
+    session.install(f"torch=={TORCH}", "-e", ".[build,sigstore]", "pytest", "numpy", "einops", "filelock")
+    tmp = Path(session.create_tmp()).resolve()
+    empty = tmp / "no-constraints.txt"
+    empty.write_text("")
+    newest = tmp / "newest"
+    python = str(newest / "bin" / "python")
+    if not Path(python).is_file():
+        session.run("python", "-m", "venv", str(newest))
+    session.run(python, "-m", "pip", "install", "-q", "--upgrade", "torch", "kernels", "transformers", "numpy",
+                external=True, env={"PIP_CONSTRAINT": str(empty)})
+    found = session.run(python, "-c", _NEWEST, silent=True, external=True).split()
+    session.log(f"newest: {' '.join(found)}")
+    session.run("python", "-c", _IN_THE_TABLE, found[0].removeprefix("torch=="))
+    tests = [f"tests/{t}" for t in (*HF_TESTS, "integration/test_newest_torch.py")]
+    session.run("pytest", "-p", "no:cacheprovider", "-x", *tests, *session.posargs,
+                env={"KBUILD_NEWEST_TORCH_PYTHON": python, "KBUILD_HF_NEWEST": " ".join(found[1:])})
 
 
 @nox.session

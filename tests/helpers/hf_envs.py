@@ -16,6 +16,7 @@ which matters on a CI disk that other jobs share.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,11 @@ PAIRS: dict[str, tuple[str, ...]] = {
     "kernels-0.18": ("kernels==0.18.3", "transformers==5.24.0"),
     "kernels-0.19": ("kernels==0.19.1", "transformers==5.25.0", "huggingface_hub>=2.4.0"),
 }
+
+# `nox -s canary` adds the newest kernels and transformers the index has, as exact releases
+# ("kernels==0.20.0 transformers==5.26.0"): every test over these environments runs on them too, last
+if os.environ.get("KBUILD_HF_NEWEST"):
+    PAIRS["kernels-newest"] = tuple(os.environ["KBUILD_HF_NEWEST"].split())
 
 
 class EnvError(RuntimeError):
