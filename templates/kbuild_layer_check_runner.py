@@ -426,6 +426,8 @@ def _row_for(report: dict, layer: str, kernel_layer: str, dtype_name: str, mode:
         finite = math.isfinite(rel)
         report["rows"].append({"layer": layer, "kernel_layer": kernel_layer, "dtype": dtype_name, "mode": mode,
                                "part": part, "quantity": quantity, "rel": rel if finite else None,
+                               # not finite: NaN in the kernel's tensor, or a tensor one side lacks (or shapes differ)
+                               "why": None if finite else ("NaN" if rel != rel else "missing"),
                                "tolerance": tol, "ok": rel <= tol})
     return row
 

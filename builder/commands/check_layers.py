@@ -5,7 +5,6 @@ one line per quantity that differs, and why (the custom op autograd cannot see, 
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
@@ -93,13 +92,13 @@ def _render(check, reporter: Reporter) -> None:
         reporter.info(f"  {layer['layer']} <- layers.{layer['kernel_layer']} ({layer['kind']} layer, {source}; "
                       f"replaces {', '.join(layer['replaces'])})")
     # the kernel layer of each row is in the lines above: the table keeps to 80 columns
-    rows = [[r["layer"], f"{r['dtype']} {r['mode']}", f"{r['part']}: {r['quantity']}", _rel(r["rel"]),
+    rows = [[r["layer"], f"{r['dtype']} {r['mode']}", f"{r['part']}: {r['quantity']}", _rel(r),
              "ok" if r["ok"] else "DIFFERS"] for r in report["rows"]]
     reporter.table(f"kbuild check-layers: relative error against transformers (allowed: {tolerance})",
                    ["layer", "run", "quantity", "rel. error", "check"], rows, right=(3,))
     for note in report.get("notes", []):
         reporter.info(note)
-    if any(r["rel"] is None for r in report["rows"]):
+    if any(r.get("why") == "missing" for r in report["rows"]):
         reporter.info("missing: one side gives no tensor there (no gradient, say), or one of another shape")
     model: dict[tuple[str, str], list[dict]] = {}
     for r in check.failures:
@@ -108,7 +107,7 @@ def _render(check, reporter: Reporter) -> None:
             continue
         reporter.error(f"{check.kernel}/{check.variant}: {r['layer']} ({r['kernel_layer']}), {r['dtype']}, "
                        f"{r['mode']}: "
-                       f"{r['part']}: {r['quantity']} differs, rel {_rel(r['rel'])}")
+                       f"{r['part']}: {r['quantity']} differs, rel {_rel(r)}")
     for (dtype, mode), rows in model.items():
         reporter.error(f"{check.kernel}/{check.variant}: the whole model, {dtype}, {mode}: "
                        f"{', '.join(r['quantity'] for r in rows[:3])}{' and more' if len(rows) > 3 else ''} differ")
@@ -135,6 +134,6 @@ def _render(check, reporter: Reporter) -> None:
             reporter.info(f"{layer}: autograd warned: {warning}")
 
 
-def _rel(value) -> str:
-    # None: a gradient or output one side has and the other lacks, or of another shape
-    return "missing" if value is None or math.isinf(value) else f"{value:.2g}"
+def _rel(row: dict) -> str:
+    # no figure: NaN in the kernel's tensor, or a gradient or output one side lacks (or of another shape)
+    return row.get("why") or "missing" if row["rel"] is None else f"{row['rel']:.2g}"

@@ -112,10 +112,11 @@ def _main(out: str) -> int:
 
 # -- the caller, in kbuild ----------------------------------------------------------------------
 
-def read(python: str, what: str = "--transformers") -> dict:
+def read(python: str, what: str = "--transformers", isolated: bool = True) -> dict:
     """{"transformers": version, "kernels": [{"repo_id", "revision", "uses"}], "layers": [{"layer", "repo_id",
     "kernel_layer", "devices", "modes"}], "skipped": [...]} from `python`'s transformers; UsageError naming
-    --python when it has none. `what`: the option or command the errors begin with."""
+    --python when it has none. `what`: the option or command the errors begin with; `isolated`: that Python's
+    own site-packages only (False: PYTHONPATH too, as the process that will import transformers sees it)."""
     import tempfile
 
     from kbuild_common.errors import CommandError, UsageError
@@ -125,7 +126,8 @@ def read(python: str, what: str = "--transformers") -> dict:
         out = Path(tmp) / "mapping.json"
         # -I: the other environment's site-packages only, never this folder's or PYTHONPATH's
         try:
-            done = run([python, "-I", __file__, str(out)], timeout=TIMEOUT_S, check=False,
+            # -P: not this folder first on the path either way (its modules are not the environment's)
+            done = run([python, "-I" if isolated else "-P", __file__, str(out)], timeout=TIMEOUT_S, check=False,
                        what="reading transformers' kernel mapping")
         except CommandError as e:
             raise UsageError(f"--python: cannot run {python} ({e})") from None

@@ -101,7 +101,7 @@ def transformers_maps(repo_id: str | None, python: str) -> list[LayerMap]:
     if repo_id is None:
         raise UsageError("check-layers: the kernel names no hub repo id ([general.hub] repo-id) to look up in "
                          "transformers' mapping", hint=hint)
-    data = read(python, what="check-layers")
+    data = read(python, what="check-layers", isolated=False)  # the transformers the check itself will import
     maps = []
     for row in data.get("layers", []):
         if row["repo_id"] != repo_id:
