@@ -1,7 +1,7 @@
-"""What a newcomer's fresh machine (an empty HOME: no matplotlib font cache, no git identity) meets
-in the unit tests: the plotting tests pass there, each alone and in either order, though building
-matplotlib's font cache runs `fc-list`, which the pure-unit-test guard refuses (tests/unit/conftest.py
-builds it before any test)."""
+"""What a newcomer's fresh machine (an empty HOME: no matplotlib font cache) meets in the unit
+tests: the plotting tests pass there, in either order, though building matplotlib's font cache runs
+`fc-list`, which the pure-unit-test guard refuses (tests/unit/conftest.py builds it before any test).
+The README's quick start without a git identity is tests/integration/test_quick_start.py's."""
 
 from __future__ import annotations
 
