@@ -48,8 +48,8 @@ def test_help_lists_the_commands_in_the_order_of_the_work(capsys):
     out = capsys.readouterr().out
     (sub,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert [a.dest for a in sub._choices_actions] == [
-        "init", "check", "update-build", "variants", "build", "check-abi", "test", "bench", "publish", "reproduce", "verify",
-        "matrix", "info", "lock", "download", "hub", "toolchain", "clean", "completion"]
+        "init", "check", "update-build", "variants", "build", "check-abi", "test", "bench", "check-layers", "publish",
+        "reproduce", "verify", "matrix", "info", "lock", "download", "hub", "toolchain", "clean", "completion"]
     listed = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and not line.startswith("     ")]
     assert listed == [a.dest for a in sub._choices_actions]
     assert "serve the local hub over the Hugging Face Hub HTTP API" in " ".join(out.split())
