@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
                                             "forward and backward")
     p.add_argument("target", nargs="?", default=".", metavar="DIR | ORG/NAME@REV",
                    help="a kernel folder (its built variants; default: .), or a published kernel: the variant "
-                        "get_kernel would load here, from --hub")
+                        "get_kernel would load for the torch of --python, from --hub")
     add_hub(p)
     p.add_argument("--trust-remote-code", action="store_true",
                    help="with ORG/NAME@REV: run the layers of a repo outside the trusted orgs")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from builder import resources
 from builder.config.environment import BuilderSettings
-from builder.layout import BUILD_DIR
+from builder.layout import BUILD_DIR, LAYER_CHECK, WORK_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
 from builder.verify.kernel_tests import built_variants, check_named
@@ -63,6 +63,13 @@ class VariantCheck:
     @property
     def failures(self) -> list[dict]:
         return [r for r in self.report.get("rows", []) if not r["ok"]]
+
+    def verdict(self) -> dict[str, bool | None]:
+        """{"forward": all forward rows agree, "backward": all backward rows agree (None: none was checked)}."""
+        def part(name):
+            rows = [r["ok"] for r in self.report.get("rows", []) if r["part"] == name]
+            return all(rows) if rows else None
+        return {"forward": part("forward"), "backward": part("backward")}
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "variant": self.variant, "where": self.where, "skipped": self.skipped,
@@ -146,20 +153,33 @@ def check_folder(folder: Path, variants: tuple[str, ...], python: str, request: 
                                          skipped="a CUDA variant and no CUDA device here"))
                 continue
             check = VariantCheck(manifest.name, choice.variant.name, placed.where + choice.as_asked, maps)
-            log = kernel / ".kbuild" / choice.variant.name / "check-layers.log"
+            log = kernel / WORK_DIR / choice.variant.name / "check-layers.log"
             with reporter.phase(f"checking {manifest.name}/{choice.variant.name}'s layers {placed.where}"):
                 check.report = run_variant(manifest.python_name, choice.variant, python, placed.device, placed.env,
                                            settings.pythonpath, maps, request, log)
+            keep(check, choice.variant, kernel / WORK_DIR / choice.variant.name / LAYER_CHECK)
             done.append(check)
     return done
 
 
+def keep(check: VariantCheck, variant_dir: Path, record: Path) -> None:
+    """The variant's latest check, for `kbuild publish` to put beside it: tied to the metadata.json it
+    checked by digest, so a rebuilt variant is not published with an older build's result."""
+    import hashlib
+
+    data = {"metadata_sha256": hashlib.sha256((variant_dir / "metadata.json").read_bytes()).hexdigest(),
+            "verdict": check.verdict(), **check.to_json()}
+    record.parent.mkdir(parents=True, exist_ok=True)
+    partial = record.with_suffix(".partial")
+    partial.write_text(json.dumps(data, indent=1))
+    partial.replace(record)  # whole or not at all
+
+
 def check_published(request_text: str, hub: str | None, reporter, request: CheckRequest, python: str,
                     trust_remote_code: bool = False) -> VariantCheck:
-    """`kbuild check-layers ORG/NAME@REV`: the variant get_kernel would load here, fetched and verified by
-    kbuild's loader (its trust rule applies: checking runs the repo's code), checked in `python`."""
-    import sys
-
+    """`kbuild check-layers ORG/NAME@REV`: the variant get_kernel would load for the torch of `python`,
+    fetched and verified by kbuild's loader (its trust rule applies: checking runs the repo's code), checked
+    in `python`."""
     from kbuild.errors import KernelError
     from kbuild.hub_loader import install_kernel, resolve_kernel
     from kbuild.hubs import parse_hub_address
@@ -169,25 +189,24 @@ def check_published(request_text: str, hub: str | None, reporter, request: Check
     from kbuild.trust import check_trust
     from kbuild.variants import format_trace
 
-    if python != sys.executable:
-        raise UsageError("--python is for a kernel folder; ORG/NAME@REV is loaded, as get_kernel loads it, for the "
-                         "Python running kbuild", hint="run kbuild with the Python that has transformers")
     try:
         ref = parse_request(request_text)
         check_trust(ref.repo_id, parse_hub_address(hub).endpoint, trust_remote_code, from_environment())
+        target = probe_once(python, reporter, "checks")
         with reporter.phase(f"resolving {request_text}"):
-            found = resolve_kernel(request_text, hub=hub)
+            found = resolve_kernel(request_text, hub=hub, system=target.system)
         if found.chosen is None:
-            raise UsageError(f"{request_text}: no variant at {found.commit[:12]} loads here\n"
+            raise UsageError(f"{request_text}: no variant at {found.commit[:12]} loads in {target.describe()}\n"
                              f"{format_trace(list(found.trace))}")
         with reporter.phase(f"fetching {ref.repo_id}@{found.commit[:12]} build/{found.chosen}"):
-            folder = install_kernel(ref.repo_id, revision=found.commit, hub=hub, variant=found.chosen)
+            folder = install_kernel(ref.repo_id, revision=found.commit, hub=hub, variant=found.chosen,
+                                    system=target.system)
     except KernelError as e:  # the loader's own one-line errors (no such repo, revision, trust, digest)
         raise UsageError(str(e)) from None
     maps = parse_maps(request.maps) or transformers_maps(ref.repo_id, python)
     name = ref.repo_id.split("/")[1]
     python_name = VariantMetadata.for_variant(folder).python_name or name.replace("-", "_")
-    placed = place(found.chosen, False, gpu_visible(found.system), "checks")
+    placed = place(found.chosen, False, gpu_visible(target.system), "checks")
     if placed.gpu_missing:
         raise UsageError(f"{request_text}: the variant that loads here, {found.chosen}, is built for a GPU, and "
                          "torch sees none: its layers have nothing to run on")

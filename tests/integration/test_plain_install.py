@@ -19,7 +19,7 @@ ARGS = {
     "init": ["my-scale"], "check": [], "variants": [], "build": [], "test": [], "publish": [], "matrix": [],
     "info": ["me/my-scale"], "lock": [], "download": [], "hub": ["serve"], "toolchain": ["list"], "clean": [],
     "completion": ["bash"], "bench": [], "check-abi": ["x.so"], "update-build": [], "reproduce": ["me/my-scale@v1"],
-    "verify": ["me/my-scale@v1"],
+    "verify": ["me/my-scale@v1"], "check-layers": [],
 }
 
 
