@@ -6,7 +6,9 @@ is published outside it, as `signatures/<variant>/metadata.json.sig`: Hugging Fa
 0.18 and later check on every load that each file of `build/<variant>/` is in metadata.json's
 digest, sparing only metadata.json and their own `metadata.json.sigstore`, so a signature inside
 the folder makes them refuse the variant. A fetched variant folder holds the signature beside its
-metadata.json again, where the checks read it (kbuild/signatures/check.py).
+metadata.json again, where the checks read it (kbuild/signatures/check.py). For the same reason
+the variant's latest `kbuild check-layers` record is published as `layer-checks/<variant>.json`
+(docs/formats.md, "Layer checks"); no loader fetches it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .signatures.ssh import SIGNATURE
 
 BUILD = "build"
 SIGNATURES = "signatures"  # top-level: kernels lists variants as the folders under build/ only
+LAYER_CHECKS = "layer-checks"  # top-level too: one file a variant, `kbuild check-layers`' record
 
 
 def variant_prefix(variant: str) -> str:
@@ -32,9 +35,20 @@ def ssh_signature(variant: str) -> str:
     return f"{signature_folder(variant)}/{SIGNATURE}"
 
 
-def owned_prefixes(variant: str) -> tuple[str, str]:
-    """What a publish of the variant replaces: its folder and its signature's folder."""
-    return variant_prefix(variant), signature_folder(variant) + "/"
+def layer_check(variant: str) -> str:
+    """Where the variant's layer check record is published."""
+    return f"{LAYER_CHECKS}/{variant}.json"
+
+
+def owned_prefixes(variant: str) -> tuple[str, ...]:
+    """What a publish of the variant replaces: its folder and its signature's folder (prefixes,
+    ending in `/`) and its layer check (a path: `owns` tells them apart)."""
+    return variant_prefix(variant), signature_folder(variant) + "/", layer_check(variant)
+
+
+def owns(owned: Iterable[str], path: str) -> bool:
+    """Whether `path` is one of `owned`'s paths or under one of its folders (`owned_prefixes`)."""
+    return any(path == o or (o.endswith("/") and path.startswith(o)) for o in owned)
 
 
 def repo_path(variant: str, rel: str) -> str:

@@ -89,5 +89,7 @@ def _render(result: PublishResult, hub, dry_run: bool, reporter: Reporter) -> No
         reporter.result(f"{target} already has these files ({counts}); nothing to publish")
     else:
         reporter.result(f"published {', '.join(plan.variants)} to {target}: {counts}")
+        if plan.layer_checks:
+            reporter.result(f"with the layer checks of {', '.join(plan.layer_checks)} (layer-checks/)")
         reporter.result(f"commit {result.commit}")
         reporter.result(result.url)

@@ -1,7 +1,7 @@
 """`kbuild publish`: put built variants on a version branch of a hub repo, and the card on main.
 
-Only the published variants' folders and their signatures' folders change (their stale files are
-deleted); every other variant on the branch stays, so CI jobs can publish slices in parallel. A
+Only the published variants' folders, their signatures' folders and their layer checks change (their
+stale files are deleted); every other variant on the branch stays, so CI jobs can publish slices in parallel. A
 version branch never breaks its users: a slice that would drop a public name is refused unless forced.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kbuild.digest import git_blob_oid
 from kbuild.metadata import PARTIAL_ARCHS
-from kbuild.repo_layout import BUILD, SIGNATURES, owned_prefixes, repo_path
+from kbuild.repo_layout import BUILD, LAYER_CHECKS, SIGNATURES, layer_check, owned_prefixes, owns, repo_path
 
 from builder.publish.card import render_card
 from kbuild_common.errors import ExitCode, KbuildError, UsageError
@@ -28,6 +28,7 @@ from builder.hub.backend import HubBackend, RemoteFile, Upload
 from kbuild_hub.errors import HubError, RefConflict
 from builder.project.gitid import stale_reason
 from builder.publish.integrity import regular_files, verify_variant
+from builder.publish.layer_checks import with_layer_checks
 from builder.layout import BENCH_DIR, BUILD_DIR, PUBLISHED_BENCH_DIR, WORK_DIR
 from builder.project.manifest import Manifest
 from builder.publish.pyapi import public_names
@@ -69,11 +70,15 @@ class LocalVariant:
     path: Path
     metadata: dict
     verified: dict[str, Path] = field(default_factory=dict, repr=False)  # relative path -> file, digest checked
+    layer_check: Path | None = None  # its `kbuild check-layers` record, of this build (layer_checks.py)
 
     def files(self) -> dict[str, Path]:
-        """Repo path -> local file: the regular files checked against the variant's digest, and its
-        SSH signature (kbuild/repo_layout.py: outside build/<variant>/)."""
-        return {repo_path(self.name, rel): path for rel, path in self.verified.items()}
+        """Repo path -> local file: the regular files checked against the variant's digest, its SSH
+        signature and its layer check (kbuild/repo_layout.py: both outside build/<variant>/)."""
+        files = {repo_path(self.name, rel): path for rel, path in self.verified.items()}
+        if self.layer_check is not None:
+            files[layer_check(self.name)] = self.layer_check
+        return files
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class PublishPlan:
     deleted: tuple[str, ...] = ()
     unchanged: int = 0
     uploads: tuple[Upload, ...] = field(default=(), repr=False)
+    layer_checks: tuple[str, ...] = ()  # the variants published with their layer check
 
     @property
     def empty(self) -> bool:
@@ -95,7 +101,8 @@ class PublishPlan:
     def summary(self) -> dict:
         return {"repo_id": self.repo_id, "branch": self.branch, "parent": self.parent,
                 "variants": list(self.variants), "added": list(self.added), "replaced": list(self.replaced),
-                "deleted": list(self.deleted), "unchanged": self.unchanged}
+                "deleted": list(self.deleted), "unchanged": self.unchanged,
+                "layer_checks": list(self.layer_checks)}
 
 
 @dataclass(frozen=True)
@@ -222,12 +229,14 @@ def plan_publish(repo_id: str, branch: str, parent: str | None, variants: list[L
             unchanged += 1
             continue
         uploads.append(Upload(path, src))
-    # a variant's folder and its signature's: a stale signature (an unsigned republish) or one left in
-    # build/<variant>/ by an older kbuild is deleted with the variant's other stale files
+    # a variant's folder, its signature's and its layer check: a stale signature (an unsigned republish)
+    # or one left in build/<variant>/ by an older kbuild, or an older build's layer check, is deleted with
+    # the variant's other stale files
     owned = (*(p for v in variants for p in owned_prefixes(v.name)), *{f"{p.split('/')[0]}/" for p in extra})
-    deleted = sorted(p for p in remote if p.startswith(owned) and p not in local)
+    deleted = sorted(p for p in remote if owns(owned, p) and p not in local)
     return PublishPlan(repo_id, branch, parent, tuple(v.name for v in variants), tuple(added), tuple(replaced),
-                       tuple(deleted), unchanged, tuple(uploads))
+                       tuple(deleted), unchanged, tuple(uploads),
+                       tuple(v.name for v in variants if v.layer_check is not None))
 
 
 def breaking_changes(local: dict[str, set[str] | None], remote: dict[str, set[str] | None]) -> list[str]:
@@ -252,7 +261,8 @@ def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, report
         check_current(manifest, variants)
     repo_id, branch = resolve_target(manifest, options, version)
     extra = _benchmarks(manifest, options.with_bench)
-    with tempfile.TemporaryDirectory(prefix="kbuild-sign-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="kbuild-publish-") as scratch:
+        variants = with_layer_checks(manifest.root, variants, Path(scratch), reporter)
         if options.sign_key is not None:
             variants = _signed(variants, options.sign_key, Path(scratch), reporter)
         return _publish(manifest, options, hub, reporter, variants, repo_id, branch, extra)
@@ -296,6 +306,7 @@ def _plan(hub: HubBackend, repo_id, branch, variants, extra, options) -> Publish
     if parent:
         remote = hub.files(repo_id, parent, BUILD)
         remote.update(hub.files(repo_id, parent, SIGNATURES))
+        remote.update(hub.files(repo_id, parent, LAYER_CHECKS))
         remote.update(hub.files(repo_id, parent, "benchmarks"))
     plan = plan_publish(repo_id, branch, parent, variants, extra, remote)
     if parent and not options.force:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from builder.publish.publish import LocalVariant, plan_publish
 from builder.hub.backend import RemoteFile
-from kbuild.repo_layout import repo_path, variant_of, variant_paths
+from kbuild.repo_layout import layer_check, repo_path, variant_of, variant_paths
 
 V = "torch-cpu"
 FILES = ["build/torch-cpu/__init__.py", "build/torch-cpu/metadata.json", "build/torch-cuda/metadata.json"]
@@ -46,3 +46,20 @@ def test_a_publish_owns_the_signature_folder_of_its_variants(tmp_path):
     plan = plan_publish("org/k", "v1", "abc", [signed], {}, remote)
     assert plan.deleted == ("build/torch-cpu/metadata.json.sig",)
     assert plan.replaced == ("build/torch-cpu/metadata.json", "signatures/torch-cpu/metadata.json.sig")
+
+
+def test_a_publish_owns_the_layer_check_of_its_variants_and_only_theirs(tmp_path):
+    """A republish without a record drops the variant's old one (of an older build); another
+    variant's record stays, even one whose name starts with this variant's."""
+    meta = tmp_path / "metadata.json"
+    meta.write_text("{}")
+    assert layer_check(V) == "layer-checks/torch-cpu.json"
+    remote = {p: RemoteFile(p, "0" * 40, 1) for p in (
+        "build/torch-cpu/metadata.json", "layer-checks/torch-cpu.json", "layer-checks/torch-cpu-x.json",
+        "layer-checks/torch-cpu.json.old", "layer-checks/torch-cuda.json")}
+    plan = plan_publish("org/k", "v1", "abc", [LocalVariant(V, tmp_path, {}, {"metadata.json": meta})], {}, remote)
+    assert plan.deleted == ("layer-checks/torch-cpu.json",) and plan.layer_checks == ()
+    checked = LocalVariant(V, tmp_path, {}, {"metadata.json": meta}, layer_check=meta)
+    plan = plan_publish("org/k", "v1", "abc", [checked], {}, remote)
+    assert plan.deleted == () and plan.replaced == ("build/torch-cpu/metadata.json", "layer-checks/torch-cpu.json")
+    assert plan.summary()["layer_checks"] == [V]
