@@ -1,18 +1,22 @@
 """What the pages show, read from the hub's store: each kernel repo's versions (its `vN` branches),
-the variants each offers with what their metadata.json records, the card on `main`, and the
-latest `kbuild bench` results a branch carries. A commit never changes, so what is derived from
-one is kept in memory by its sha: a page costs the refs and what is new since the last visit."""
+the variants each offers with what their metadata.json records and their published `kbuild
+check-layers` verdicts, the card on `main`, and the latest `kbuild bench` results a branch carries.
+A commit never changes, so what is derived from one is kept in memory by its sha: a page costs the
+refs and what is new since the last visit."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 import threading
 from dataclasses import dataclass, field
 
+from kbuild.layer_check_record import MAX_BYTES, UnreadableRecord, read_record
 from kbuild.metadata import VariantMetadata
+from kbuild.repo_layout import LAYER_CHECKS, layer_check
 from kbuild.variants import NOARCH, STABLE_ABI, parse_variant
 
 from kbuild_hub.errors import HubError
@@ -35,6 +39,9 @@ class Variant:
     floor: str = ""  # "manylinux_2_34_x86_64 (glibc 2.34, GLIBCXX 3.4.29)"
     provenance: dict = field(default_factory=dict)
     problem: str = ""  # its metadata.json could not be read
+    layers_checked: str = ""  # its published layer check's verdict, or why it cannot be shown
+    layers_differ: str = ""  # the first layer quantity that differs there
+    layers_bad: bool = False  # something differs, or the record cannot be shown
 
 
 @dataclass(frozen=True)
@@ -186,7 +193,9 @@ class Catalog:
             parts = e.path.split("/", 2)
             if e.type == "file" and len(parts) == 3:
                 by_variant.setdefault(parts[1], []).append((parts[2], e.size))
-        variants = tuple(self._variant(repo_id, commit, name, files) for name, files in sorted(by_variant.items()))
+        checks = self._layer_checks(repo_id, commit)
+        variants = tuple(self._variant(repo_id, commit, name, files, checks.get(layer_check(name)))
+                         for name, files in sorted(by_variant.items()))
         layers = any(p == "layers.py" or p.startswith("layers/") for files in by_variant.values() for p, _ in files)
         return Version(branch, commit, date, variants, self._bench(repo_id, commit), self._plots(repo_id, commit),
                        layers=layers, attention=self._attention(repo_id, commit, by_variant))
@@ -204,9 +213,11 @@ class Catalog:
                 return re.search(rb"\bflash_attn_varlen_func\b", text) is not None
         return False
 
-    def _variant(self, repo_id: str, commit: str, name: str, files: list[tuple[str, int]]) -> Variant:
+    def _variant(self, repo_id: str, commit: str, name: str, files: list[tuple[str, int]],
+                 check_size: int | None = None) -> Variant:
         row, column = _place(name)
         size = sum(s for _, s in files)
+        raw = b""
         try:
             raw = self.store.read_file(KERNEL, repo_id, commit, f"build/{name}/metadata.json")
             meta = VariantMetadata.from_dict(json.loads(raw))
@@ -215,10 +226,33 @@ class Catalog:
         except Exception as e:  # noqa: BLE001 - a broken metadata.json is shown, not a broken page
             return Variant(name, row, column, size, tuple((p, s, "") for p, s in files), problem=str(e)[:300])
         digest = meta.digest or {}
+        checked = {} if check_size is None else self._layer_check(repo_id, commit, name, check_size, raw)
         return Variant(name, row, column, size, tuple((p, s, _hex(digest.get(p, ""))) for p, s in sorted(files)),
                        archs=meta.backend.archs if meta.backend else (),
                        partial=bool(meta.backend and meta.backend.partial), floor=_floor(meta),
-                       provenance=meta.provenance or {})
+                       provenance=meta.provenance or {}, **checked)
+
+    def _layer_checks(self, repo_id: str, commit: str) -> dict[str, int]:
+        """The branch's published layer checks (kbuild publish: layer-checks/<variant>.json), by path: their sizes."""
+        try:
+            entries = self.store.list_tree(KERNEL, repo_id, commit, LAYER_CHECKS)
+        except HubError:
+            return {}
+        return {e.path: e.size for e in entries if e.type == "file"}
+
+    def _layer_check(self, repo_id: str, commit: str, name: str, size: int, metadata: bytes) -> dict:
+        """The Variant fields that show the variant's record (read by the runtime's one reader, so a
+        malformed one is a line on the page, never a failed page)."""
+        try:
+            if size > MAX_BYTES:
+                raise UnreadableRecord(f"{size} bytes, over {MAX_BYTES}")
+            check = read_record(self.store.read_file(KERNEL, repo_id, commit, layer_check(name)))
+        except (HubError, UnreadableRecord) as e:
+            return {"layers_checked": f"layer check unreadable ({str(e)[:200]})", "layers_bad": True}
+        if check.metadata_sha256 != hashlib.sha256(metadata).hexdigest():
+            return {"layers_checked": "layer check of another build (not of this metadata.json)", "layers_bad": True}
+        return {"layers_checked": check.verdict(), "layers_differ": check.first_failure,
+                "layers_bad": check.forward is False or check.backward is False or bool(check.first_failure)}
 
     def _bench(self, repo_id: str, commit: str) -> dict | None:
         try:
