@@ -63,5 +63,8 @@ def _render(record: dict, reporter: Reporter) -> None:
             mark += f" ({r['why']})"
         floor = f"  {r['floor']}" if r["floor"] else ""
         reporter.result(f"  {r['variant']:<{width}}  {human_size(r['size']):>8}  {mark}{floor}")
+        for line in (r["layers"] or {}).values():  # its published kbuild check-layers verdict
+            if line:
+                reporter.result(f"  {'':<{width}}  {line}")
     if not rows:
         reporter.result(f"  (no build/ folder at {record['commit'][:12]}: nothing was published there)")

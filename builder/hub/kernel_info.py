@@ -2,7 +2,8 @@
 local git hub or an HTTP hub): its version branches, and at the requested revision (default: the
 newest vN) each variant with its size, ABI floor and whether this machine can load it, judged as
 `get_kernel` judges (by name, then by each variant's metadata.json: its ABI floor, GPU archs and
-python-depends). Nothing is downloaded but the variants' metadata.json."""
+python-depends), and the verdict of its published `kbuild check-layers` record where it has one
+(layer-checks/<variant>.json). Nothing is downloaded but the variants' metadata.json and records."""
 
 from __future__ import annotations
 
@@ -30,9 +31,36 @@ def kernel_info(session: Session, request: str, backend: str | None = None) -> d
         abi = session.floor(repo_id, found.commit, c.name)
         rows.append({"variant": c.name, "size": sum(f.size for f in files), "files": len(files),
                      "fits": c.accepted, "why": c.reason or c.note, "floor": (abi.manylinux or "") if abi else "",
-                     "loads": c.name == found.chosen})
+                     "loads": c.name == found.chosen, "layers": _layer_check(session, repo_id, found.commit, c.name)})
     return {"repo": repo_id, "hub": session.reader.describe(), "revision": ref.revision, "commit": found.commit,
             "versions": {v: refs.branches[v] for v in versions}, "system": system.describe(), "variants": rows}
+
+
+def _layer_check(session: Session, repo_id: str, commit: str, variant: str) -> dict | None:
+    """{"checked": the verdict line, "differs": the first layer quantity that differs} of the
+    variant's published record, read by the runtime's one reader; None when it has none (or offline)."""
+    import hashlib
+
+    from kbuild.errors import HubUnreachable, KernelError, KernelNotFound
+    from kbuild.layer_check_record import UnreadableRecord, read_record
+    from kbuild.repo_layout import layer_check
+
+    if session.offline:
+        return None
+    try:
+        raw = session.reader.read_file(repo_id, commit, layer_check(variant))
+    except (KernelNotFound, HubUnreachable):
+        return None
+    except KernelError as e:  # over the read limit, say
+        return {"checked": f"layer check unreadable ({e})", "differs": ""}
+    try:
+        check = read_record(raw)
+        meta = session.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
+    except (UnreadableRecord, KernelError) as e:
+        return {"checked": f"layer check unreadable ({e})", "differs": ""}
+    if check.metadata_sha256 != hashlib.sha256(meta).hexdigest():
+        return {"checked": "layer check of another build (not of this metadata.json)", "differs": ""}
+    return {"checked": check.verdict(), "differs": check.first_failure}
 
 
 def variant_traces(session: Session, request: str, backend: str | None = None, all_versions: bool = False) -> dict:

@@ -177,3 +177,46 @@ def test_hugging_faces_loader_loads_a_variant_published_with_its_record(env, tmp
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["double"] == 42 and seen["version"] == "0.19.1" and "layer-check.json" not in seen["files"]
     assert not list((tmp_path / "hf").rglob("layer-checks"))  # not even fetched
+
+
+# -- kbuild info -------------------------------------------------------------------------------------
+
+def info(hub, capsys, *args: str) -> str:
+    capsys.readouterr()
+    assert main(["info", "org/tiny", "--hub", str(hub), "--backend", "cpu", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_kbuild_info_shows_each_variants_published_verdict(tmp_path, kernel, capsys):
+    hub = tmp_path / "hub"
+    write_record(kernel, "torch-cpu")
+    kernel.publish(hub)
+    rows = {r["variant"]: r["layers"] for r in json.loads(info(hub, capsys, "--json"))["variants"]}
+    assert rows["torch-cpu"] == {
+        "checked": "layers checked against transformers 5.25.0 (torch 2.13.0, cpu): forward ✓ backward ✗",
+        "differs": "rotary_pos_emb (apply_rotary_transformers): grad of q differs, rel 0.77"}
+    assert rows.get("torch-cuda", "not listed") in (None, "not listed")
+    out = info(hub, capsys)
+    assert "forward ✓ backward ✗" in out and "grad of q differs, rel 0.77" in out
+
+
+def test_kbuild_info_over_http(served_with_records, capsys):
+    _, served = served_with_records
+    out = info(served.url, capsys)
+    assert "layers checked against transformers 5.25.0 (torch 2.13.0, cpu): forward ✓ backward ✗" in out
+
+
+def test_kbuild_info_says_a_malformed_record_is_unreadable(tmp_path, kernel, capsys):
+    from builder.hub.address import parse_hub
+    from builder.hub.backend import Upload
+    from builder.hub.open import open_hub
+
+    hub = tmp_path / "hub"
+    kernel.publish(hub)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"metadata_sha256": "nope"}')
+    backend = open_hub(parse_hub(str(hub)), None)
+    backend.commit("org/tiny", "v1", uploads=[Upload("layer-checks/torch-cpu.json", broken)], deletes=[],
+                   message="a record no kbuild wrote", parent=backend.head("org/tiny", "v1"))
+    out = info(hub, capsys)
+    assert "layer check unreadable (metadata_sha256 is not a sha256 in hex)" in out
