@@ -42,6 +42,10 @@ class BadInput(Exception):
     """A spec this model or kernel cannot check: exit 2, one line."""
 
 
+class Unavailable(Exception):
+    """This Python cannot run the check at all (no transformers)."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--spec", type=Path, required=True)
@@ -52,6 +56,8 @@ def main() -> int:
         report = check(spec)
     except BadInput as e:
         report = {"bad_input": str(e)}
+    except Unavailable as e:
+        report = {"unavailable": str(e)}
     args.out.write_text(json.dumps(report, indent=1))
     return 0
 
@@ -60,7 +66,10 @@ def main() -> int:
 
 def check(spec: dict) -> dict:
     import torch
-    import transformers
+    try:
+        import transformers
+    except ImportError as e:
+        raise Unavailable(f"{sys.executable} cannot import transformers ({e}): pip install transformers there") from None
 
     TOLERANCE.update({d: tuple(t) for d, t in spec["tolerance"].items()})
     kernel = importlib.import_module(spec["kernel"])

@@ -37,11 +37,11 @@ def add_parser(sub) -> None:
                    help="only this built variant, even one the loader would not pick here (repeatable)")
     p.add_argument("--map", action="append", default=[], metavar="LAYER=KERNEL_LAYER",
                    help="the transformers layer a kernel layer replaces (RMSNorm=LigerRMSNorm, "
-                        "rotary_pos_emb=apply_rotary_transformers; repeatable; default: what the installed "
-                        "transformers maps to the kernel's repo id)")
-    p.add_argument("--model", default="llama", metavar="ARCH",
-                   help="the transformers model type of the tiny random model the layers go into (default llama: "
-                        "RMSNorm, SiLU, rotary_pos_emb)")
+                        "rotary_pos_emb=apply_rotary_transformers; repeatable; default: the kernel's build.toml "
+                        "[general.check-layers] map, else what the installed transformers maps to its repo id)")
+    p.add_argument("--model", default=None, metavar="ARCH",
+                   help="the transformers model type of the tiny random model the layers go into (default: the "
+                        "kernel's build.toml [general.check-layers] model, else llama: RMSNorm, SiLU, rotary_pos_emb)")
     p.add_argument("--mode", choices=MODES, default="both",
                    help="inference: forward only; training: forward and backward; both (default)")
     p.add_argument("--dtype", action="append", default=[], choices=DTYPES, metavar="DTYPE",

@@ -6,6 +6,8 @@ for `edition` (recorded in provenance) and `build_layout`.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +19,9 @@ from kbuild_common.errors import ManifestError
 # [general.<x>] tables: an error about a key in one names the table as [general.<x>]
 GENERAL_SUBTABLES = ("hub", "cuda", "xpu", "neuron", "tpu")
 
+
+# a layer map, "LAYER=KERNEL_LAYER": a transformers layer name, then the kernel's layers.<name>
+LAYER_MAP = re.compile(r"^([A-Za-z_][\w.]*)=([A-Za-z_]\w*)$")
 
 @dataclass(frozen=True)
 class KernelSection:
@@ -74,6 +79,10 @@ class Manifest:
     noarch: NoarchSection | None = None
     kernels: tuple[KernelSection, ...] = ()
     manylinux: str | None = None  # kbuild's [general] manylinux: the ABI floor a build must not exceed
+    # kbuild's [general.check-layers]: which transformers layer each kernel layer replaces ("RMSNorm=RMSNorm"),
+    # and the model type to check them in (docs/checking-layers.md)
+    check_layers_map: tuple[str, ...] = ()
+    check_layers_model: str | None = None
     build_layout: str = "files"  # edition 6's [general] build-layout: "zip" stages the Python files in <id>.zip
     kernel_builder: bool = False  # a kernel-builder project (its flake.nix builds it with kernel-builder)
     lines: dict = field(default_factory=dict, repr=False, compare=False)

@@ -25,8 +25,7 @@ from kbuild_common.errors import UsageError
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
-from builder.verify.kernel_tests import built_variants, check_named
-from builder.verify.variant_choice import choose, gpu_visible, place, probe_once
+from builder.verify.variant_choice import built_variants, check_named, choose, gpu_visible, place, probe_once
 
 _RUNNER = "kbuild_bench_runner"  # builder/templates/kbuild_bench_runner.py
 TIMEOUT_S = 3600  # one variant's benchmarks

@@ -8,7 +8,6 @@ through LOCAL_KERNELS. pytest sees only the kernel's own configuration, never a 
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -27,8 +26,8 @@ from builder.project.manifest import load_manifest
 from builder.report import VariantResult
 from builder.config.environment import BuilderSettings
 from builder.project.workspace import kernel_dirs
-from builder.verify import hf_kernels
-from builder.verify.variant_choice import Choice, choose, gpu_visible, place, probe_once
+from builder.verify import hf_kernels, layer_check
+from builder.verify.variant_choice import Choice, built_variants, check_named, choose, gpu_visible, place, probe_once
 
 _NO_TESTS_COLLECTED = 5
 # Statuses of kbuild test's rows beside passed, failed and skipped: a suite that stopped before
@@ -66,43 +65,18 @@ def test_kernels(folder: Path, variants: tuple[str, ...], python: str, pytest_ar
             continue
         if target is None:
             target = probe_once(python, reporter, "suites")
+        maps = layer_check.suite_maps(manifest, python)  # the layers to check against transformers after the suite
         for choice in choose(kernel / BUILD_DIR, built, target, named=bool(variants)):
             if choice.left_out:
                 results.append(VariantResult(manifest.name, choice.variant.name, LEFT_OUT, reason=choice.left_out))
                 continue
-            results.append(_run_one(manifest, choice, python, target.system, pytest_args, reporter, settings, timeout))
+            result = _run_one(manifest, choice, python, target.system, pytest_args, reporter, settings, timeout)
+            if maps:
+                placed = place(choice.variant.name, choice.hide_gpus, gpu_visible(target.system), "checks")
+                result = layer_check.after_suite(result, manifest, choice.variant, placed, python, maps, settings,
+                                                 reporter)
+            results.append(result)
     return results
-
-
-def check_named(folder: Path, kernels: list[Path], variants: tuple[str, ...]) -> None:
-    """Each name given with --variant is built for at least one of `kernels` (those of `folder`),
-    or one error says which is not, with the nearest built name or what is built: a misspelt name
-    is never dropped in silence beside the ones that matched."""
-    built = sorted({p.name for kernel in kernels for p in built_variants(kernel / BUILD_DIR, ())})
-    unknown = [v for v in variants if v not in built]
-    if not unknown:
-        return
-    names = ", ".join(unknown)
-    if len(kernels) == 1:
-        message = f"{kernels[0]}: no built variant named {names} in {kernels[0] / BUILD_DIR}"
-    else:
-        message = f"{folder}: no kernel there has a built variant named {names}"
-    close = difflib.get_close_matches(unknown[0], built, n=1, cutoff=0.75)
-    if close:
-        hint = f"did you mean --variant {close[0]}?"
-    elif built:
-        hint = f"built there: {', '.join(built)}"
-    else:
-        hint = f"run kbuild build {folder} first"
-    raise UsageError(message, hint=hint)
-
-
-def built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
-    if not build_dir.is_dir():
-        return []
-    found = sorted(p for p in build_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
-                   and (p / "metadata.json").is_file())
-    return [p for p in found if not only or p.name in only]
 
 
 def _run_one(manifest, choice: Choice, python: str, system: SystemInfo, pytest_args, reporter,

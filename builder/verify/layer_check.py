@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from builder import resources
 from builder.config.environment import BuilderSettings
 from builder.layout import BUILD_DIR, LAYER_CHECK, WORK_DIR
 from builder.project.manifest import load_manifest
+from builder.project.model import LAYER_MAP
 from builder.project.workspace import kernel_dirs
-from builder.verify.kernel_tests import built_variants, check_named
-from builder.verify.variant_choice import choose, gpu_visible, place, probe_once
+from builder.verify.variant_choice import built_variants, check_named, choose, gpu_visible, place, probe_once
 from kbuild_common import proc
 from kbuild_common.errors import UsageError
 
@@ -35,7 +34,6 @@ TIMEOUT_S = 1800  # one variant's check: two tiny models, a few replays
 # add up over its layers). fp32 kernels reorder sums; half precision rounds each element (2^-8, 2^-11).
 TOLERANCES = {"float32": (1e-4, 1e-3), "float64": (1e-8, 1e-7), "bfloat16": (3e-2, 6e-2), "float16": (5e-3, 2e-2)}
 MODES = {"inference": ("inference",), "training": ("training",), "both": ("inference", "training")}
-_MAP = re.compile(r"^([A-Za-z_][\w.]*)=([A-Za-z_]\w*)$")
 
 
 @dataclass(frozen=True)
@@ -76,27 +74,52 @@ class VariantCheck:
                 "maps": [{**m.spec(), "source": m.source} for m in self.maps], **self.report}
 
 
+class LayersUnavailable(UsageError):
+    """The Python asked to run the check cannot (it has no transformers)."""
+
+
 @dataclass(frozen=True)
 class CheckRequest:
     """What to check, as the command's arguments say it."""
 
     maps: tuple[str, ...] = ()  # --map LAYER=KERNEL_LAYER
-    model: str = "llama"
+    model: str | None = None  # None: the kernel's [general.check-layers] model, else llama
     mode: str = "both"
     dtypes: tuple[str, ...] = ()  # () : float32, and bfloat16 on a GPU
 
 
-def parse_maps(texts: tuple[str, ...]) -> list[LayerMap]:
+CONFIG = "build.toml [general.check-layers]"
+
+
+def parse_maps(texts: tuple[str, ...], source: str = "--map") -> list[LayerMap]:
     maps = []
     for text in texts:
-        found = _MAP.match(text.strip())
+        found = LAYER_MAP.match(text.strip())
         if found is None:
-            raise UsageError(f"--map {text!r}: expected LAYER=KERNEL_LAYER, a transformers layer name and the "
+            raise UsageError(f"{source} {text!r}: expected LAYER=KERNEL_LAYER, a transformers layer name and the "
                              "kernel's layer (RMSNorm=LigerRMSNorm, rotary_pos_emb=apply_rotary_transformers)")
         if any(m.layer == found[1] for m in maps):
-            raise UsageError(f"--map {text!r}: {found[1]} is mapped twice; one kernel layer replaces it")
-        maps.append(LayerMap(found[1], found[2]))
+            raise UsageError(f"{source} {text!r}: {found[1]} is mapped twice; one kernel layer replaces it")
+        maps.append(LayerMap(found[1], found[2], source=source))
     return maps
+
+
+def kernel_maps(manifest, request: CheckRequest, python: str) -> list[LayerMap]:
+    """What to check a kernel's layers against: --map, else its build.toml's, else transformers' mapping."""
+    return (parse_maps(request.maps) or parse_maps(manifest.check_layers_map, CONFIG)
+            or transformers_maps(manifest.hub_repo_id, python))
+
+
+def suite_maps(manifest, python: str) -> list[LayerMap]:
+    """What `kbuild test` checks after a kernel's suite: its build.toml's maps, else what the transformers of
+    `python` maps to its repo id; none (nothing to check) when neither says anything or there is no
+    transformers there to ask."""
+    if manifest.check_layers_map:
+        return parse_maps(manifest.check_layers_map, CONFIG)
+    try:
+        return transformers_maps(manifest.hub_repo_id, python)
+    except UsageError:  # no transformers there, or it maps nothing to this kernel: most kernels
+        return []
 
 
 def transformers_maps(repo_id: str | None, python: str) -> list[LayerMap]:
@@ -140,7 +163,7 @@ def check_folder(folder: Path, variants: tuple[str, ...], python: str, request: 
                 raise UsageError(f"{kernel}: {why}", hint=f"run kbuild build {kernel} first")
             done.append(VariantCheck(manifest.name, "-", skipped=why))
             continue
-        maps = parse_maps(request.maps) or transformers_maps(manifest.hub_repo_id, python)
+        maps = kernel_maps(manifest, request, python)
         if target is None:
             target = probe_once(python, reporter, "checks")
         for choice in choose(kernel / BUILD_DIR, built, target, named=bool(variants), does="checks"):
@@ -154,12 +177,45 @@ def check_folder(folder: Path, variants: tuple[str, ...], python: str, request: 
                 continue
             check = VariantCheck(manifest.name, choice.variant.name, placed.where + choice.as_asked, maps)
             log = kernel / WORK_DIR / choice.variant.name / "check-layers.log"
+            asked = replace(request, model=request.model or manifest.check_layers_model)
             with reporter.phase(f"checking {manifest.name}/{choice.variant.name}'s layers {placed.where}"):
                 check.report = run_variant(manifest.python_name, choice.variant, python, placed.device, placed.env,
-                                           settings.pythonpath, maps, request, log)
+                                           settings.pythonpath, maps, asked, log)
             keep(check, choice.variant, kernel / WORK_DIR / choice.variant.name / LAYER_CHECK)
             done.append(check)
     return done
+
+
+def after_suite(result, manifest, variant_dir: Path, placed, python: str, maps: list[LayerMap], settings,
+                reporter):
+    """`kbuild test`'s row for a variant, with its layer check after the suite: a failure when a layer differs
+    or the map is wrong, a line under the row either way."""
+    if placed.gpu_missing:
+        return replace(result, details=(*result.details, "layers not checked: a CUDA variant and no CUDA device here"))
+    check = VariantCheck(manifest.name, variant_dir.name, placed.where, maps)
+    log = manifest.root / WORK_DIR / variant_dir.name / "check-layers.log"
+    request = CheckRequest(model=manifest.check_layers_model)
+    try:
+        with reporter.phase(f"checking {manifest.name}/{variant_dir.name}'s layers against transformers"):
+            check.report = run_variant(manifest.python_name, variant_dir, python, placed.device, placed.env,
+                                       settings.pythonpath, maps, request, log)
+    except LayersUnavailable as e:
+        return replace(result, details=(*result.details, f"layers not checked: {e}"))
+    except UsageError as e:  # a map the kernel or the model cannot honour: the kernel's fault, said on its row
+        return replace(result, status="failed", reason=f"{result.reason}; layer check: {e}",
+                       details=(*result.details, f"layer check: {e}"))
+    keep(check, variant_dir, manifest.root / WORK_DIR / variant_dir.name / LAYER_CHECK)
+    verdict = check.verdict()
+    names = ", ".join(f"{m.layer} <- {m.kernel_layer}" for m in maps)
+    line = (f"layers ({names}) against transformers {check.report['transformers']}: "
+            + ", ".join(f"{part} {'ok' if ok else 'DIFFERS'}" for part, ok in verdict.items() if ok is not None))
+    differ = [f"{r['layer']} ({r['kernel_layer']}), {r['dtype']}, {r['mode']}: {r['part']}: {r['quantity']} "
+              f"differs" for r in check.failures if r["layer"] != "model"]
+    if not differ and not check.failures:
+        return replace(result, details=(*result.details, line))
+    first = differ[0] if differ else "the whole model differs"
+    return replace(result, status="failed", reason=f"{result.reason}; layers: {first} (kbuild check-layers "
+                   f"{manifest.root} --variant {variant_dir.name} says more)", details=(*result.details, line, *differ))
 
 
 def keep(check: VariantCheck, variant_dir: Path, record: Path) -> None:
@@ -224,7 +280,8 @@ def run_variant(python_name: str, variant_dir: Path, python: str, device: str, e
     (a layer the kernel lacks, one no module of the model carries), a CommandError-like UsageError with
     the log's last line when it failed."""
     dtypes = list(request.dtypes) or (["float32", "bfloat16"] if device == "cuda" else ["float32"])
-    spec = {"kernel": python_name, "device": device, "model": request.model, "modes": list(MODES[request.mode]),
+    spec = {"kernel": python_name, "device": device, "model": request.model or "llama",
+            "modes": list(MODES[request.mode]),
             "dtypes": dtypes, "maps": [m.spec() for m in maps],
             "tolerance": {d: list(TOLERANCES[d]) for d in dtypes}}
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -246,4 +303,6 @@ def run_variant(python_name: str, variant_dir: Path, python: str, device: str, e
         report = json.loads(out.read_text())
     if "bad_input" in report:
         raise UsageError(f"check-layers: {report['bad_input']}")
+    if "unavailable" in report:
+        raise LayersUnavailable(f"check-layers: {report['unavailable']}")
     return report

@@ -9,6 +9,7 @@ left out, each with the loader's reason; `--variant` runs the named ones whateve
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from kbuild.variants import NOARCH, SystemInfo, parse_variant
 
 from builder import resources
 from kbuild_common import proc
+from builder.layout import BUILD_DIR
 from kbuild_common.errors import CommandError, ToolchainError, UsageError
 
 _PROBE = "kbuild_system_probe"  # builder/templates/kbuild_system_probe.py
@@ -163,3 +165,34 @@ def _verdicts(build_dir: Path, system: SystemInfo) -> dict[str, str | None]:
     except KernelError as e:  # a metadata.json the loader cannot read: the loader's one line
         raise UsageError(str(e)) from None
     return {c.name: c.reason for c in trace}
+
+
+def check_named(folder: Path, kernels: list[Path], variants: tuple[str, ...]) -> None:
+    """Each name given with --variant is built for at least one of `kernels` (those of `folder`),
+    or one error says which is not, with the nearest built name or what is built: a misspelt name
+    is never dropped in silence beside the ones that matched."""
+    built = sorted({p.name for kernel in kernels for p in built_variants(kernel / BUILD_DIR, ())})
+    unknown = [v for v in variants if v not in built]
+    if not unknown:
+        return
+    names = ", ".join(unknown)
+    if len(kernels) == 1:
+        message = f"{kernels[0]}: no built variant named {names} in {kernels[0] / BUILD_DIR}"
+    else:
+        message = f"{folder}: no kernel there has a built variant named {names}"
+    close = difflib.get_close_matches(unknown[0], built, n=1, cutoff=0.75)
+    if close:
+        hint = f"did you mean --variant {close[0]}?"
+    elif built:
+        hint = f"built there: {', '.join(built)}"
+    else:
+        hint = f"run kbuild build {folder} first"
+    raise UsageError(message, hint=hint)
+
+
+def built_variants(build_dir: Path, only: tuple[str, ...]) -> list[Path]:
+    if not build_dir.is_dir():
+        return []
+    found = sorted(p for p in build_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+                   and (p / "metadata.json").is_file())
+    return [p for p in found if not only or p.name in only]

@@ -14,6 +14,7 @@ kernels-0.19 environment, torch 2.13.0 CPU), real builds, real ops:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -161,3 +162,63 @@ def test_a_kernel_transformers_maps_nothing_to_needs_a_map(rmsnorm, hf_python, t
     assert code == 2, out
     assert "check-layers: transformers 5.25.0 (" in out and "maps no layer to kbuild/rmsnorm" in out
     assert "hint: pass --map LAYER=KERNEL_LAYER" in out
+
+
+@pytest.fixture(scope="module")
+def pytest_overlay(tmp_path_factory) -> Path:
+    """pytest for the kernels-0.19 environment (which has none), lent from this one on PYTHONPATH."""
+    import _pytest
+    import iniconfig
+    import pluggy
+    import py
+
+    overlay = tmp_path_factory.mktemp("pytest-overlay")
+    for module in (pytest, _pytest, pluggy, iniconfig, py):
+        where = Path(module.__file__)
+        (overlay / (where.parent.name if where.name == "__init__.py" else where.name)).symlink_to(
+            where.parent if where.name == "__init__.py" else where)
+    return overlay
+
+
+def kbuild_test(kernel: Path, python: Path, overlay: Path | None = None) -> tuple[int, str]:
+    env = {**os.environ, **({"PYTHONPATH": str(overlay)} if overlay else {})}
+    done = subprocess.run([*KBUILD, "test", str(kernel), "--python", str(python)], capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_kbuild_test_checks_the_layers_transformers_maps_after_the_suite(fixture_kernel, hf_python, pytest_overlay):
+    """The suite (forward only) passes; transformers maps rotary_pos_emb to the kernel's repo id, so kbuild test
+    checks the layer after it, and the wrong gradient fails the variant."""
+    code, out = kbuild_test(fixture_kernel, hf_python, pytest_overlay)
+    assert code == 1, out
+    assert "3 passed" in out, out
+    assert "layers: rotary_pos_emb (apply_rotary_transformers), float32, training: backward: grad of q differs" in out
+    assert "layers (rotary_pos_emb <- apply_rotary_transformers) against transformers 5.25.0: forward ok, " \
+           "backward DIFFERS" in out
+    record = json.loads((fixture_kernel / ".kbuild" / "torch213-cxx11-cpu-x86_64-linux" / "layer-check.json")
+                        .read_text())
+    assert record["verdict"] == {"forward": True, "backward": False}
+
+
+def test_kbuild_test_checks_the_map_build_toml_names(fixture_kernel, hf_python, pytest_overlay, tmp_path):
+    kernel = tmp_path / "layer-check"
+    shutil.copytree(fixture_kernel, kernel)  # built as it is: only the map changes
+    toml = kernel / "build.toml"
+    toml.write_text(toml.read_text() + '\n[general.check-layers]\nmap = ["rotary_pos_emb=RotaryFunction"]\n')
+    code, out = kbuild_test(kernel, hf_python, pytest_overlay)
+    assert code == 0, out
+    assert "layers (rotary_pos_emb <- RotaryFunction) against transformers 5.25.0: forward ok, backward ok" in out
+    code, out, report = check(kernel, hf_python, tmp_path)  # check-layers takes it too
+    assert code == 0 and "(function layer, build.toml [general.check-layers];" in out, out
+    toml.write_text(toml.read_text().replace("RotaryFunction", "Nope"))
+    code, out = kbuild_test(kernel, hf_python, pytest_overlay)
+    assert code == 1 and "layer check: check-layers: rotary_pos_emb=Nope: the kernel has no layer 'Nope'" in out, out
+
+
+def test_kbuild_test_without_transformers_checks_no_layers(fixture_kernel, tmp_path):
+    """.venv's Python has no transformers: nothing maps, the suite's result stands (a torch 2.14 Python cannot
+    load this torch 2.13 build, so the variant is left out, and no layer check is tried)."""
+    code, out = kbuild_test(fixture_kernel, Path(sys.executable))
+    assert "layers" not in out.replace("left out", ""), out

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.verify.kernel_tests import _outcome_line, check_named, not_collected
+from builder.verify.kernel_tests import _outcome_line, not_collected
+from builder.verify.variant_choice import check_named
 from builder.verify.variant_choice import HIDE_GPUS, Target, choose, place
 from kbuild.variants import SystemInfo
 

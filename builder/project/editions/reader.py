@@ -21,7 +21,7 @@ from builder.backends.cuda_arch import Capability, parse_capability, well_formed
 from kbuild_common.errors import ManifestError
 from kbuild_common.notices import notice
 from builder.project.dependencies import BUILT_BACKENDS, check_dependency, check_python_dependency
-from builder.project.model import KernelSection, Manifest, NoarchSection, TorchSection, Where
+from builder.project.model import LAYER_MAP, KernelSection, Manifest, NoarchSection, TorchSection, Where
 
 NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?\Z")
@@ -32,8 +32,9 @@ REPO_ID_RE = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*/[A-Za-z0-9][-A-Za-z0-9_.]*
 GENERAL = {"name": "str", "version": "int", "edition": "int", "license": "str", "backends": "strs",
            "upstream": "str", "source": "str", "python-depends": "strs", "kernel-depends": "kernels",
            "hub": "table", "cuda": "table", "xpu": "table", "neuron": "table", "tpu": "table",
-           "manylinux": "str"}
+           "manylinux": "str", "check-layers": "table"}
 HUB = {"repo-id": "str", "branch": "str"}
+CHECK_LAYERS = {"map": "strs", "model": "str"}  # kbuild's: what `kbuild check-layers` and `kbuild test` check
 # kernel-builder's per-backend [general.<backend>] tables: their dependencies are that backend's builds' only.
 GENERAL_BY_BACKEND = {
     "cuda": {"minver": "str", "maxver": "str", "python-depends": "strs", "kernel-depends": "kernels"},
@@ -139,6 +140,11 @@ class Reader:
                 self._check(self._version, ("general", "cuda", key), cuda[key])
         if "manylinux" in general and (problem := _policy_error(general["manylinux"])):
             self._fail(("general", "manylinux"), problem)
+        check_layers = self._table(("general", "check-layers"), general.get("check-layers"), CHECK_LAYERS) or {}
+        for entry in check_layers.get("map", ()):
+            if not LAYER_MAP.match(entry):
+                self._fail(("general", "check-layers", "map"), f"{entry!r}: expected LAYER=KERNEL_LAYER, a "
+                           "transformers layer name and the kernel's layer (\"RMSNorm=RMSNorm\", \"rotary_pos_emb=RotaryPosEmb\")")
         layout = self._check(self._build_layout, general, default="files")
         kernels = self._kernels(backends)
         if noarch is not None and kernels:
@@ -160,6 +166,7 @@ class Reader:
             cuda_minver=cuda.get("minver"), cuda_maxver=cuda.get("maxver"),
             torch=torch, noarch=noarch, kernels=kernels, kernel_builder=self.kernel_builder, lines=self.lines,
             manylinux=general.get("manylinux"), build_layout=layout,
+            check_layers_map=tuple(check_layers.get("map", ())), check_layers_model=check_layers.get("model"),
         )
 
     # -- collecting errors --------------------------------------------------------------------
