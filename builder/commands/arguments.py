@@ -6,6 +6,7 @@ the settings and their cascade load here: the parser must build in a plain `pip 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -37,6 +38,15 @@ def add_python(p: argparse.ArgumentParser) -> None:
 
 def add_hub(p: argparse.ArgumentParser, help: str = HUB_HELP) -> None:
     p.add_argument("--hub", default=None, help=help)
+
+
+_PUBLISHED = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@.+)?$")  # ORG/NAME or ORG/NAME@REV
+
+
+def published(target: str) -> bool:
+    """Whether a command's DIR | ORG/NAME@REV target names a published kernel: ORG/NAME[@REV], and no
+    folder of that name here (a folder is still a folder)."""
+    return not Path(target).is_dir() and _PUBLISHED.match(target) is not None
 
 
 def folder(path: Path, hint: str = "pass a kernel project folder (with build.toml)") -> Path:

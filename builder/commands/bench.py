@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import tempfile
 from pathlib import Path
 
-from builder.commands.arguments import add_hub, add_python, folder, python
+from builder.commands.arguments import add_hub, add_python, folder, published, python
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode, UsageError
 from builder.layout import BENCH_DIR
@@ -40,9 +39,6 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=run)
 
 
-_PUBLISHED = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@.+)?$")  # ORG/NAME or ORG/NAME@REV
-
-
 def _count(least: int):
     def parse(text: str) -> int:
         if not text.isdigit() or int(text) < least:
@@ -56,7 +52,7 @@ def run(args, reporter: Reporter) -> int:
     from builder.verify.benchmarks import bench_kernels, bench_published
 
     settings = builder_settings()
-    if Path(args.target).is_dir() or not _PUBLISHED.match(args.target):
+    if not published(args.target):
         result = bench_kernels(folder(Path(args.target)).resolve(), tuple(args.variant), python(args), reporter,
                                settings, warmup=args.warmup, repeats=args.repeats)
     else:

@@ -5,19 +5,15 @@ one line per quantity that differs, and why (the custom op autograd cannot see, 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-from builder.commands.arguments import add_hub, add_python, folder, python
+from builder.commands.arguments import add_hub, add_python, folder, published, python
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
-
-_PUBLISHED = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@.+)?$")  # ORG/NAME or ORG/NAME@REV
-
 
 # the choices builder/verify/layer_check.py has tolerances and modes for (kept here: --help imports nothing)
 DTYPES = ("bfloat16", "float16", "float32", "float64")
@@ -56,7 +52,7 @@ def run(args, reporter: Reporter) -> int:
 
     settings = builder_settings()
     request = CheckRequest(tuple(args.map), args.model, args.mode, tuple(dict.fromkeys(args.dtype)))
-    if Path(args.target).is_dir() or not _PUBLISHED.match(args.target):
+    if not published(args.target):
         checks = check_folder(folder(Path(args.target)).resolve(), tuple(args.variant), python(args), request,
                               reporter, settings)
     else:
