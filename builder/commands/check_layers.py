@@ -92,7 +92,7 @@ def _render(check, reporter: Reporter) -> None:
              "ok" if r["ok"] else "DIFFERS"] for r in report["rows"]]
     reporter.table(f"kbuild check-layers: relative error against transformers (allowed: {tolerance})",
                    ["layer", "run", "quantity", "rel. error", "check"], rows, right=(3,))
-    for note in report.get("notes", []):
+    for note in dict.fromkeys(report.get("notes", [])):  # once, whatever the dtypes
         reporter.info(note)
     if any(r.get("why") == "missing" for r in report["rows"]):
         reporter.info("missing: one side gives no tensor there (no gradient, say), or one of another shape")

@@ -222,3 +222,25 @@ def test_kbuild_test_without_transformers_checks_no_layers(fixture_kernel, tmp_p
     load this torch 2.13 build, so the variant is left out, and no layer check is tried)."""
     code, out = kbuild_test(fixture_kernel, Path(sys.executable))
     assert "layers" not in out.replace("left out", ""), out
+
+
+def test_a_published_kernel_is_checked_as_get_kernel_loads_it(fixture_kernel, hf_python, tmp_path):
+    """ORG/NAME@REV: the variant kbuild's loader picks for the torch of --python, fetched from the hub and
+    verified, then checked there."""
+    hub = tmp_path / "hub"
+    done = subprocess.run([*KBUILD, "publish", str(fixture_kernel), "--hub", str(hub)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out_json = tmp_path / "published.json"
+    done = subprocess.run([*KBUILD, "check-layers", "kernels-community/rotary@v1", "--hub", str(hub), "--python",
+                           str(hf_python), "--trust-remote-code", "--json", str(out_json)],
+                          capture_output=True, text=True, timeout=900)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in out, out
+    assert "rotary_pos_emb (apply_rotary_transformers), float32, training: backward: grad of q differs" in out
+    (report,) = json.loads(out_json.read_text())
+    assert report["variant"] == "torch213-cxx11-cpu-x86_64-linux" and report["torch"].startswith("2.13.0")
+    done = subprocess.run([*KBUILD, "check-layers", "kernels-community/rotary@v9", "--hub", str(hub), "--python",
+                           str(hf_python), "--trust-remote-code"], capture_output=True, text=True, timeout=600)
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("kbuild: error:")]
+    assert done.returncode == 2 and len(errors) == 1 and "has no version 9" in errors[0], done.stdout + done.stderr
