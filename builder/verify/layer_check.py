@@ -44,7 +44,9 @@ class LayerMap:
     source: str = "--map"
 
     def spec(self) -> dict:
-        return {"layer": self.layer, "kernel_layer": self.kernel_layer, "modes": list(self.modes)}
+        # a map someone wrote must hold; one of transformers' may name a layer the model has not (a GELU in a Llama)
+        return {"layer": self.layer, "kernel_layer": self.kernel_layer, "modes": list(self.modes),
+                "required": not self.source.startswith("transformers")}
 
 
 @dataclass
