@@ -125,7 +125,8 @@ if [ $extra = test ]; then
   fi
 
   # 5. the Hugging Face environments of the compatibility tests (kernels + the transformers release
-  # that pins it, torch CPU; tests/helpers/hf_envs.py): each remade only when its pins change, which
+  # that pins it, torch CPU; and torch-2.15, test_newest_torch.py's torch 2.15.0 with kernels 0.19.1;
+  # tests/helpers/hf_envs.py): each remade only when its pins change, which
   # rewrites its kbuild-pins.txt, so comparing those before and after says whether anything was made
   stamps() { ls -l --time-style=+%s.%N .venv/hf-envs/*/kbuild-pins.txt 2>/dev/null || true; }
   step "Hugging Face environments in .venv/hf-envs (tests/helpers/hf_envs.py)"
@@ -135,14 +136,19 @@ if [ $extra = test ]; then
 import sys
 sys.path.insert(0, "tests/helpers")
 import hf_envs
-sys.exit(not all(hf_envs.up_to_date(n) for n in hf_envs.PAIRS))
+sys.exit(not all(hf_envs.up_to_date(n) for n in hf_envs.NAMES))
 EOF
     then have "up to date"; else work "make or remake them" || true; fi
   else
     before=$(stamps)
     step_start=$SECONDS
     echo "checking (each made only when missing or its pins changed, ~2 min then) ..."
-    [ -f .venv/hf-envs/_torch/kbuild-pins.txt ] || room 3 "step 5 (torch's CPU build and four environments, 2.5 GB)"
+    # torch 2.13's CPU build with the four kernels-* environments 2.5 GB, torch-2.15 (its own torch) 5.4 GB
+    if [ ! -f .venv/hf-envs/_torch/kbuild-pins.txt ]; then
+      room 9 "step 5 (torch 2.13's CPU build, four environments and torch 2.15's own, 7.9 GB)"
+    elif [ ! -f .venv/hf-envs/torch-2.15/kbuild-pins.txt ]; then
+      room 6 "step 5 (torch 2.15's own environment, 5.4 GB)"
+    fi
     .venv/bin/python tests/helpers/hf_envs.py >>"$log" 2>&1 || { tail -20 "$log"; fail "tests/helpers/hf_envs.py failed"; }
     if [ "$(stamps)" != "$before" ]; then did+=(5); echo "      made or remade in $((SECONDS - step_start)) s";
     else echo "      up to date"; fi

@@ -10,6 +10,7 @@ a test session makes any that are missing) and remade only when a pin below chan
 use one copy of torch's own files, `.venv/hf-envs/_torch` (a .pth file in each puts it on the path;
 pip there sees torch installed and adds only its dependencies): 0.75 GB once instead of per release,
 which matters on a CI disk that other jobs share.
+`torch-2.15` (OWN_TORCH) is the exception: torch 2.15.0's own install, for test_newest_torch.py.
 
     python tests/helpers/hf_envs.py [NAME ...]     # make or update them (all by default)
 """
@@ -43,6 +44,17 @@ PAIRS: dict[str, tuple[str, ...]] = {
 # ("kernels==0.20.0 transformers==5.26.0"): every test over these environments runs on them too, last
 if os.environ.get("KBUILD_HF_NEWEST"):
     PAIRS["kernels-newest"] = tuple(os.environ["KBUILD_HF_NEWEST"].split())
+
+# Environments with a torch of their own instead of SHARED_TORCH, installed with an empty pip
+# constraints file (PIP_CONSTRAINT) for them alone, so a machine's cap on torch does not hold them back.
+# torch-2.15: PyPI's default torch 2.15.0 wheel (+cu132, with its nvidia-* libraries: 2.6 GB to
+# download, 5.5 GB installed) and kernels 0.19.1, what tests/integration/test_newest_torch.py builds
+# with and loads in, in CI. Pinned, so an upstream release cannot turn CI red; `nox -s canary` runs the
+# same file on the newest torch and kernels instead (KBUILD_NEWEST_TORCH_PYTHON).
+OWN_TORCH: dict[str, tuple[str, ...]] = {
+    "torch-2.15": ("torch==2.15.0", "kernels==0.19.1", "numpy"),
+}
+NAMES = (*PAIRS, *OWN_TORCH)  # what `python tests/helpers/hf_envs.py` makes
 
 
 class EnvError(RuntimeError):
@@ -126,7 +138,7 @@ _PTH = "kbuild-shared-torch.pth"
 
 
 def requirements(name: str) -> tuple[str, ...]:
-    return (TORCH, *PAIRS[name])
+    return OWN_TORCH[name] if name in OWN_TORCH else (TORCH, *PAIRS[name])
 
 
 def python(name: str) -> Path:
@@ -136,17 +148,19 @@ def python(name: str) -> Path:
 def _pins(name: str) -> str:
     """What an environment's kbuild-pins.txt holds once it is made: its requirements and where its
     torch comes from (an environment made with a torch of its own is remade)."""
-    return "\n".join((*requirements(name), f"{TORCH} from {SHARED_TORCH.name}")) + "\n"
+    source = "torch of its own" if name in OWN_TORCH else f"{TORCH} from {SHARED_TORCH.name}"
+    return "\n".join((*requirements(name), source)) + "\n"
 
 
 def up_to_date(name: str) -> bool:
     stamp = HOME / name / "kbuild-pins.txt"
     return stamp.is_file() and stamp.read_text() == _pins(name) and python(name).is_file() \
-        and (SHARED_TORCH / "kbuild-pins.txt").is_file()
+        and (name in OWN_TORCH or (SHARED_TORCH / "kbuild-pins.txt").is_file())
 
 
-def _pip(python_exe, args: list[str], what: str) -> None:
-    pip = subprocess.run([str(python_exe), "-m", "pip", "install", "-q", *args], capture_output=True, text=True)
+def _pip(python_exe, args: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    pip = subprocess.run([str(python_exe), "-m", "pip", "install", "-q", *args], capture_output=True, text=True,
+                         env=env)
     if pip.returncode != 0:
         tail = (pip.stdout + pip.stderr).strip().splitlines()[-15:]
         raise EnvError(f"pip install {' '.join(a for a in args if not a.startswith('-'))} into {what} failed:\n"
@@ -167,28 +181,34 @@ def _shared_torch() -> Path:
 
 def ensure(name: str) -> Path:
     """The environment's python, made or remade first when its pins changed."""
-    if name not in PAIRS:
-        raise EnvError(f"unknown environment {name!r}: expected one of {', '.join(PAIRS)}")
+    if name not in NAMES:
+        raise EnvError(f"unknown environment {name!r}: expected one of {', '.join(NAMES)}")
     venv = HOME / name
     HOME.mkdir(parents=True, exist_ok=True)
-    shared = _shared_torch()
+    shared = None if name in OWN_TORCH else _shared_torch()
     # parallel sessions (or setup.sh and a test run) must not pip into one venv at once
     with FileLock(str(HOME / f"{name}.lock")):
         if up_to_date(name):
             return python(name)
         shutil.rmtree(venv, ignore_errors=True)  # a half-made or outdated one: pip would keep its leftovers
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        (site,) = (venv / "lib").glob("python*/site-packages")
-        # after site-packages on sys.path: what the environment installs itself, and an overlay on
-        # PYTHONPATH (cuda_torch_overlay), both come first
-        (site / _PTH).write_text(f"{shared}\n")
-        _pip(python(name), list(requirements(name)), str(venv))
+        env = None
+        if shared is None:  # its own torch, past this machine's pip constraints (/etc/xdg/pip/constraints.txt)
+            empty = venv / "no-constraints.txt"
+            empty.write_text("")
+            env = {**os.environ, "PIP_CONSTRAINT": str(empty)}
+        else:
+            (site,) = (venv / "lib").glob("python*/site-packages")
+            # after site-packages on sys.path: what the environment installs itself, and an overlay on
+            # PYTHONPATH (cuda_torch_overlay), both come first
+            (site / _PTH).write_text(f"{shared}\n")
+        _pip(python(name), list(requirements(name)), str(venv), env)
         (venv / "kbuild-pins.txt").write_text(_pins(name))  # last: a killed install is remade next time
     return python(name)
 
 
 def main(argv: list[str]) -> int:
-    for name in argv or list(PAIRS):
+    for name in argv or list(NAMES):
         started = time.monotonic()
         try:
             made = ensure(name)

@@ -25,7 +25,7 @@ FIXTURES = {
 HELPERS = {
     "sccache_dist.sccache_dist": "starts an sccache-dist scheduler and build servers (bubblewrap) and compiles there",
     "redis_server.redis_server": "starts redis-server as the shared compile cache; its tests build twice",
-    "hf_envs.ensure": "makes the Hugging Face venvs (transformers + kernels on torch 2.13, minutes)",
+    "hf_envs.ensure": "makes the Hugging Face venvs (kernels on torch 2.13 or torch 2.15's own, minutes)",
     "test_fanout.run_slices": "builds and publishes each slice of the matrix in its own kbuild process (~150 s)",
     "test_quick_start.run_quick_start": "runs the README's quick start: builds, publishes and loads a kernel",
     "seen_kernel.build_seen": "builds the seen kernel's noarch variants with kbuild build",
