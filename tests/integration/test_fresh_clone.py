@@ -20,7 +20,8 @@ HELPER = TESTS / "helpers" / "corpus.py"
 HERE = Path(__file__).resolve()
 # what reaching for the corpus folder by hand looks like: a "shared" path part beside the checkout (joined with /
 # or named beside "corpus"; a "shared" dictionary key, such as a results file's row, is no path)
-BY_HAND = re.compile(r"""["']shared["']\s*/|/\s*["']shared["']|["']shared["']\s*,\s*["']corpus|/shared/corpus|\.\./shared""")
+BY_HAND = re.compile(r"""["']shared["']\s*/|/\s*["']shared["']|["']shared["']\s*,\s*["']corpus"""
+                     r"""|/shared/corpus|\.\./shared""")
 
 
 def without_corpus(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
