@@ -4,6 +4,8 @@ Qwen3-shaped model trains with it, against transformers' own sdpa and eager atte
 
     python bench/gpu/trl_attention.py --out results.json [--seq 4096] [--layers 8]
     python bench/gpu/trl_attention.py --ready cold|warm --loader hf|kbuild --out ready.json
+    python bench/gpu/trl_attention.py --make-model DIR --out model.json
+    python bench/gpu/trl_attention.py --ready cold|warm --loader transformers --model DIR --out ready.json
 
 For MHA (kv heads = heads) and GQA (kv heads = heads / 4), each implementation builds the same
 model (same seed, bf16) and takes the same batch: one step's loss and gradients are compared with
@@ -12,6 +14,8 @@ memory. `--ready` measures, in this fresh process, the time from nothing importe
 that computed once, through `--loader hf` (Hugging Face's `kernels.get_kernel`, what transformers
 calls) or `--loader kbuild` (kbuild's `get_kernel`), each with its own cache folder (cold: empty;
 warm: filled by an earlier process). One loader per process: both would register the same ops.
+`--loader transformers` is the TRL page's own call: `from_pretrained(DIR, attn_implementation=KERNEL)` of the
+GQA model `--make-model` saved, on CUDA, until one forward computed.
 """
 
 from __future__ import annotations
@@ -141,6 +145,16 @@ def ready(args) -> dict:
     repo, _, rev = args.kernel.partition("@")
     q = torch.randn(1, 256, 16, 128, device="cuda", dtype=torch.bfloat16)
     t0 = time.perf_counter()
+    if args.loader == "transformers":  # the page's call, whatever transformers does inside it
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(args.model, attn_implementation=args.kernel,
+                                                     dtype=torch.bfloat16, device_map="cuda")
+        model(input_ids=batch(256, model.config.vocab_size, "cuda"))
+        torch.cuda.synchronize()
+        out["ready_s"] = time.perf_counter() - t0
+        out["attn_implementation"] = model.config._attn_implementation
+        return out
     if args.loader == "hf":  # what transformers calls for attn_implementation="org/name@rev"
         import kernels
 
@@ -164,15 +178,22 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--device", default="cuda", help="cpu: a dry run of the sdpa/eager lanes (--kernel none)")
     parser.add_argument("--ready", choices=["cold", "warm"])
-    parser.add_argument("--loader", choices=["hf", "kbuild"], default="hf")
+    parser.add_argument("--loader", choices=["hf", "kbuild", "transformers"], default="hf")
+    parser.add_argument("--model", type=Path, help="--loader transformers: the folder --make-model saved")
+    parser.add_argument("--make-model", type=Path, help="save the GQA model (sdpa, bf16) there for --model")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if "HF_ENDPOINT" not in os.environ:
         print("trl_attention.py: set HF_ENDPOINT to the hub (kbuild hub serve)", file=sys.stderr)
         return 2
-    result = ready(args) if args.ready else train(args)
+    if args.make_model:
+        model = build(4, args.layers, "sdpa", "cpu")
+        model.save_pretrained(args.make_model)
+        result = {"saved": str(args.make_model), "params": sum(p.numel() for p in model.parameters())}
+    else:
+        result = ready(args) if args.ready else train(args)
     args.out.write_text(json.dumps(result, indent=1))
-    print(json.dumps(result if args.ready else {"done": len(result["runs"])}))
+    print(json.dumps({"done": len(result["runs"])} if "runs" in result else result))
     return 0
 
 

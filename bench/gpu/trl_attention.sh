@@ -23,7 +23,7 @@
 #   setsid bash bench/gpu/trl_attention.sh >/tmp/run.log 2>&1 < /dev/null &
 set -uo pipefail
 source bench/gpu/harness.sh || exit 1
-carried && fresh_run F T P && rm -rf /tmp/fa /tmp/hub /tmp/hfhome /tmp/kbcache || exit 1
+carried && fresh_run F T P && rm -rf /tmp/fa /tmp/hub /tmp/hfhome /tmp/hfhome-* /tmp/trl-model /tmp/kbcache || exit 1
 # kbuild as committed (.device/clean: `git archive HEAD`), not the working tree, which helpers may be editing
 snapshot .device/clean || exit 1
 wheels --log $run/setup pyelftools auditwheel abi3info starlette uvicorn shtab kernels tomlkit || exit 1
