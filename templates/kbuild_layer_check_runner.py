@@ -281,10 +281,15 @@ def check_model(reference, bindings: list[Binding], dtype, dtype_name: str, mode
         b.calls = []
     tol = TOLERANCE[dtype_name][1]
     ref_out, ref_grads = _run(base, ids, training)
-    with bound(kernelized, active, capture=True), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out, grads = _run(kernelized, ids, training)
     row = _row_for(report, "model", "-", dtype_name, mode)
+    try:
+        with bound(kernelized, active, capture=True), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out, grads = _run(kernelized, ids, training)
+    except Exception as e:  # the kernel's layers could not run here (an op without a kernel for this device, say)
+        row("backward" if training and _after_forward(e) else "forward",
+            f"the kernelized model raised {_first_line(e)}", math.nan, TOLERANCE[dtype_name][1], why="raised")
+        return
     row("forward", "logits", _rel(out["logits"], ref_out["logits"]), tol)
     row("forward", "loss", _rel(out["loss"], ref_out["loss"]), tol)
     if training:
@@ -301,6 +306,11 @@ def check_model(reference, bindings: list[Binding], dtype, dtype_name: str, mode
     warned = sorted({str(w.message).splitlines()[0] for w in caught if "autograd" in str(w.message)})
     for b in active:
         check_layer(b, dtype_name, mode, device, report, warned)
+
+
+def _after_forward(e: BaseException) -> bool:
+    """Whether `e` came from backward (autograd's engine), not from the forward."""
+    return any(frame.name in ("backward", "_engine_run_backward") for frame in traceback.extract_tb(e.__traceback__))
 
 
 def _run(model, ids, training: bool) -> tuple[dict, dict]:
@@ -444,13 +454,14 @@ def _rel(got, ref) -> float:
 
 
 def _row_for(report: dict, layer: str, kernel_layer: str, dtype_name: str, mode: str):
-    def row(part: str, quantity: str, rel: float, tol: float):
-        finite = math.isfinite(rel)
+    def row(part: str, quantity: str, rel: float, tol: float, why: str | None = None):
+        finite = math.isfinite(rel) and why is None
         report["rows"].append({"layer": layer, "kernel_layer": kernel_layer, "dtype": dtype_name, "mode": mode,
                                "part": part, "quantity": quantity, "rel": rel if finite else None,
-                               # not finite: NaN in the kernel's tensor, or a tensor one side lacks (or shapes differ)
-                               "why": None if finite else ("NaN" if rel != rel else "missing"),
-                               "tolerance": tol, "ok": rel <= tol})
+                               # no figure: NaN in the kernel's tensor, a tensor one side lacks (or shapes differ), or
+                               # the kernel raised
+                               "why": why or (None if finite else ("NaN" if rel != rel else "missing")),
+                               "tolerance": tol, "ok": finite and rel <= tol})
     return row
 
 

@@ -105,8 +105,10 @@ def _render(check, reporter: Reporter) -> None:
                        f"{r['mode']}: "
                        f"{r['part']}: {r['quantity']} differs, rel {_rel(r)}")
     for (dtype, mode), rows in model.items():
-        reporter.error(f"{check.kernel}/{check.variant}: the whole model, {dtype}, {mode}: "
-                       f"{', '.join(r['quantity'] for r in rows[:3])}{' and more' if len(rows) > 3 else ''} differ")
+        raised = [r["quantity"] for r in rows if r.get("why") == "raised"]
+        said = raised[0] if raised else (f"{', '.join(r['quantity'] for r in rows[:3])}"
+                                         f"{' and more' if len(rows) > 3 else ''} differ")
+        reporter.error(f"{check.kernel}/{check.variant}: the whole model, {dtype}, {mode}: {said}")
     said = set()
     for key, found in report.get("diagnosis", {}).items():
         layer = key.split("/")[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -276,6 +277,13 @@ def check_published(request_text: str, hub: str | None, reporter, request: Check
     return check
 
 
+def _error_line(log: Path) -> str:
+    """The line of a crashed check's log that says what went wrong: its exception, else its last line."""
+    lines = log.read_text(errors="replace").strip().splitlines() or ["no output"]
+    raised = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ", line)]
+    return (raised or lines)[-1][:300]
+
+
 def run_variant(python_name: str, variant_dir: Path, python: str, device: str, env: dict[str, str],
                 pythonpath: str | None, maps: list[LayerMap], request: CheckRequest, log: Path) -> dict:
     """The runner's report for one variant; a UsageError when it found the request cannot be checked
@@ -300,8 +308,8 @@ def run_variant(python_name: str, variant_dir: Path, python: str, device: str, e
         if code is None:
             raise UsageError(f"{variant_dir.name}: the layer check stopped after {TIMEOUT_S} s (log {log})")
         if code != 0 or not out.is_file():
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            raise UsageError(f"{variant_dir.name}: the layer check failed (exit {code}): {tail[0]} (log {log})")
+            raise UsageError(f"{variant_dir.name}: the layer check failed (exit {code}): {_error_line(log)} "
+                             f"(log {log})")
         report = json.loads(out.read_text())
     if "bad_input" in report:
         raise UsageError(f"check-layers: {report['bad_input']}")

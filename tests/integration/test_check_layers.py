@@ -121,6 +121,16 @@ def test_a_layer_without_backward_is_checked_for_inference_only(fixture_kernel, 
     assert not rows(report, "rotary_pos_emb", "training", "forward")
 
 
+def test_a_layer_that_raises_is_a_failure_naming_the_error(fixture_kernel, hf_python, tmp_path):
+    code, out, report = check(fixture_kernel, hf_python, tmp_path, "--map", "rotary_pos_emb=RotaryUnsupported")
+    assert code == 1, out
+    assert ("the whole model, float32, inference: the kernelized model raised RuntimeError: rotate_: x1 and x2 must "
+            "have one shape") in out, out
+    (first,) = rows(report, "model", "inference", "forward").values()
+    assert first["why"] == "raised" and first["rel"] is None and not first["ok"]
+    assert "rel raised" not in out and " differ\n" not in out
+
+
 def test_transformers_own_mapping_is_the_default(fixture_kernel, hf_python, tmp_path):
     """The fixture's repo id is kernels-community/rotary: transformers 5.25 maps rotary_pos_emb to its
     apply_rotary_transformers for training and inference (on CUDA; the layers are the same on CPU)."""
