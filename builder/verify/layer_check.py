@@ -11,6 +11,7 @@ and each bound layer's captured inputs replayed alone against the original code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -216,7 +217,9 @@ def after_suite(result, manifest, variant_dir: Path, placed, python: str, maps: 
               f"differs" for r in check.failures if r["layer"] != "model"]
     if not differ and not check.failures:
         return replace(result, details=(*result.details, line))
-    first = differ[0] if differ else "the whole model differs"
+    raised = [f"the kernelized model, {r['dtype']}, {r['mode']}: {r['quantity'].removeprefix('the kernelized model ')}"
+              for r in check.failures if r.get("why") == "raised"]
+    first = (differ or raised or ["the whole model differs"])[0]
     return replace(result, status="failed", reason=f"{result.reason}; layers: {first} (kbuild check-layers "
                    f"{manifest.root} --variant {variant_dir.name} says more)", details=(*result.details, line, *differ))
 
@@ -224,8 +227,6 @@ def after_suite(result, manifest, variant_dir: Path, placed, python: str, maps: 
 def keep(check: VariantCheck, variant_dir: Path, record: Path) -> None:
     """The variant's latest check, for `kbuild publish` to put beside it: tied to the metadata.json it
     checked by digest, so a rebuilt variant is not published with an older build's result."""
-    import hashlib
-
     data = {"metadata_sha256": hashlib.sha256((variant_dir / "metadata.json").read_bytes()).hexdigest(),
             "verdict": check.verdict(), **check.to_json()}
     record.parent.mkdir(parents=True, exist_ok=True)
