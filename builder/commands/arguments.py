@@ -43,6 +43,15 @@ def add_hub(p: argparse.ArgumentParser, help: str = HUB_HELP) -> None:
 _PUBLISHED = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@.+)?$")  # ORG/NAME or ORG/NAME@REV
 
 
+def add_kernel_target(p: argparse.ArgumentParser, published_help: str, runs: str) -> None:
+    """The DIR | ORG/NAME@REV target of commands that run a kernel's code (bench, check-layers), with --hub and
+    --trust-remote-code; `published_help` says what the published form runs, `runs` what trusting it runs."""
+    p.add_argument("target", nargs="?", default=".", metavar="DIR | ORG/NAME@REV", help=published_help)
+    add_hub(p)
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help=f"with ORG/NAME@REV: run the {runs} of a repo outside the trusted orgs")
+
+
 def published(target: str) -> bool:
     """Whether a command's DIR | ORG/NAME@REV target names a published kernel: ORG/NAME[@REV], and no
     folder of that name here (a folder is still a folder)."""

@@ -10,7 +10,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from builder.commands.arguments import add_hub, add_python, folder, published, python
+from builder.commands.arguments import add_kernel_target, add_python, folder, published, python
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode, UsageError
 from builder.layout import BENCH_DIR
@@ -22,12 +22,8 @@ if TYPE_CHECKING:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="time a kernel's benchmarks/ against its built variants")
-    p.add_argument("target", nargs="?", default=".", metavar="DIR | ORG/NAME@REV",
-                   help="a kernel folder (default: .), or a published kernel: the variant get_kernel would load "
-                        "here and the benchmarks/ published with it, from --hub")
-    add_hub(p)
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="with ORG/NAME@REV: run the benchmarks of a repo outside the trusted orgs")
+    add_kernel_target(p, "a kernel folder (default: .), or a published kernel: the variant get_kernel would load "
+                         "here and the benchmarks/ published with it, from --hub", "benchmarks")
     p.add_argument("--variant", action="append", default=[], metavar="V",
                    help="only this built variant, even one the loader would not pick here (repeatable; default: "
                         "each built variant that can run here, a CPU variant with the GPUs hidden)")

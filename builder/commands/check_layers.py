@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder.commands.arguments import add_hub, add_python, folder, published, python
+from builder.commands.arguments import add_kernel_target, add_python, folder, published, python
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode, UsageError
 
@@ -23,12 +23,8 @@ MODES = ("both", "inference", "training")
 def add_parser(sub) -> None:
     p = sub.add_parser("check-layers", help="compare a kernel's layers with the transformers layers they replace, "
                                             "forward and backward")
-    p.add_argument("target", nargs="?", default=".", metavar="DIR | ORG/NAME@REV",
-                   help="a kernel folder (its built variants; default: .), or a published kernel: the variant "
-                        "get_kernel would load for the torch of --python, from --hub")
-    add_hub(p)
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="with ORG/NAME@REV: run the layers of a repo outside the trusted orgs")
+    add_kernel_target(p, "a kernel folder (its built variants; default: .), or a published kernel: the variant "
+                         "get_kernel would load for the torch of --python, from --hub", "layers")
     p.add_argument("--variant", action="append", default=[], metavar="V",
                    help="only this built variant, even one the loader would not pick here (repeatable)")
     p.add_argument("--map", action="append", default=[], metavar="LAYER=KERNEL_LAYER",
