@@ -18,7 +18,7 @@ from kbuild.variants import SystemInfo
 from kbuild_hub.errors import HubError, HubRepoNotFound, HubRevisionNotFound
 from kbuild_hub.pages.model import KERNEL, Catalog, mirrored_summaries
 from kbuild_hub.pages.render import page
-from kbuild_hub.server.routing import Route
+from kbuild_hub.route import Route
 
 _CATALOGS: dict[int, Catalog] = {}  # one per store: what it derived from commits stays warm
 _GUARD = threading.Lock()

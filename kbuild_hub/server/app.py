@@ -22,7 +22,8 @@ from kbuild_hub.server import files
 from kbuild_hub.server import repos
 from kbuild_hub.server.auth import Forbidden, Unauthorized, check_access, request_token
 from kbuild_hub.server.context import Call, Hub
-from kbuild_hub.server.routing import Route, match, resolve_target, split_raw_path
+from kbuild_hub.route import Route
+from kbuild_hub.server.routing import match, resolve_target, split_raw_path
 
 JSON_BODY_MAX = 16 << 20
 # Bodies of read routes (paths-info's form) need no more: anyone may send them on a public hub.

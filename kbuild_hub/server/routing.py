@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
 from urllib.parse import unquote
 
 from kbuild_hub.errors import HubError, InvalidPath
+from kbuild_hub.route import Route
 
 # URL word → repo type, for `/api/{types}/…` and the `/{types}/…/resolve/…` prefixes.
 API_TYPES = {"models": "model", "kernels": "kernel", "datasets": "dataset", "spaces": "space"}
@@ -22,16 +22,6 @@ URL_PREFIXES = {"model": "", "kernel": "kernels/", "dataset": "datasets/", "spac
 
 # A branch or tag name, or a commit sha: git's ref rules, kept conservative.
 _REF = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9._/+-]{1,255}\Z")
-
-
-@dataclass(frozen=True)
-class Route:
-    method: str
-    pattern: tuple[str, ...]  # literal, "{name}" (one segment), "*name" (the rest, may be empty)
-    handler: Callable
-    access: str  # "none" | "read" | "write" | "user"
-    body: str = "json"  # "json" | "form" | "stream" (spooled to a temporary file) | "none"
-    page: bool = False  # a web page: a refused read asks the browser for the token (Basic)
 
 
 @dataclass(frozen=True)
