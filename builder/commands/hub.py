@@ -106,7 +106,7 @@ def run_mirror(args, reporter) -> int:
 def _upstream_token(path: Path) -> str:
     """The token of --upstream-token-file (mode 0600, as the server's token file); a bad file is a bad argument."""
     from kbuild_hub.errors import HubError
-    from kbuild_hub.server.auth import read_token_file
+    from kbuild_hub.tokens import read_token_file
 
     try:
         tokens = read_token_file(path)
@@ -198,7 +198,7 @@ def run(args, reporter) -> int:
     from kbuild_hub.errors import HubError
     upstream, policy = _upstream(args)
     from kbuild_hub.server import serve  # deferred: starlette and uvicorn load only for `hub serve`
-    from kbuild_hub.server.auth import load_tokens
+    from kbuild_hub.tokens import load_tokens
 
     if args.token_file is not None:
         # read here as the server will: a file others can read, or a link, is a bad argument (exit 2)
@@ -236,7 +236,7 @@ def _upstream(args):
     token = None
     if args.upstream_token_file is not None:
         from kbuild_hub.errors import HubError
-        from kbuild_hub.server.auth import read_token_file
+        from kbuild_hub.tokens import read_token_file
 
         try:
             tokens = read_token_file(args.upstream_token_file)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from kbuild_hub.errors import HubError
 from kbuild_hub.server.app import HubApp
-from kbuild_hub.server.auth import Tokens, load_tokens
 from kbuild_hub.server.context import Hub, ServerConfig
+from kbuild_hub.tokens import Tokens, load_tokens
 
 LISTEN_BACKLOG = 2048
 

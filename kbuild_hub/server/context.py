@@ -10,8 +10,8 @@ from typing import Any, Mapping
 
 from kbuild_hub.blobfiles import BlobFiles
 from kbuild_hub.errors import HubRepoNotFound
-from kbuild_hub.server.auth import Tokens
 from kbuild_hub.server.routing import URL_PREFIXES
+from kbuild_hub.tokens import Tokens
 from kbuild_hub.upstream.policy import UpstreamPolicy
 
 
