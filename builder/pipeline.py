@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from builder.stage.finish import finish_variant, kbuild_source
-from builder.stage.load_check import load_errors
 from builder.compile.graph import run_graph
 from builder.config.cascade import value
-from builder.plan.planner import plan_kernels
-from builder.layout import WORK_DIR
 from builder.config.options import BuildOptions
+from builder.layout import WORK_DIR
+from builder.plan.planner import plan_kernels
 from builder.report import Reporter, VariantResult
-from builder.stage.variant_folder import Provenance
+from builder.stage.finish import finish_variant, kbuild_source
+from builder.stage.load_check import load_errors
 from builder.stage.toolchain_record import toolchain_record
+from builder.stage.variant_folder import Provenance
 
 
 def build(options: BuildOptions, reporter: Reporter) -> list[VariantResult]:

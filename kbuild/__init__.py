@@ -56,14 +56,38 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .digest import digest_tree, verify_tree
-    from .errors import (HubUnreachable, IntegrityError, InvalidLayer, KernelError, KernelNotFound, NoVariantFits,
-                         RepoNotFound, RevisionNotFound, SignatureRefused)
+    from .errors import (
+        HubUnreachable,
+        IntegrityError,
+        InvalidLayer,
+        KernelError,
+        KernelNotFound,
+        NoVariantFits,
+        RepoNotFound,
+        RevisionNotFound,
+        SignatureRefused,
+    )
     from .hub_loader import Resolution, get_kernel, get_kernel_variants, has_kernel, install_kernel, resolve_kernel
-    from .layers import (CUDAProperties, Device, KernelizeFallback, LayerRepository, LocalLayerRepository,
-                         LockedLayerRepository, Mode, ROCMProperties, kernelize, register_kernel_mapping,
-                         replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping,
-                         use_kernelized_func)
-    from .layers import KernelizedFunc, KernelizedLayer, KernelizedLayers, get_kernelized_layers
+    from .layers import (
+        CUDAProperties,
+        Device,
+        KernelizedFunc,
+        KernelizedLayer,
+        KernelizedLayers,
+        KernelizeFallback,
+        LayerRepository,
+        LocalLayerRepository,
+        LockedLayerRepository,
+        Mode,
+        ROCMProperties,
+        get_kernelized_layers,
+        kernelize,
+        register_kernel_mapping,
+        replace_kernel_forward_from_hub,
+        use_kernel_forward_from_hub,
+        use_kernel_mapping,
+        use_kernelized_func,
+    )
     from .loading import LoadedKernel, get_loaded_kernels
     from .local import get_local_kernel
     from .lockfile import get_locked_kernel, load_kernel

@@ -22,8 +22,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .signatures import rules as signers
 from .errors import InvalidSetting
+from .signatures import rules as signers
 
 DEFAULT_LOCAL_HUB = Path.home() / ".cache" / "kbuild" / "hub"
 DEFAULT_CACHE = Path.home() / ".cache" / "kbuild"

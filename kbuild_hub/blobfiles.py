@@ -16,12 +16,11 @@ import tempfile
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from kbuild.hubs.local_git import BareRepo
-
 from kbuild_common import proc
 from kbuild_common.errors import CommandError
 from kbuild_hub.errors import HubError

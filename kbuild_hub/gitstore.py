@@ -15,21 +15,31 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
+from typing import BinaryIO, TypeVar
 from urllib.parse import unquote
 
 from kbuild.hubs.local_git import BareRepo
-
 from kbuild_common import proc
 from kbuild_common.errors import CommandError
 from kbuild_common.notices import notice
 from kbuild_hub import paths
-from kbuild_hub.errors import EntryNotFound, HubError, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, NoSpace, HubRevisionNotFound, TooLarge
+from kbuild_hub.errors import (
+    EntryNotFound,
+    HubError,
+    HubRepoNotFound,
+    HubRevisionNotFound,
+    InvalidPath,
+    NoSpace,
+    RefConflict,
+    RepoExists,
+    TooLarge,
+)
 from kbuild_hub.paths import REPO_TYPES, InvalidRevision
 from kbuild_hub.refs_reader import read_commit, read_refs, refs_stamp
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 from builder.config.cascade import Setting, resolve, value
 from builder.config.environment import from_environment as builder_settings
@@ -75,9 +75,9 @@ def python(args) -> str:
 
 def build_options(args) -> BuildOptions:
     """The arguments of `build` (and the subset `variants` has) with the environment, resolved."""
-    from builder.config.remote_cache import resolve_remote
     from builder.config.dist import resolve_dist
     from builder.config.options import BuildOptions, manylinux_policy
+    from builder.config.remote_cache import resolve_remote
     from builder.project.workspace import workspace_url
 
     jobs = getattr(args, "jobs", None)

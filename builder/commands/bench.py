@@ -12,8 +12,8 @@ from pathlib import Path
 
 from builder.commands.arguments import add_kernel_target, add_python, folder, published, python
 from builder.config.environment import from_environment as builder_settings
-from kbuild_common.errors import ExitCode, UsageError
 from builder.layout import BENCH_DIR
+from kbuild_common.errors import ExitCode, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

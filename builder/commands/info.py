@@ -29,11 +29,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args, reporter: Reporter) -> int:
+    from builder.hub.kernel_info import kernel_info
     from kbuild.errors import KernelError
     from kbuild.hub_loader import Session
     from kbuild.settings import from_environment
-
-    from builder.hub.kernel_info import kernel_info
 
     settings = from_environment()  # the runtime's reading; its Session takes it
     hub = builder_settings().hub_setting(args.hub).value  # --hub through the one cascade

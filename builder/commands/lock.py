@@ -33,9 +33,8 @@ def add_parser(subparsers) -> None:
 
 
 def run_lock(args, reporter) -> int:
-    from kbuild.lockfile import LOCK_NAME, lock_kernel, write_lock
-
     from builder.config.kernel_requests import PYPROJECT, requested_kernels
+    from kbuild.lockfile import LOCK_NAME, lock_kernel, write_lock
 
     project = folder(args.dir, hint=PROJECT_HINT).resolve()
     hub = builder_settings().hub_setting(args.hub).value  # None: the default local hub

@@ -16,8 +16,27 @@ import sys
 import warnings
 
 from builder import __version__
-from builder.commands import (bench, build, check, check_abi, check_layers, clean, completion, hub, info, init, lock,
-                              matrix, publish, reproduce, test, toolchain, update_build, variants, verify)
+from builder.commands import (
+    bench,
+    build,
+    check,
+    check_abi,
+    check_layers,
+    clean,
+    completion,
+    hub,
+    info,
+    init,
+    lock,
+    matrix,
+    publish,
+    reproduce,
+    test,
+    toolchain,
+    update_build,
+    variants,
+    verify,
+)
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode, KbuildError
 
@@ -61,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from kbuild_common.notices import reporting
     from builder.report import Reporter
+    from kbuild_common.notices import reporting
 
     reporter = Reporter(verbose=getattr(args, "verbose", False), plain=_plain())
     # The one output channel: notices and traces of code without a Reporter reach this one live

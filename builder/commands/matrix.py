@@ -70,10 +70,9 @@ def run(args, reporter: Reporter) -> int:
 
 def _check(kernels, per_variant, args, reporter: Reporter) -> int:
     """`--check`: each finding as one line, then whether the branches hold the whole matrix."""
+    from builder.verify.published import check_published
     from kbuild.hub_loader import Session
     from kbuild.settings import from_environment
-
-    from builder.verify.published import check_published
 
     settings = from_environment()  # the runtime's reading; its Session takes it
     hub = builder_settings().hub_setting(args.hub).value  # --hub through the one cascade

@@ -41,8 +41,8 @@ def add_parser(sub) -> None:
 
 def run(args, reporter: Reporter) -> int:
     from builder.hub.open import open_hub
-    from builder.publish.publish import PublishOptions
     from builder.publish.members import publish_members
+    from builder.publish.publish import PublishOptions
 
     settings = builder_settings()
     if args.sign_key is not None and not args.sign:

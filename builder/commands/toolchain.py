@@ -126,8 +126,8 @@ def run_list(args, reporter: Reporter) -> int:
 
 
 def run_install(args, reporter: Reporter) -> int:
-    from builder.toolchains.versions import load_versions_table
     from builder.toolchains.spec import install, parse_spec
+    from builder.toolchains.versions import load_versions_table
 
     table = load_versions_table()
     specs = [parse_spec(text, table) for text in args.specs]  # all checked before anything installs

@@ -77,12 +77,11 @@ def _names_a_repo(path) -> bool:
 
 
 def _published(args, reporter: Reporter) -> int:
+    from builder.config.environment import from_environment as builder_settings
+    from builder.hub.kernel_info import variant_traces
     from kbuild.errors import KernelError
     from kbuild.hub_loader import Session
     from kbuild.settings import from_environment
-
-    from builder.config.environment import from_environment as builder_settings
-    from builder.hub.kernel_info import variant_traces
 
     if args.python:
         raise KbuildError("kbuild variants: --python is for a kernel folder; a published kernel is judged "

@@ -31,10 +31,9 @@ def add_parser(sub) -> None:
 
 
 def run(args, reporter: Reporter) -> int:
-    from kbuild.errors import KernelError
-
     from builder.config.environment import from_environment
     from builder.verify.signatures import verify_signatures
+    from kbuild.errors import KernelError
 
     hub = from_environment().hub_setting(args.hub).value  # --hub through the one cascade
     try:

@@ -10,8 +10,8 @@ import os
 import re
 from pathlib import Path
 
-from builder.project.dependencies import parse_dependency, provider_of
 from builder.plan.steps import CompileUnit
+from builder.project.dependencies import parse_dependency, provider_of
 
 # gcc and nvcc's front end: `file:line:col: fatal error: cutlass/cutlass.h: No such file or directory`
 _MISSING = re.compile(r"(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<inc>[^\s:]+): "

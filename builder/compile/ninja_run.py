@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.compile.running_steps import RunningSteps
 from kbuild_common import proc
 from kbuild_common.errors import ToolchainError
-from builder.compile.running_steps import RunningSteps
 
 _STATUS = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")
 

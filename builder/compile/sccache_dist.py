@@ -22,10 +22,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild_common import proc
 from builder.config.dist import DistSettings
+from kbuild_common import proc
 from kbuild_common.errors import CommandError, ToolchainError
-
 
 
 @dataclass(frozen=True)

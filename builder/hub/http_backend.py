@@ -3,9 +3,9 @@ huggingface_hub's client."""
 
 from __future__ import annotations
 
+from builder.hub.backend import REPO_TYPE, RemoteFile, Upload
 from kbuild.hubs.identity import is_kbuild_hub, page_url, token_hint, unreachable_hint
 from kbuild_common.errors import ToolchainError
-from builder.hub.backend import REPO_TYPE, RemoteFile, Upload
 from kbuild_hub.errors import HubError, RefConflict
 
 # huggingface_hub reads kernel repos since 1.x but commits to them only since 2.3 (before, its

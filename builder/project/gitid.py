@@ -6,9 +6,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.layout import BUILD_DIR, WORK_DIR
 from kbuild_common import proc
 from kbuild_common.errors import CommandError
-from builder.layout import BUILD_DIR, WORK_DIR
 
 
 @dataclass(frozen=True)

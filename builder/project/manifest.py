@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kbuild_common.errors import ManifestError
+from builder._toml import tomllib
 from builder.project.editions import CURRENT_EDITION, EDITIONS, read
 from builder.project.editions.reader import NAME_RE
 from builder.project.model import KernelSection, Manifest, NoarchSection, TorchSection, display
 from builder.project.toml_lines import key_lines
-from builder._toml import tomllib
+from kbuild_common.errors import ManifestError
 
 __all__ = ["CURRENT_EDITION", "EDITIONS", "NAME_RE", "KernelSection", "Manifest", "NoarchSection", "TorchSection",
            "check_python_package", "is_kernel_builder_project", "load_manifest", "parse_manifest"]

@@ -19,9 +19,9 @@ from pathlib import Path
 from string import Template
 
 from builder import resources
+from builder.project.manifest import NAME_RE
 from kbuild_common import proc
 from kbuild_common.errors import UsageError
-from builder.project.manifest import NAME_RE
 
 BACKENDS = ("cpu", "cuda", "triton")
 

@@ -28,12 +28,12 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from builder._toml import tomllib
-from kbuild_common.errors import KbuildError, ManifestError
 from builder.project.editions import CURRENT_EDITION, edition_of
 from builder.project.editions.v6 import LANGUAGES
 from builder.project.manifest import parse_manifest
 from builder.project.model import Where
 from builder.project.toml_lines import key_lines
+from kbuild_common.errors import KbuildError, ManifestError
 
 # what edition 6 spells otherwise, renamed on the key's own line: (table..., old key) -> new key
 _NOARCH_RENAMES = {"cuda-capabilities": "cuda_capabilities", "rocm-archs": "rocm_archs"}

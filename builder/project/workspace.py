@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from builder._toml import tomllib
-from kbuild_common.errors import ManifestError
 from builder.project.manifest import Manifest, check_python_package, load_manifest
 from builder.project.toml_lines import key_lines
+from kbuild_common.errors import ManifestError
 
 _WORKSPACE_KEYS = {"members", "exclude", "matrix", "cache", "dist"}
 

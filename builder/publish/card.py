@@ -10,7 +10,6 @@ from builder.project.manifest import Manifest
 from builder.publish.pyapi import class_names, docstring, public_names
 
 
-
 def render_card(manifest: Manifest, repo_id: str, branch: str, variants) -> str:
     own = manifest.root / "CARD.md"
     template = own.read_text() if own.is_file() else resources.read_text("templates/CARD.md.in")

@@ -14,7 +14,6 @@ import stat
 from pathlib import Path
 
 from kbuild.digest import file_digest, is_digested, variant_files
-
 from kbuild_common.errors import ExitCode, KbuildError
 
 

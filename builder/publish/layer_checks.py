@@ -9,9 +9,8 @@ import hashlib
 from dataclasses import replace
 from pathlib import Path
 
-from kbuild.layer_check_record import UnreadableRecord, read_record
-
 from builder.layout import LAYER_CHECK, WORK_DIR
+from kbuild.layer_check_record import UnreadableRecord, read_record
 
 
 def with_layer_checks(root: Path, variants: list, scratch: Path, reporter) -> list:

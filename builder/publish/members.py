@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kbuild_common.errors import KbuildError, UsageError
 from builder.hub.backend import HubBackend
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
 from builder.publish.publish import PublishOptions, PublishResult, publish
+from kbuild_common.errors import KbuildError, UsageError
 
 
 @dataclass(frozen=True)

@@ -17,22 +17,20 @@ import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from builder.hub.backend import HubBackend, RemoteFile, Upload
+from builder.layout import BENCH_DIR, BUILD_DIR, PUBLISHED_BENCH_DIR, WORK_DIR
+from builder.project.gitid import source_id, stale_reason
+from builder.project.manifest import Manifest
+from builder.publish.card import render_card
+from builder.publish.integrity import regular_files, verify_variant
+from builder.publish.layer_checks import with_layer_checks
+from builder.publish.pyapi import public_names
+from builder.stage.variant_folder import SKIPPED_SECTIONS
 from kbuild.digest import git_blob_oid
 from kbuild.metadata import PARTIAL_ARCHS
 from kbuild.repo_layout import BUILD, LAYER_CHECKS, SIGNATURES, layer_check, owned_prefixes, owns, repo_path
-
-from builder.publish.card import render_card
 from kbuild_common.errors import ExitCode, KbuildError, UsageError
-from builder.project.gitid import source_id
-from builder.hub.backend import HubBackend, RemoteFile, Upload
 from kbuild_hub.errors import HubError, RefConflict
-from builder.project.gitid import stale_reason
-from builder.publish.integrity import regular_files, verify_variant
-from builder.publish.layer_checks import with_layer_checks
-from builder.layout import BENCH_DIR, BUILD_DIR, PUBLISHED_BENCH_DIR, WORK_DIR
-from builder.project.manifest import Manifest
-from builder.publish.pyapi import public_names
-from builder.stage.variant_folder import SKIPPED_SECTIONS
 
 BRANCH_RE = re.compile(r"^v(\d+)\Z")
 # Parallel CI jobs publish slices of one branch: each lost compare-and-swap means planning again.

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbuild.signatures.ssh import NAMESPACE, SIGNATURE
-
-from kbuild_common import proc
 from builder.config.cascade import Setting
+from kbuild.signatures.ssh import NAMESPACE, SIGNATURE
+from kbuild_common import proc
 from kbuild_common.errors import CommandError, KbuildError
 
 

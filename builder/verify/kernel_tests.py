@@ -15,19 +15,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from kbuild.variants import SystemInfo
-
-from kbuild_common import proc
 from builder import resources
 from builder._toml import tomllib
-from kbuild_common.errors import UsageError
+from builder.config.environment import BuilderSettings
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
-from builder.report import VariantResult
-from builder.config.environment import BuilderSettings
 from builder.project.workspace import kernel_dirs
+from builder.report import VariantResult
 from builder.verify import hf_kernels, layer_check
 from builder.verify.variant_choice import Choice, built_variants, check_named, choose, gpu_visible, place, probe_once
+from kbuild.variants import SystemInfo
+from kbuild_common import proc
+from kbuild_common.errors import UsageError
 
 _NO_TESTS_COLLECTED = 5
 # Statuses of kbuild test's rows beside passed, failed and skipped: a suite that stopped before

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kbuild_common.errors import KbuildError, UsageError
 from builder.project.manifest import Manifest
+from kbuild_common.errors import KbuildError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ import warnings
 from ..errors import InvalidRequest, KernelNotFound
 from .decorators import carried_functions
 from .device import Device, as_device, capability, model_device
+from .kernelized import REPO
 from .mapping import candidates, current_mapping, use_kernel_mapping
 from .mode import KernelizeFallback, Mode, requested_mode, serving_order
-from .kernelized import REPO
 from .repository import KBUILD_REPOSITORIES, check_drop_in, parse_shorthand
 
 logger = logging.getLogger("kbuild.layers")

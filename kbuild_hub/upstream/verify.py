@@ -14,8 +14,8 @@ from kbuild.digest import METADATA, verify_tree
 from kbuild.errors import IntegrityError, KernelError
 from kbuild.signatures import check as signature_check
 from kbuild.signatures.rules import SignatureSettings
-
 from kbuild_hub.errors import HubError
+
 
 class Refused(HubError):
     """Fetched content that failed verification: never kept, never served."""
