@@ -3,3 +3,7 @@ from --hub / KBUILD_HUB / HF_ENDPOINT (address.py), one backend interface (backe
 local git store (local_backend.py, through kbuild_hub's gitstore) or an HTTP hub
 (http_backend.py, through huggingface_hub), and `kbuild info`'s reading of what a hub holds
 (kernel_info.py)."""
+
+from builder.exports import lazy_exports
+
+__all__, __getattr__ = lazy_exports(__name__, address=("parse_hub",), backend=("Upload",), open=("open_hub",))

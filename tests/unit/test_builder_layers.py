@@ -13,7 +13,8 @@ HUB_SERVICE = BUILDER.parent / "kbuild_hub"
 LEVELS = [("commands",), ("pipeline",), ("publish", "verify"), ("stage",), ("compile",), ("plan",), ("toolchains",),
           ("config",), ("project",), ("hub",), ("backends",), ("ground",)]
 RANK = {name: depth for depth, names in enumerate(LEVELS) for name in names}
-GROUND = {"errors", "report", "notices", "proc", "layout", "_toml", "resources", "extras", "__init__", "__main__"}
+GROUND = {"errors", "report", "notices", "proc", "layout", "_toml", "resources", "extras", "exports", "__init__",
+          "__main__"}
 
 
 def _place(module: str) -> str:
