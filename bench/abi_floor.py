@@ -77,9 +77,8 @@ def cpu_tests(ws: Path, names) -> dict[str, str]:
 
 
 def _python_for(variant: str) -> list[str]:
-    from builder.toolchains.provision import ToolchainStore
-    from builder.toolchains.versions import load_versions_table
-    from builder.config.environment import from_environment
+    from builder.config import from_environment
+    from builder.toolchains import ToolchainStore, load_versions_table
     from kbuild.variants import COMPILED, parse_variant
 
     parsed = parse_variant(variant)

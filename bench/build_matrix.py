@@ -43,18 +43,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from builder.plan.planner import plan_kernels  # noqa: E402
-from builder.project.manifest import load_manifest  # noqa: E402
-from builder.plan.matrix import Target, load_table, matrix_variants, select  # noqa: E402
-from builder.compile.ninja_run import ninja_binary  # noqa: E402
-from builder.config.options import BuildOptions  # noqa: E402
-from builder.plan.steps import _DROPPED_NVCC_FLAGS  # noqa: E402
-from builder.toolchains.provision import ToolchainStore  # noqa: E402
-from builder.report import Reporter  # noqa: E402
-from builder.config.environment import PYPI  # noqa: E402
-from builder import resources  # noqa: E402
-from builder.toolchains.toolchain import probe_torch  # noqa: E402
-from builder.project.workspace import kernel_dirs, workspace_matrix  # noqa: E402
+from builder import Reporter  # noqa: E402
+from builder.compile import ninja_binary  # noqa: E402
+from builder.config import PYPI, BuildOptions  # noqa: E402
+from builder.plan import Target, load_table, matrix_variants, plan_kernels, select  # noqa: E402
+from builder.project import kernel_dirs, load_manifest, workspace_matrix  # noqa: E402
+from builder.toolchains import ToolchainStore, probe_torch  # noqa: E402
 
 KBUILD = [sys.executable, "-m", "builder.commands.main"]
 STEP = re.compile(r"^\[(\d+)/(\d+)\] (CXX|NVCC) (\S+) \((\S+)\)$", re.M)
@@ -159,14 +153,26 @@ def clean(ws: Path) -> None:
             shutil.rmtree(folder / name, ignore_errors=True)
 
 
-def baseline(ws: Path, work: Path, jobs: int) -> dict:
-    """Each compiled variant of kbuild's plan built by cpp_extension.load, one after another."""
+def plan_matrix(ws: Path, jobs: int) -> list:
+    """kbuild's plan of `kbuild build ws --all -j jobs`: each compiled variant's units and their flags."""
     options = BuildOptions(folder=ws, compile_jobs=jobs, python=sys.executable, cache_dir=CACHE, all_variants=True,
                            cuda_home=os.environ.get("CUDA_HOME"), toolchains_dir=TOOLCHAINS,
                            torch_index=os.environ.get("KBUILD_TORCH_INDEX") or PYPI)
     planned, failed = plan_kernels(options, Reporter(plain=True), {})
     if failed:
-        raise SystemExit(f"baseline: kbuild's plan failed: {failed}")
+        raise SystemExit(f"kbuild's plan failed: {failed}")
+    return planned
+
+
+def dropped_nvcc_flags(planned: list) -> set[str]:
+    """torch's common nvcc flags that kbuild's nvcc units leave out (the defines that disable the
+    half/bfloat16 operators), read from kbuild's plan."""
+    return {f for job in planned for v in job.plan.variants for u in v.units if u.tool == "nvcc"
+            for f in job.toolchain.torch.common_nvcc_flags if f not in u.flags}
+
+
+def baseline(planned: list, dropped: set[str], work: Path, jobs: int) -> dict:
+    """Each compiled variant of kbuild's plan built by cpp_extension.load, one after another."""
     # load() runs `ninja` from PATH, and puts a ccache it finds there in front of the compilers
     (work / "bin").mkdir()
     (work / "bin" / "ninja").symlink_to(ninja_binary())
@@ -177,7 +183,7 @@ def baseline(ws: Path, work: Path, jobs: int) -> dict:
         for v in (v for v in job.plan.variants if v.compiled):
             compiles += len(v.units)
             name = f"{job.plan.manifest.name}/{v.name}"
-            spec, cuda_home = load_spec(job, v, work / "baseline" / name)
+            spec, cuda_home = load_spec(job, v, dropped, work / "baseline" / name)
             start = time.perf_counter()
             done = subprocess.run([job.toolchain.torch.python, "-c", BASELINE, json.dumps(spec)],
                                   env={**env, **cuda_home}, capture_output=True, text=True)
@@ -193,12 +199,12 @@ def baseline(ws: Path, work: Path, jobs: int) -> dict:
             "wall_s": sum(v["wall_s"] for v in variants.values()), "variants": variants}
 
 
-def load_spec(job, v, folder: Path) -> tuple[dict, dict]:
+def load_spec(job, v, dropped: set[str], folder: Path) -> tuple[dict, dict]:
     """load()'s arguments for variant `v`: kbuild's flags of its units (the C++ units' flags
     merged, as load() gives every .cpp the same), registration.h in a folder of its own; and the
     CUDA_HOME to run it with."""
     (folder / "include").mkdir(parents=True)
-    (folder / "include" / "registration.h").write_bytes(resources.read_bytes("templates/registration.h"))
+    shutil.copyfile(REPO / "builder" / "templates" / "registration.h", folder / "include" / "registration.h")
     generated = f"-I{job.plan.manifest.root / '.kbuild' / 'include'}"
     common = set(job.toolchain.torch.common_nvcc_flags)  # load() adds these itself
     cflags, cuda_cflags, ldflags = [], [], []
@@ -211,7 +217,7 @@ def load_spec(job, v, folder: Path) -> tuple[dict, dict]:
     env = {}
     if cuda_cflags:
         cuda = job.toolchain.cuda
-        cuda_cflags += [f"-U{d[2:]}" for d in sorted(_DROPPED_NVCC_FLAGS)]
+        cuda_cflags += [f"-U{d[2:]}" for d in sorted(dropped) if d.startswith("-D")]
         env["CUDA_HOME"] = cuda.home
         if not (Path(cuda.lib_dir) / "libcudart.so").exists():
             # NVIDIA's toolkit wheels ship libcudart.so.13 but no libcudart.so for load()'s -lcudart
@@ -223,14 +229,14 @@ def load_spec(job, v, folder: Path) -> tuple[dict, dict]:
     return spec, env
 
 
-def per_tu(sources: list[Path], work: Path, store: ToolchainStore) -> dict:
+def per_tu(sources: list[Path], dropped: set[str], work: Path, store: ToolchainStore) -> dict:
     """nvcc 13.0, sm_80 + sm_90, torch 2.14's include paths, no cache: each .cu as it is and with
     torch/extension.h prepended (written elsewhere; -I its folder keeps its own includes working)."""
     torch_table, cuda_table, _ = load_table()
     torch = probe_torch(store.torch_python(torch_table[(2, 14)].version, cuda=True, reuse=(sys.executable,)),
                         CACHE / "probes")
     home = store.cuda_home((13, 0), cuda_table[(13, 0)].toolkit)[0]
-    flags = [*(f for f in torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS), "-DENABLE_FP8", "-std=c++20",
+    flags = [*(f for f in torch.common_nvcc_flags if f not in dropped), "-DENABLE_FP8", "-std=c++20",
              "-Xcompiler", "-O3", "-Xcompiler", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}",
              "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
              *(f"-I{p}" for p in torch.include_paths), f"-I{torch.python_include}", f"-I{home}/include"]
@@ -324,9 +330,11 @@ def run(args, work: Path) -> dict:
                        "met": warm <= 0.15 * cold}
     say(f"build/ and .kbuild/ deleted, rebuilt with the warm cache: {warm:.1f} s ({cache_line(output)})")
 
+    planned = plan_matrix(ws, args.jobs) if not (args.skip_baseline and args.skip_tu) else []
+    dropped = dropped_nvcc_flags(planned)
     if not args.skip_baseline:
         say("baseline: torch.utils.cpp_extension.load per variant, one after another …")
-        base = baseline(ws, work, args.jobs)
+        base = baseline(planned, dropped, work, args.jobs)
         results["cold"].update(baseline_s=base["seconds"], baseline_wall_s=base["wall_s"],
                                baseline_compiles=base["compiles"],
                                baseline_variants=base["variants"], ratio=cold / base["seconds"],
@@ -334,7 +342,9 @@ def run(args, work: Path) -> dict:
 
     if not args.skip_tu:
         say("per-TU compile time (nvcc 13.0, sm_80 + sm_90, no cache) …")
-        results["per_tu"] = per_tu(cu, work, store)
+        if cu and not dropped:
+            raise SystemExit("per-TU figures: kbuild's plan has no nvcc unit to read its flags from (--skip-tu)")
+        results["per_tu"] = per_tu(cu, dropped, work, store)
     return results
 
 

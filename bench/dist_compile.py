@@ -60,12 +60,10 @@ _RESULT = "DIST-COMPILE-RESULT "
 # --- one row, in its own process (pinned and with its own HOME by the driver) -----------------
 
 def _worker(spec: dict) -> dict:
-    from builder.commands.arguments import build_options
-    from builder.commands.main import parser
-    from builder.compile.graph import run_graph
-    from builder.layout import WORK_DIR
-    from builder.plan.planner import plan_kernels
-    from builder.report import Reporter
+    from builder import WORK_DIR, Reporter
+    from builder.commands import build_options, parser
+    from builder.compile import run_graph
+    from builder.plan import plan_kernels
 
     argv = ["build", spec["folder"], "--cuda-archs", spec["archs"], "-j", str(spec["jobs"])]
     options = build_options(parser().parse_args(argv + (["--dist", spec["dist"]] if spec.get("dist") else [])))

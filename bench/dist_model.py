@@ -49,8 +49,8 @@ def makespan(durations: list[float], slots: int) -> float:
 
 def release_jobs(kernel: Path) -> dict:
     """The kernel's CUDA units and, per CUDA variant of the default matrix, the archs it compiles."""
-    from builder.plan.matrix import matrix_variants, select, variant_archs
-    from builder.project.manifest import load_manifest
+    from builder.plan import matrix_variants, select, variant_archs
+    from builder.project import load_manifest
 
     m = load_manifest(kernel / "build.toml")
     units = sorted({s for section in m.kernels_for("cuda") for s in section.src if s.endswith(".cu")})

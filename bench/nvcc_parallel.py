@@ -36,11 +36,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from builder.compile.graph import nvcc_threads, usable_cores, write_graph  # noqa: E402
-from builder.plan.planner import plan_kernels  # noqa: E402
-from builder.compile.ninja_run import ninja_binary  # noqa: E402
-from builder.config.options import BuildOptions  # noqa: E402
-from builder.report import Reporter  # noqa: E402
+from builder import Reporter  # noqa: E402
+from builder.compile import ninja_binary, nvcc_threads, usable_cores, write_graph  # noqa: E402
+from builder.config import BuildOptions  # noqa: E402
+from builder.plan import plan_kernels  # noqa: E402
 
 _BASELINE = r"""
 import json, sys, time, torch.utils.cpp_extension as ce

@@ -700,9 +700,7 @@ def probe_signature_unlisted_key(world: World) -> str:
 def probe_signature_over_other_digests(world: World) -> str:
     """alice's good signature of another build's metadata.json, published where this build's
     signature lives (kbuild.repo_layout.ssh_signature: signatures/<variant>/, since 0fde50f)."""
-    from builder.hub.address import parse_hub
-    from builder.hub.backend import Upload
-    from builder.hub.open import open_hub
+    from builder.hub import Upload, open_hub, parse_hub
     from kbuild.repo_layout import ssh_signature
 
     keys = _keys(world)

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import torch
 
-from builder.stage.link_check import read_library, unresolved_symbols
-from builder.stage.load_check import load_errors
+from builder.stage import load_errors, read_library, unresolved_symbols
 
 library = Path(sys.argv[1])
 python = sys.argv[2] if len(sys.argv) > 2 else sys.executable
