@@ -50,6 +50,7 @@ from .errors import BadHubContent, CacheNotWritable, IntegrityError, KernelError
 from .hubs.base import RemoteFile
 from .metadata import VariantMetadata
 from .refs import Refs
+from .repo_layout import variant_folder
 
 MARKER_VERSION = 2
 _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?\Z")  # sha1 or sha256 object ids
@@ -150,7 +151,7 @@ class KernelCache:
         when the cached copy fails verification or `expect` (it is replaced). One process
         fetches; others that want it at the same time wait on the lock and reuse it."""
         path = self.variant_dir(hub_key, repo_id, commit, variant)
-        with self._writing(f"{repo_id}@{commit[:12]} build/{variant}"):
+        with self._writing(f"{repo_id}@{commit[:12]} {variant_folder(variant)}"):
             path.parent.mkdir(parents=True, exist_ok=True)
             with file_lock(path.with_name(variant + ".lock")):
                 return self._install_locked(path, repo_id, commit, variant, fetch, require_digest, anchor, expect)
@@ -170,7 +171,7 @@ class KernelCache:
         try:
             tmp.mkdir()
             listed = fetch(tmp)
-            where = f"{repo_id}@{commit[:12]} build/{variant}"
+            where = f"{repo_id}@{commit[:12]} {variant_folder(variant)}"
             marker = verify_fetched(tmp, listed, where=where, require_digest=require_digest)
             if expect is not None:  # refused before it is ever in the cache
                 expect(tmp)

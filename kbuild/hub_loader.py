@@ -28,6 +28,7 @@ from .kernel_deps import KernelPin, LoadOne
 from .loading import find_variant, load_variant
 from .metadata import VariantMetadata
 from .refs import KernelRef, Refs, parse_request, resolve
+from .repo_layout import metadata_file, variant_folder
 from .settings import Settings, from_environment
 from .trust import check_trust
 from .variants import Candidate, SystemInfo, detect_system, format_trace
@@ -260,12 +261,12 @@ class Session:
         if self.offline:
             return self._cached_metadata(repo_id, commit, variant)
         try:
-            raw = self.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
+            raw = self.reader.read_file(repo_id, commit, metadata_file(variant))
         except KernelNotFound:  # an old kernel-builder build without metadata.json: nothing recorded
             raw = b"{}"
         except HubUnreachable:
             return self._cached_metadata(repo_id, commit, variant)
-        where = f"{repo_id}@{commit[:12]}/build/{variant}/metadata.json"  # errors name the hub's file
+        where = f"{repo_id}@{commit[:12]}/{metadata_file(variant)}"  # errors name the hub's file
         meta = VariantMetadata.from_dict(_json(raw, where), Path(where))
         with _MEMO_LOCK:
             _METADATA[key] = meta
@@ -307,9 +308,9 @@ class Session:
         def anchor() -> bytes:  # the hub's metadata.json: what a copy without a valid marker must match
             if self.offline:
                 raise OfflineMiss("offline mode is on (KBUILD_OFFLINE / HF_HUB_OFFLINE)")
-            return self.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
+            return self.reader.read_file(repo_id, commit, metadata_file(variant))
 
-        where = f"{repo_id}@{commit[:12]} build/{variant}"
+        where = f"{repo_id}@{commit[:12]} {variant_folder(variant)}"
         try:
             cached = self.cache.cached(self.reader.key, repo_id, commit, variant, anchor, expect)
             doubt = None
@@ -355,7 +356,7 @@ class Session:
         rule, signers = self.signature_rule(repo_id)
         if not rule.required:
             return expect  # without the rule nothing changes
-        signed = signature.requirement_check(signers, rule, f"{repo_id}@{commit[:12]} build/{variant}")
+        signed = signature.requirement_check(signers, rule, f"{repo_id}@{commit[:12]} {variant_folder(variant)}")
         if expect is None:
             return signed
 

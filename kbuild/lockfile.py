@@ -23,6 +23,7 @@ from .digest import METADATA
 from .errors import IntegrityError, InvalidLockFile, KernelNotFound, LockFileNotFound, NoVariantFits
 from .hub_loader import Resolution, Session, _system, no_fit_message
 from .refs import KernelRef, check_repo_id, parse_request, resolve
+from .repo_layout import metadata_file, variant_folder
 from .settings import Settings, from_environment
 from .variants import SystemInfo
 from .variants import resolve as judge
@@ -55,7 +56,7 @@ def lock_kernel(request: str, *, revision: str | None = None, version: int | Non
     variants = {}
     for name in session.variants(ref.repo_id, commit):
         try:
-            data = session.reader.read_file(ref.repo_id, commit, f"build/{name}/{METADATA}")
+            data = session.reader.read_file(ref.repo_id, commit, metadata_file(name))
         except KernelNotFound:  # an old kernel-builder build without metadata
             variants[name] = None
             continue
@@ -163,8 +164,8 @@ def _check_metadata(locked: LockedKernel, variant: str):
             return
         actual = hashlib.sha256(meta.read_bytes()).hexdigest() if meta.is_file() else None
         if actual != expected:
-            raise IntegrityError(f"{locked.repo_id}@{locked.commit[:12]} build/{variant}: metadata.json does not match "
-                                 f"the lock file (locked {expected[:12]}, found {(actual or 'none')[:12]}); "
+            raise IntegrityError(f"{locked.repo_id}@{locked.commit[:12]} {variant_folder(variant)}: metadata.json does "
+                                 f"not match the lock file (locked {expected[:12]}, found {(actual or 'none')[:12]}); "
                                  "the copy is not cached")
     return check
 

@@ -15,15 +15,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .digest import METADATA
 from .signatures.ssh import SIGNATURE
 
 BUILD = "build"
+BUILD_PREFIX = BUILD + "/"  # every variant's folder is under it, and nothing else is
 SIGNATURES = "signatures"  # top-level: kernels lists variants as the folders under build/ only
 LAYER_CHECKS = "layer-checks"  # top-level too: one file a variant, `kbuild check-layers`' record
 
 
+def variant_folder(variant: str) -> str:
+    """The variant's folder: `build/<variant>` (messages name a variant by it too)."""
+    return BUILD_PREFIX + variant
+
+
 def variant_prefix(variant: str) -> str:
-    return f"{BUILD}/{variant}/"
+    return variant_folder(variant) + "/"
+
+
+def metadata_file(variant: str) -> str:
+    """Where the variant's metadata.json is published: the one file a loader reads before choosing."""
+    return variant_prefix(variant) + METADATA
 
 
 def signature_folder(variant: str) -> str:
@@ -59,12 +71,24 @@ def repo_path(variant: str, rel: str) -> str:
 def variant_of(path: str) -> str | None:
     """The variant a repo path belongs to (`build/<variant>/…`, or its SSH signature); None for
     anything else."""
+    if (variant := folder_variant(path)) is not None:
+        return variant
     parts = path.split("/")
-    if len(parts) >= 3 and parts[0] == BUILD and parts[1]:
-        return parts[1]
     if len(parts) == 3 and parts[0] == SIGNATURES and parts[1] and parts[2] == SIGNATURE:
         return parts[1]
     return None
+
+
+def folder_variant(path: str) -> str | None:
+    """The variant whose folder holds the file `path` (`build/<variant>/…`); None for anything else."""
+    parts = path.split("/")
+    return parts[1] if len(parts) >= 3 and parts[0] == BUILD and parts[1] else None
+
+
+def listed_variants(folders: Iterable[str]) -> list[str]:
+    """The variants among repo folder paths `folders`: each `build/<variant>` folder, sorted."""
+    return sorted(p[len(BUILD_PREFIX):] for p in folders
+                  if p.startswith(BUILD_PREFIX) and "/" not in p[len(BUILD_PREFIX):] and p != BUILD_PREFIX)
 
 
 def variant_paths(variant: str, listed: Iterable[str]) -> dict[str, str]:

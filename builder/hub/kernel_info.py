@@ -43,7 +43,7 @@ def _layer_check(session: Session, repo_id: str, commit: str, variant: str) -> d
 
     from kbuild.errors import HubUnreachable, KernelError, KernelNotFound
     from kbuild.layer_check_record import UnreadableRecord, read_record
-    from kbuild.repo_layout import layer_check
+    from kbuild.repo_layout import layer_check, metadata_file
 
     if session.offline:
         return None
@@ -55,7 +55,7 @@ def _layer_check(session: Session, repo_id: str, commit: str, variant: str) -> d
         return {"checked": f"layer check unreadable ({e})", "differs": ""}
     try:
         check = read_record(raw)
-        meta = session.reader.read_file(repo_id, commit, f"build/{variant}/metadata.json")
+        meta = session.reader.read_file(repo_id, commit, metadata_file(variant))
     except (UnreadableRecord, KernelError) as e:
         return {"checked": f"layer check unreadable ({e})", "differs": ""}
     if check.metadata_sha256 != hashlib.sha256(meta).hexdigest():

@@ -154,6 +154,7 @@ def bench_published(request: str, hub: str | None, token: str | None, reporter, 
     from kbuild.hubs import parse_hub_address
     from kbuild.metadata import VariantMetadata
     from kbuild.refs import parse_request
+    from kbuild.repo_layout import variant_folder
     from kbuild.settings import from_environment
     from kbuild.trust import check_trust
     from kbuild.variants import format_trace
@@ -168,7 +169,8 @@ def bench_published(request: str, hub: str | None, token: str | None, reporter, 
             found = resolve_kernel(request, hub=hub)
         if found.chosen is None:
             raise UsageError(f"{request}: no variant at {found.commit[:12]} loads here\n{format_trace(list(found.trace))}")
-        with reporter.phase(f"fetching {ref.repo_id}@{found.commit[:12]} build/{found.chosen}"):
+        where = f"{ref.repo_id}@{found.commit[:12]} {variant_folder(found.chosen)}"
+        with reporter.phase(f"fetching {where}"):
             folder = install_kernel(ref.repo_id, revision=found.commit, hub=hub, variant=found.chosen)
     except KernelError as e:  # the loader's own one-line errors (no such repo, revision, trust, digest)
         raise UsageError(str(e)) from None

@@ -245,6 +245,7 @@ def check_published(request_text: str, hub: str | None, reporter, request: Check
     from kbuild.hubs import parse_hub_address
     from kbuild.metadata import VariantMetadata
     from kbuild.refs import parse_request
+    from kbuild.repo_layout import variant_folder
     from kbuild.settings import from_environment
     from kbuild.trust import check_trust
     from kbuild.variants import format_trace
@@ -258,7 +259,7 @@ def check_published(request_text: str, hub: str | None, reporter, request: Check
         if found.chosen is None:
             raise UsageError(f"{request_text}: no variant at {found.commit[:12]} loads in {target.describe()}\n"
                              f"{format_trace(list(found.trace))}")
-        with reporter.phase(f"fetching {ref.repo_id}@{found.commit[:12]} build/{found.chosen}"):
+        with reporter.phase(f"fetching {ref.repo_id}@{found.commit[:12]} {variant_folder(found.chosen)}"):
             folder = install_kernel(ref.repo_id, revision=found.commit, hub=hub, variant=found.chosen,
                                     system=target.system)
     except KernelError as e:  # the loader's own one-line errors (no such repo, revision, trust, digest)

@@ -49,6 +49,7 @@ def verify_signatures(request: str, hub: str | None, variant: str | None = None,
     from kbuild.errors import IntegrityError, KernelNotFound
     from kbuild.hub_loader import Session, signature_rule
     from kbuild.refs import parse_request
+    from kbuild.repo_layout import variant_folder
     from kbuild.settings import from_environment
     from kbuild.signatures.check import verdict
     from kbuild.variants import detect_system
@@ -67,7 +68,7 @@ def verify_signatures(request: str, hub: str | None, variant: str | None = None,
     rule, signers = signature_rule(settings, ref.repo_id, require)
     rows = []
     for name in names:
-        where = f"{ref.repo_id}@{found.commit[:12]} build/{name}"
+        where = f"{ref.repo_id}@{found.commit[:12]} {variant_folder(name)}"
         try:  # require_signature=False above: only a digest refuses here, never a signature
             folder = session.install(ref.repo_id, found.commit, name)
         except IntegrityError as e:  # its files do not match its digest: no signature can vouch for it

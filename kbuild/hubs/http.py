@@ -19,7 +19,7 @@ from ..digest import is_bytecode
 from ..errors import (BadHubContent, HubAccessDenied, HubRequestFailed, HubUnreachable, KernelNotFound,
                       OversizedDownload, RepoNotFound, RevisionNotFound)
 from ..refs import Refs
-from ..repo_layout import variant_paths, variant_prefix
+from ..repo_layout import listed_variants, variant_folder, variant_paths, variant_prefix
 from .base import RemoteFile, cache_folder_name, safe_relpath
 from .identity import is_kbuild_hub, token_hint, unreachable_hint
 
@@ -102,14 +102,13 @@ class HttpHubReader:
     def variants(self, repo_id: str, commit: str) -> list[str]:
         from huggingface_hub.hf_api import RepoFolder
 
-        return sorted(e.path.split("/")[1] for e in self.tree(repo_id, commit)
-                      if isinstance(e, RepoFolder) and e.path.count("/") == 1 and e.path.startswith("build/"))
+        return listed_variants(e.path for e in self.tree(repo_id, commit) if isinstance(e, RepoFolder))
 
     def fetch(self, repo_id: str, commit: str, variant: str, dest: Path,
               max_bytes: int | None = None) -> list[RemoteFile]:
         files = self.files(repo_id, commit, variant)
         budget = variant_budget((f.size for f in files), max_bytes,
-                                f"{self.describe()}: {repo_id}@{commit[:12]} build/{variant}")
+                                f"{self.describe()}: {repo_id}@{commit[:12]} {variant_folder(variant)}")
         dest = Path(dest)
         with ThreadPoolExecutor(min(PARALLEL_DOWNLOADS, len(files))) as pool:
             list(pool.map(lambda f: self._download(repo_id, commit, f.repo_path, dest / f.path, f.size, budget),

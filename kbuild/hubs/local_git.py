@@ -19,7 +19,7 @@ from ..budget import variant_budget
 from ..digest import is_bytecode
 from ..errors import BadHubContent, GitFailed, HubUnreachable, KernelNotFound, RepoNotFound, RevisionNotFound
 from ..refs import Refs
-from ..repo_layout import ssh_signature, variant_paths, variant_prefix
+from ..repo_layout import BUILD_PREFIX, listed_variants, ssh_signature, variant_folder, variant_paths, variant_prefix
 from .base import RemoteFile, cache_folder_name, safe_relpath
 
 TIMEOUT = 60
@@ -61,13 +61,13 @@ class LocalGitHub:
 
     def variants(self, repo_id: str, commit: str) -> list[str]:
         repo = self._checked(repo_id, commit)
-        return sorted(e.path.removeprefix("build/") for e in repo.tree(commit, "build/") if e.kind == "tree")
+        return listed_variants(e.path for e in repo.tree(commit, BUILD_PREFIX) if e.kind == "tree")
 
     def fetch(self, repo_id: str, commit: str, variant: str, dest: Path,
               max_bytes: int | None = None) -> list[RemoteFile]:
         files = self.files(repo_id, commit, variant)
         budget = variant_budget((f.size for f in files), max_bytes,
-                                f"{self.describe()}: {repo_id}@{commit[:12]} build/{variant}")
+                                f"{self.describe()}: {repo_id}@{commit[:12]} {variant_folder(variant)}")
         blobs = self.repo(repo_id).blobs([f.oid for f in files])
         dest = Path(dest)
         for f in files:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kbuild.layer_check_record import MAX_BYTES, UnreadableRecord, read_record
 from kbuild.metadata import VariantMetadata
-from kbuild.repo_layout import LAYER_CHECKS, layer_check
+from kbuild.repo_layout import BUILD, LAYER_CHECKS, layer_check, metadata_file, repo_path
 from kbuild.variants import NOARCH, STABLE_ABI, parse_variant
 
 from kbuild_hub.errors import HubError
@@ -150,7 +150,7 @@ class Catalog:
 
     def _variant_count(self, repo_id: str, commit: str) -> int:
         try:
-            entries = self.store.list_tree(KERNEL, repo_id, commit, "build")
+            entries = self.store.list_tree(KERNEL, repo_id, commit, BUILD)
         except HubError:
             return 0
         return sum(1 for e in entries if e.type == "directory")
@@ -185,7 +185,7 @@ class Catalog:
     def _read_version(self, repo_id: str, branch: str, commit: str) -> Version:
         date = self.store.commit_info(KERNEL, repo_id, commit)["date"]
         try:
-            entries = self.store.list_tree(KERNEL, repo_id, commit, "build", recursive=True)
+            entries = self.store.list_tree(KERNEL, repo_id, commit, BUILD, recursive=True)
         except HubError:
             entries = []
         by_variant: dict[str, list] = {}
@@ -207,7 +207,7 @@ class Catalog:
         for name, files in sorted(by_variant.items()):
             if any(p == "__init__.py" for p, _ in files):
                 try:
-                    text = self.store.read_file(KERNEL, repo_id, commit, f"build/{name}/__init__.py")
+                    text = self.store.read_file(KERNEL, repo_id, commit, repo_path(name, "__init__.py"))
                 except HubError:
                     continue
                 return re.search(rb"\bflash_attn_varlen_func\b", text) is not None
@@ -219,7 +219,7 @@ class Catalog:
         size = sum(s for _, s in files)
         raw = b""
         try:
-            raw = self.store.read_file(KERNEL, repo_id, commit, f"build/{name}/metadata.json")
+            raw = self.store.read_file(KERNEL, repo_id, commit, metadata_file(name))
             meta = VariantMetadata.from_dict(json.loads(raw))
         except HubError:
             meta = VariantMetadata(path=None)  # an older kernel-builder build: no metadata.json

@@ -284,7 +284,7 @@ class UpstreamCache:
         ok, refused = self._variant_marker(snap, variant, "ok"), self._variant_marker(snap, variant, "refused")
         if ok.is_file():
             return ok.read_text()
-        where = f"{snap.repo_id}@{snap.commit} build/{variant}"
+        where = f"{snap.repo_id}@{snap.commit} {layout.variant_folder(variant)}"
         with self._lock(f"variant:{snap.commit}:{variant}"), FileLock(str(ok) + ".lock"):
             if ok.is_file():
                 return ok.read_text()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kbuild.repo_layout import variant_of
+from kbuild.repo_layout import folder_variant, metadata_file, variant_folder, variant_of
 
 from kbuild_hub.errors import HubError
 from kbuild_hub.upstream.cache import Snapshot, UpstreamCache, file_size
@@ -69,7 +69,7 @@ class Target:
 
     def variants(self) -> list[str]:
         """The folders under build/ (kernel-builder's and kbuild's variants)."""
-        return sorted({p.split("/")[1] for p in self.snap.entries if p.startswith("build/") and p.count("/") >= 2})
+        return sorted({v for p in self.snap.entries if (v := folder_variant(p)) is not None})
 
 
 @dataclass
@@ -128,11 +128,11 @@ class Mirror:
             else:
                 count, size = by_variant.get(variant, (0, 0))
                 by_variant[variant] = (count + 1, size + file_size(entry))
-        return [*(Item(f"build/{v}", v, n, s) for v, (n, s) in sorted(by_variant.items())), *files]
+        return [*(Item(variant_folder(v), v, n, s) for v, (n, s) in sorted(by_variant.items())), *files]
 
     def cached(self, target: Target, item: Item) -> bool:
         """Whether the item is in the cache already, verified."""
-        path = f"{item.path}/metadata.json" if item.variant else item.path
+        path = metadata_file(item.variant) if item.variant else item.path
         return self.cache.cached_path(target.snap, path) is not None
 
     def fetch(self, target: Target, item: Item, progress=lambda n: None) -> str | None:
@@ -153,16 +153,16 @@ class Mirror:
         for variant, expected in target.request.locked:
             if variants is not None and variant not in variants:
                 continue
-            path = f"build/{variant}/metadata.json"
+            path = metadata_file(variant)
             if path not in target.snap.entries:
-                wrong.append(f"build/{variant}: locked, but not at commit {target.snap.commit[:12]}")
+                wrong.append(f"{variant_folder(variant)}: locked, but not at commit {target.snap.commit[:12]}")
                 continue
             copy = self.cache.cached_path(target.snap, path)
             if copy is None:  # not mirrored (refused or failed): said by its own failure
                 continue
             actual = hashlib.sha256(copy.read_bytes()).hexdigest()
             if actual != expected:
-                wrong.append(f"build/{variant}: metadata.json does not match the lock file "
+                wrong.append(f"{variant_folder(variant)}: metadata.json does not match the lock file "
                              f"(locked {expected[:12]}, the upstream's {actual[:12]})")
         return wrong
 
