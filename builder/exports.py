@@ -7,7 +7,8 @@ builder.commands.main` finds main not yet imported. bench/ imports only these na
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def lazy_exports(package: str, **modules: tuple[str, ...]) -> tuple[list[str], Callable[[str], Any]]:
