@@ -1,8 +1,12 @@
 """Developer and CI sessions. `nox -s tests` is what CI runs; `nox -s build` builds kernels/*;
-`nox -s wheel` checks kbuild as users install it (CI runs it too); `nox -s canary` tries the newest
-torch, kernels and transformers the index has, before each release."""
+`nox -s wheel` checks kbuild as users install it (CI runs it too); `nox -s lint` runs ruff and mypy
+(CI runs them first); `nox -s canary` tries the newest torch, kernels and transformers the index has,
+before each release."""
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nox
@@ -13,10 +17,10 @@ nox.options.sessions = ["tests"]
 TORCH = "2.14.1"
 ROOT = Path(__file__).resolve().parent
 # the loader's tests, plus the ABI floor (builder and loader); run against the installed wheel
-RUNTIME_TESTS = ("unit/test_runtime_local.py", "integration/test_runtime_local_no_torch.py", "integration/test_runtime_hub.py",
-                 "unit/test_runtime_hub_addresses.py", "unit/test_runtime_refs.py", "integration/test_runtime_lock.py",
-                 "integration/test_runtime_layers.py", "unit/test_variants.py", "integration/test_abi_floor.py",
-                 "unit/test_abi_floor_policy.py")
+RUNTIME_TESTS = ("unit/test_runtime_local.py", "integration/test_runtime_local_no_torch.py",
+                 "integration/test_runtime_hub.py", "unit/test_runtime_hub_addresses.py", "unit/test_runtime_refs.py",
+                 "integration/test_runtime_lock.py", "integration/test_runtime_layers.py", "unit/test_variants.py",
+                 "integration/test_abi_floor.py", "unit/test_abi_floor_policy.py")
 # run outside the checkout: both packages and their data files must come from the wheel
 _FROM_THE_WHEEL = """
 import builder, kbuild, kbuild_hub, kbuild_common
@@ -36,6 +40,14 @@ def tests(session: nox.Session) -> None:
     """The full test suite (builds the first-party kernels with real nvcc and ninja)."""
     session.install(f"torch=={TORCH}", "-e", ".[test]")
     session.run("pytest", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def lint(session: nox.Session) -> None:
+    """ruff, then mypy (their settings: pyproject.toml), in this environment: the test extra pins both, and mypy
+    reads torch's types from the torch installed beside kbuild (a fresh venv would download it for minutes)."""
+    session.run(sys.executable, "-m", "ruff", "check", *session.posargs, external=True)
+    session.run(sys.executable, "-m", "mypy", external=True)
 
 
 @nox.session
@@ -134,10 +146,12 @@ def wheel(session: nox.Session) -> None:
     session.install(f"torch=={TORCH}", f"{wheel_file}[test]")
     work = tmp / "work"
     shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(ROOT / "kernels" / "activation", work / "activation", ignore=shutil.ignore_patterns("build", ".kbuild"))
+    shutil.copytree(ROOT / "kernels" / "activation", work / "activation",
+                    ignore=shutil.ignore_patterns("build", ".kbuild"))
     with session.chdir(tmp):
         session.run("python", "-c", _FROM_THE_WHEEL)
-        session.run("pytest", "-p", "no:cacheprovider", f"--rootdir={ROOT}", *(str(ROOT / "tests" / t) for t in RUNTIME_TESTS))
+        session.run("pytest", "-p", "no:cacheprovider", f"--rootdir={ROOT}",
+                    *(str(ROOT / "tests" / t) for t in RUNTIME_TESTS))
         session.run("kbuild", "build", str(work / "activation"))
         session.run("kbuild", "test", str(work / "activation"))
     python310 = _python310()
@@ -149,15 +163,12 @@ def wheel(session: nox.Session) -> None:
     session.run(python310, "-m", "venv", str(venv), external=True)
     session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{wheel_file}[build]", external=True)
     with session.chdir(tmp):
-        session.run(str(venv / "bin" / "python"), "-c", "import sys, kbuild, builder.project.manifest; print(sys.version)",
-                    external=True)
+        session.run(str(venv / "bin" / "python"), "-c",
+                    "import sys, kbuild, builder.project.manifest; print(sys.version)", external=True)
         session.run(str(venv / "bin" / "kbuild"), "check", str(work / "activation"), external=True)
 
 
 def _python310() -> str | None:
-    import os
-    import subprocess
-
     for candidate in (os.environ.get("KBUILD_PYTHON310"), shutil.which("python3.10"),
                       *sorted(Path.home().glob(".pyenv/versions/3.10*/bin/python3.10"))):
         # a pyenv shim is on PATH even when it has no 3.10 to run: ask the interpreter itself

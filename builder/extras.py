@@ -17,6 +17,9 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+if sys.version_info >= (3, 11):  # 3.10 has no tomllib, and tomli is in the extra that may be missing
+    import tomllib
+
 EXTRA = "build"
 DIST = "kbuild"
 _CHECKOUT = Path(__file__).resolve().parent.parent
@@ -50,8 +53,6 @@ def _checkout_requirements() -> list[str]:
     pyproject = _CHECKOUT / "pyproject.toml"
     if not pyproject.is_file() or sys.version_info < (3, 11):
         return []
-    import tomllib
-
     project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
     return [f'{r}{";" if ";" not in r else " and"} extra == "{name}"'
             for name, reqs in project.get("optional-dependencies", {}).items() for r in reqs]

@@ -1,6 +1,7 @@
 """`kbuild build`: manifests → plans → one ninja graph → staged variant folders.
 
-Planning is `plan/planner`, compiling `compile/graph`, checking and staging `stage/finish`; this module runs them in turn.
+Planning is `plan/planner`, compiling `compile/graph`, checking and staging `stage/finish`; this module
+runs them in turn.
 """
 
 from __future__ import annotations

@@ -49,7 +49,8 @@ class VariantResult:
     log: Path | None = None
     reason: str = ""
     toolchain: str = ""  # what built it: torch (python) + nvcc
-    floor: str = ""  # the ABI floor its libraries need, e.g. "needs manylinux_2_34_x86_64 (glibc 2.32, ...: the lowest …)"
+    # the ABI floor its libraries need, e.g. "needs manylinux_2_34_x86_64 (glibc 2.32, ...: the lowest …)"
+    floor: str = ""
     details: tuple[str, ...] = ()  # lines after the reason: a failure's compiler lines, pytest's skip reasons
 
     @property
@@ -217,7 +218,9 @@ class Reporter:
             return
         widths = [max(len(h), *(len(r[n]) for r in rows)) if rows else len(h) for n, h in enumerate(headers)]
         def line(cells):
-            return "  ".join(c.rjust(w) if n in right else c.ljust(w) for n, (c, w) in enumerate(zip(cells, widths))).rstrip()
+            padded = (c.rjust(w) if n in right else c.ljust(w)
+                      for n, (c, w) in enumerate(zip(cells, widths, strict=False)))
+            return "  ".join(padded).rstrip()
         self.out.print(literal(title))
         for cells in (headers, *rows):
             self.out.print(literal(line(cells)))
@@ -294,7 +297,8 @@ class _View(Progress):
         if steps:
             line, started = min(steps, key=lambda s: s[1])
             more = f" (and {len(steps) - 1} more)" if len(steps) > 1 else ""
-            yield literal(f"  running {_duration(time.monotonic() - started)}: {_relative(line)}{more}", "cyan", fold=True)
+            yield literal(f"  running {_duration(time.monotonic() - started)}: {_relative(line)}{more}", "cyan",
+                          fold=True)
 
 
 class _Spinner(SpinnerColumn):

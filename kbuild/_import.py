@@ -133,7 +133,7 @@ def import_zip_package(name: str, archive_path: Path, variant_dir: Path, files: 
     library beside it in `variant_dir`. The zip is one of the verified files; its Python sources
     are compiled from the archive (never a `.pyc` in it), its submodules found in `variant_dir`'s
     verified files first, then in the zip."""
-    from ._zip_import import ZipPackage  # here: only a zip layout needs zipfile
+    from ._zip_import import ZipPackage  # noqa: PLC0415 - cost: only a zip layout needs zipfile
 
     archive_path = Path(archive_path).resolve()
     with _LOCK:

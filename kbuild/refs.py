@@ -60,7 +60,8 @@ class Refs:
 
 def check_repo_id(repo_id: str) -> str:
     if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id) or ".." in repo_id:
-        raise InvalidRequest(f"not a kernel repo id: {repo_id!r} (expected ORG/NAME, e.g. kernels-community/activation)")
+        raise InvalidRequest(f"not a kernel repo id: {repo_id!r} "
+                             "(expected ORG/NAME, e.g. kernels-community/activation)")
     return repo_id
 
 
@@ -102,7 +103,8 @@ def resolve(ref: KernelRef, refs: Refs, where: str) -> str:
         return refs.tags[ref.revision]
     available = describe_versions(refs)
     if ref.version is not None:
-        raise RevisionNotFound(f"{ref.repo_id} has no version {ref.version} on {where}; available versions: {available}")
+        raise RevisionNotFound(f"{ref.repo_id} has no version {ref.version} on {where}; "
+                               f"available versions: {available}")
     raise RevisionNotFound(
         f"{ref.repo_id} has no branch or tag {ref.revision!r} on {where}; available versions: {available}"
         + _version_hint(ref, refs)

@@ -14,7 +14,7 @@ Nothing else in the runtime reads `os.environ`; tests pass a Settings instead of
 | `KBUILD_MAX_VARIANT_BYTES` | the most one variant's download may write (default 8G; a byte count, or with a K, M, G or T suffix, powers of 1024): a listing that claims more is refused before anything is downloaded, and a download stops once the hub has sent more than its listing's total or this cap |
 | `KBUILD_REQUIRE_SIGNATURE`, `KBUILD_ALLOWED_SIGNERS`, `KBUILD_SIGNATURES` | which organisations' variants must be signed, and by whom (kbuild/signatures/rules.py) |
 | `KBUILD_GPU_ARCH` | judge variants for a GPU of this arch (`9.0`, `gfx942`) instead of torch's current device: for tests, and to check on one machine what another would load |
-"""
+"""  # noqa: E501 - a markdown table row is one line, however long
 
 from __future__ import annotations
 
@@ -96,7 +96,8 @@ def parse_local_kernels(value: str) -> dict[str, Path]:
     for entry in filter(None, value.split(":")):
         repo_id, sep, path = entry.partition("=")
         if not sep or "/" not in repo_id or not path:
-            raise InvalidSetting(f"LOCAL_KERNELS: bad entry {entry!r} (expected org/repo=/path, entries separated by ':')")
+            raise InvalidSetting(f"LOCAL_KERNELS: bad entry {entry!r} "
+                                 "(expected org/repo=/path, entries separated by ':')")
         overrides[repo_id.strip()] = Path(path).expanduser()
     return overrides
 

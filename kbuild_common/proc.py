@@ -34,7 +34,8 @@ def run(
         raise CommandError(f"{what or cmd[0]}: command not found: {cmd[0]}", 127, "") from None
     except subprocess.TimeoutExpired as e:
         out = (e.output or b"").decode(errors="replace") if isinstance(e.output, bytes) else (e.output or "")
-        raise CommandError(f"{what or cmd[0]} timed out after {timeout:.0f}s: {shlex.join(cmd)}", 124, tail(out)) from None
+        raise CommandError(f"{what or cmd[0]} timed out after {timeout:.0f}s: {shlex.join(cmd)}", 124,
+                           tail(out)) from None
     if check and done.returncode != 0:
         raise CommandError(f"{what or cmd[0]} failed (exit {done.returncode}): {shlex.join(cmd)}",
                            done.returncode, tail(done.stdout))
@@ -86,8 +87,7 @@ def run_bytes(
     full_env = {**os.environ, **env} if env else None
     feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
     try:
-        done = subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, **feed)
+        done = subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout, capture_output=True, **feed)
     except FileNotFoundError:
         raise CommandError(f"{what or cmd[0]}: command not found: {cmd[0]}", 127, "") from None
     except subprocess.TimeoutExpired as e:

@@ -126,7 +126,8 @@ def _inflate_errors(repo: Path, oid: str) -> Iterator[None]:
     try:
         yield
     except zlib.error as e:
-        raise BlobCopyFailed(f"{repo}: loose object {oid} is corrupt ({e})", hint="run `git fsck` in that repository") from None
+        raise BlobCopyFailed(f"{repo}: loose object {oid} is corrupt ({e})",
+                             hint="run `git fsck` in that repository") from None
 
 
 def _complete(path: Path, size: int) -> bool:

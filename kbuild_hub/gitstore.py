@@ -29,6 +29,7 @@ from kbuild_common import proc
 from kbuild_common.errors import CommandError
 from kbuild_common.notices import notice
 from kbuild_hub import paths
+from kbuild_hub.blobfiles import BlobFiles  # the server's download copies: made again when asked for
 from kbuild_hub.errors import (
     EntryNotFound,
     HubError,
@@ -217,7 +218,7 @@ class GitStore:
         if found[0] is None:
             raise HubRevisionNotFound(f"commit {commit} not found in {repo_id}")
         out = []
-        for path, hit in zip(wanted, found[1:]):
+        for path, hit in zip(wanted, found[1:], strict=True):
             if hit is None or hit[0] not in ("blob", "tree"):
                 continue
             kind, entry_oid, size = hit
@@ -327,7 +328,8 @@ class GitStore:
         chunks = [list(range(k, len(files), jobs)) for k in range(jobs)]
         with ThreadPoolExecutor(jobs) as pool:
             hashed = pool.map(lambda ids: self._hash_files(repo, [files[i] for i in ids]), chunks)
-            oids = dict(pair for ids, result in zip(chunks, hashed) for pair in zip(ids, result))
+            oids = dict(pair for ids, result in zip(chunks, hashed, strict=True)
+                        for pair in zip(ids, result, strict=True))
         return {path: oids[i] for i, path in enumerate(adds)}
 
     def _hash_files(self, repo: Path, files: list[Path]) -> list[str]:
@@ -483,7 +485,6 @@ class GitStore:
             self._git(repo, "reflog", "expire", "--expire-unreachable=now", "--all")
             self._git(repo, "gc", "--quiet", f"--prune={int(grace_s)}.seconds.ago")
         swept = self.sweep_scratch(grace_s)
-        from kbuild_hub.blobfiles import BlobFiles  # the server's download copies: made again when asked for
 
         swept += BlobFiles(self.root).sweep(grace_s)
         return {"repos": len(repos), "scratch_removed": swept, "freed_bytes": max(0, before - _size(self.root))}
@@ -518,7 +519,8 @@ def _base(branch: str, head: str | None, parent: str | None, start: str | None) 
                               hint="read the branch head again and commit with parent=<head>")
         return start, ZERO
     if head is None:
-        raise HubRevisionNotFound(f"branch {branch} not found", hint="pass create_branch_from or create the branch first")
+        raise HubRevisionNotFound(f"branch {branch} not found",
+                                  hint="pass create_branch_from or create the branch first")
     return head, head
 
 

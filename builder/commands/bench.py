@@ -59,7 +59,8 @@ def run(args, reporter: Reporter) -> int:
             result = bench_published(args.target, settings.hub_setting(args.hub).value, settings.token, reporter,
                                      Path(work), trust_remote_code=args.trust_remote_code, warmup=args.warmup,
                                      repeats=args.repeats)
-    rows = [[f"{w.kernel}/{w.variant}", f"{w.script} {w.cls}.{w.name}", w.device, *_figures(w)] for w in result.workloads]
+    rows = [[f"{w.kernel}/{w.variant}", f"{w.script} {w.cls}.{w.name}", w.device, *_figures(w)]
+            for w in result.workloads]
     reporter.table("kbuild bench: median (min-max) of each workload, kernel and reference in one process",
                    ["variant", "workload", "on", "kernel", "reference", "speed-up", "check"], rows, right=(3, 4, 5))
     for status, rows in (("skipped", result.skipped), ("left out", result.left_out)):

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("update-build", help="rewrite an edition 4 or 5 build.toml as edition 6, comments and formatting kept")
+    p = sub.add_parser("update-build",
+                       help="rewrite an edition 4 or 5 build.toml as edition 6, comments and formatting kept")
     add_dir(p)
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when an upgrade is due")
     p.set_defaults(handler=run)

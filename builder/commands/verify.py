@@ -43,15 +43,15 @@ def run(args, reporter: Reporter) -> int:
     if args.json:
         reporter.result(json.dumps(report.as_json(), indent=2))
     else:
-        reporter.result(f"{report.repo_id}@{report.revision} (commit {report.commit[:12]}, {report.hub}): {report.rule}; "
-                        f"trusted signers: {report.signers}")
+        reporter.result(f"{report.repo_id}@{report.revision} (commit {report.commit[:12]}, {report.hub}): "
+                        f"{report.rule}; trusted signers: {report.signers}")
         width = max((len(r.variant) for r in report.rows), default=0)
         for r in report.rows:
             said = f"signed by {r.signer}" if r.signer else "unsigned"
             if r.refused:
                 said = f"REFUSED ({said}): {r.refused}" if r.signer else f"REFUSED: {r.refused}"
             reporter.result(f"  {r.variant:<{width}}  {said}")
-        reporter.result("ok" if report.ok else "FAILED: " + ("a variant's files do not match its digest"
-                                                             if not all(r.refused is None or r.signer for r in report.rows)
+        tampered = not all(r.refused is None or r.signer for r in report.rows)
+        reporter.result("ok" if report.ok else "FAILED: " + ("a variant's files do not match its digest" if tampered
                                                              else f"{report.rule} refuses a variant"))
     return ExitCode.OK if report.ok else ExitCode.FAILED

@@ -52,11 +52,12 @@ def render(plans: list[VariantPlan], cxx: str, nvcc: dict[str, str] | str | None
     w.variable("cxx_reproducible", _join(prefix_map))
     w.variable("nvcc_reproducible", _join([x for f in prefix_map for x in ("-Xcompiler", f)]))
     w.newline()
-    w.rule("cxx", "$launcher $cxx -MMD -MF $out.d $flags $cxx_reproducible $header_maps -c $in -o $out", depfile="$out.d",
-           deps="gcc", description="$desc")
+    w.rule("cxx", "$launcher $cxx -MMD -MF $out.d $flags $cxx_reproducible $header_maps -c $in -o $out",
+           depfile="$out.d", deps="gcc", description="$desc")
     if wrappers:
         w.rule("nvcc", "$launcher $nvcc --generate-dependencies-with-compile --dependency-output $out.d $flags "
-               "$nvcc_reproducible $header_maps $nvcc_source -c $in -o $out", depfile="$out.d", deps="gcc", description="$desc")
+               "$nvcc_reproducible $header_maps $nvcc_source -c $in -o $out", depfile="$out.d", deps="gcc",
+               description="$desc")
     w.rule("link", "$cxx $in -o $out $ldflags -Wl,--build-id=sha1", description="$desc")
     w.newline()
     edges: dict[tuple, tuple[Path, str]] = {}  # compile command -> the object one edge produces, its status line

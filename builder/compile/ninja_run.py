@@ -44,7 +44,7 @@ class NinjaOutcome:
 def ninja_binary() -> str:
     # The ninja from PyPI (its BIN_DIR, or next to this interpreter); the PATH one is a fallback.
     try:
-        import ninja
+        import ninja  # noqa: PLC0415 - optional: the PATH's ninja when PyPI's is not installed
 
         candidates = [Path(ninja.BIN_DIR) / "ninja"]
     except (ImportError, AttributeError):

@@ -4,6 +4,7 @@ Elsewhere nothing is reported, and the view shows finished steps only."""
 
 from __future__ import annotations
 
+import itertools
 import shlex
 import threading
 import time
@@ -38,7 +39,7 @@ class RunningSteps(threading.Thread):
 
     def _step(self, pid: int, now: float) -> tuple[str, float] | None:
         args = _command(pid)
-        for flag, value in zip(args, args[1:]):
+        for flag, value in itertools.pairwise(args):
             if flag == "-o":
                 line = self._outputs.get(value) or self._outputs.get(str(self._cwd / value))
                 if line:

@@ -3,7 +3,10 @@ huggingface_hub's client."""
 
 from __future__ import annotations
 
+from packaging.version import Version
+
 from builder.hub.backend import REPO_TYPE, RemoteFile, Upload
+from kbuild.hubs.http import is_transport_error
 from kbuild.hubs.identity import is_kbuild_hub, page_url, token_hint, unreachable_hint
 from kbuild_common.errors import ToolchainError
 from kbuild_hub.errors import HubError, RefConflict
@@ -28,7 +31,6 @@ class HttpHubBackend:
     def require_writes(self) -> None:
         """Refuse, before anything is written, a huggingface_hub that cannot commit to a kernel repo."""
         import huggingface_hub
-        from packaging.version import Version
 
         installed = huggingface_hub.__version__
         if Version(installed) < Version(KERNEL_COMMITS_SINCE):
@@ -103,7 +105,6 @@ class HttpHubBackend:
                                           headers=build_hf_headers(token=self.api.token))
             kbuild_hub = is_kbuild_hub(response.headers)
         except Exception as e:  # noqa: BLE001 - a link is not worth failing a publish that succeeded
-            from kbuild.hubs.http import is_transport_error
 
             if not is_transport_error(e):
                 raise
@@ -138,7 +139,6 @@ class _errors:
                                   "huggingface_hub's login) is not one of them"))
                 raise HubError(f"cannot {self.what}: {message}", hint=token_hint(kbuild_hub)) from None
             raise HubError(f"cannot {self.what}: {message}") from None
-        from kbuild.hubs.http import is_transport_error
 
         # a hub that does not answer: httpx's connection errors are not OSErrors
         if isinstance(error, OSError) or is_transport_error(error):

@@ -5,17 +5,25 @@ air-gapped sites")."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from builder.hub.mirror_requests import parse_repo, read_lock
+from builder.hub.mirror_view import MirrorView, Totals
+from builder.hub.transformers_kernels import read
 from kbuild_common.errors import ExitCode, UsageError
+from kbuild_common.notices import trace
+from kbuild_hub.errors import HubError
+from kbuild_hub.gitstore import GitStore
+from kbuild_hub.upstream.cache import UpstreamCache
+from kbuild_hub.upstream.client import UpstreamClient
+from kbuild_hub.upstream.mirror import Failure, Mirror, Request, Tally
 
 
 def requests_for(repos: list[str], repo_type: str, locks: list[Path], transformers_python: str | None,
                  reporter) -> list:
     """What to mirror: REPO[@REV] arguments, the kernels lock files pin, and the kernel repos the
     transformers of `transformers_python` maps by default; each (type, repo, revision) once."""
-    from builder.hub.mirror_requests import parse_repo, read_lock
-
     requests = [parse_repo(text, repo_type) for text in repos]
     for lock in locks:
         requests += read_lock(lock)
@@ -29,11 +37,6 @@ def mirror(url: str, token: str | None, root: Path, requests, variants: set[str]
     """Mirror every request into `root`'s upstream cache; the exit code (1 when anything failed,
     each failure one line). `signatures`: the signature rules a variant must also pass (the
     runtime's SignatureSettings, as the server applies them)."""
-    from kbuild_common.notices import trace
-    from kbuild_hub.upstream.cache import UpstreamCache
-    from kbuild_hub.upstream.client import UpstreamClient
-    from kbuild_hub.upstream.mirror import Mirror
-
     root.mkdir(parents=True, exist_ok=True)
     # the signature rules the server applies (kbuild_hub/server build_app): the same cache, the same checks
     cache = UpstreamCache(root, UpstreamClient(url, token), signatures, trace)
@@ -44,8 +47,6 @@ def mirror(url: str, token: str | None, root: Path, requests, variants: set[str]
 
 
 def _mirror_all(work, root: Path, requests, variants: set[str] | None, reporter) -> int:
-    from builder.hub.mirror_view import MirrorView, Totals
-
     targets, failures = _resolve(work, requests)
     _check_variants(variants, targets, failures, reporter)
     _warn_hidden(root, targets, reporter)
@@ -65,9 +66,6 @@ def _mirror_all(work, root: Path, requests, variants: set[str] | None, reporter)
 def _resolve(work, requests) -> tuple[list, list]:
     """Each request's commit and tree (the upstream asked), each commit once: @v1 and the sha it
     points at are one target. A request that cannot be resolved is a failure, the others go on."""
-    from kbuild_hub.errors import HubError
-    from kbuild_hub.upstream.mirror import Failure
-
     targets, failures = {}, []
     for request in requests:
         try:
@@ -86,9 +84,6 @@ def _resolve(work, requests) -> tuple[list, list]:
 def _mirror_target(work, target, variants, view):
     """Fetch what the cache lacks of one target; its tally and how many of its variants were
     verified before this run."""
-    from kbuild_hub.errors import HubError
-    from kbuild_hub.upstream.mirror import Failure, Tally
-
     tally = Tally()
     items = work.items(target, variants)
     cached = [i for i in items if work.cached(target, i)]
@@ -137,8 +132,6 @@ def _warn_hidden(root: Path, targets, reporter) -> None:
     """Mirrored repos the hub folder's own repos keep `kbuild hub serve` from serving (its rule
     against dependency confusion, docs/upstream.md "No dependency confusion"), said before the
     fetch rather than found out on the offline site."""
-    from kbuild_hub.gitstore import GitStore
-
     store = GitStore(root)
     local = store.list_repos()
     orgs = {repo_id.split("/")[0] for _, repo_id in local}
@@ -154,9 +147,6 @@ def _warn_hidden(root: Path, targets, reporter) -> None:
 
 
 def _transformers_requests(python: str, reporter) -> list:
-    from builder.hub.transformers_kernels import read
-    from kbuild_hub.upstream.mirror import Request
-
     mapping = read(python)
     reporter.info(f"transformers {mapping['transformers']} ({mapping['python']}) maps "
                   f"{len(mapping['kernels'])} kernel repo revision(s) by default")
@@ -177,6 +167,4 @@ def _unique(requests: list) -> list:
 
 def _merged(first, other):
     """`first`, also carrying the locked variants `other` records."""
-    from dataclasses import replace
-
     return replace(first, locked=tuple(sorted(set(first.locked) | set(other.locked))))

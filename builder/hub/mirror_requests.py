@@ -13,7 +13,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kbuild.errors import KernelError
+from kbuild.lockfile import read_lock as read_kbuild_lock
 from kbuild_common.errors import UsageError
+from kbuild_hub import paths
+from kbuild_hub.errors import HubError
 from kbuild_hub.upstream.mirror import Request
 
 LOCK_ORIGIN = "kernels.lock"
@@ -21,16 +25,14 @@ LOCK_ORIGIN = "kernels.lock"
 
 def parse_repo(text: str, repo_type: str) -> Request:
     """`org/name`, `org/name@v1`, `org/name@branch`, `org/name@<40-hex sha>`."""
-    from kbuild_hub import paths
-    from kbuild_hub.errors import HubError
-
     repo_id, at, revision = text.partition("@")
     try:
         paths.validate_repo_id(repo_id)
     except HubError as e:
         raise UsageError(f"REPO {text!r}: expected ORG/NAME[@vN|@BRANCH|@SHA] ({e})") from None
     if at and not revision.strip():
-        raise UsageError(f"REPO {text!r}: nothing after @; expected a version branch (v1), a branch or a full commit id")
+        raise UsageError(f"REPO {text!r}: nothing after @; expected a version branch (v1), a branch or a full "
+                         "commit id")
     return Request(repo_type, repo_id, revision.strip() or None)
 
 
@@ -43,9 +45,6 @@ def read_lock(path: Path) -> list[Request]:
     except ValueError as e:
         raise UsageError(f"--lock: {path} is not JSON ({e})") from None
     if isinstance(data, dict) and "kbuild-lock" in data:
-        from kbuild.errors import KernelError
-        from kbuild.lockfile import read_lock as read_kbuild_lock
-
         try:
             locked = read_kbuild_lock(path)
         except KernelError as e:
@@ -60,9 +59,6 @@ def read_lock(path: Path) -> list[Request]:
 
 
 def _hf_entry(path: Path, n: int, entry) -> Request:
-    from kbuild_hub import paths
-    from kbuild_hub.errors import HubError
-
     repo_id = commit = None
     if isinstance(entry, dict) and isinstance(entry.get("dependency"), dict):  # kernels >= 0.17
         repo_id = entry["dependency"].get("repo-id")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from builder.hub.address import HubAddress
+from builder.hub.http_backend import HttpHubBackend
+from builder.hub.local_backend import LocalHubBackend
 
 
 def open_hub(address: HubAddress, token: str | None):
     if address.local is not None:
-        from builder.hub.local_backend import LocalHubBackend
-
         return LocalHubBackend(address.local)
-    from builder.hub.http_backend import HttpHubBackend
 
     return HttpHubBackend(address.endpoint, token)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 TIMEOUT_S = 600  # importing transformers with torch is slow on a loaded machine, never this slow
@@ -117,10 +118,9 @@ def read(python: str, what: str = "--transformers", isolated: bool = True) -> di
     "kernel_layer", "devices", "modes"}], "skipped": [...]} from `python`'s transformers; UsageError naming
     --python when it has none. `what`: the option or command the errors begin with; `isolated`: that Python's
     own site-packages only (False: PYTHONPATH too, as the process that will import transformers sees it)."""
-    import tempfile
-
-    from kbuild_common.errors import CommandError, UsageError
-    from kbuild_common.proc import run
+    # here, not at the top: the script half runs in a Python without kbuild
+    from kbuild_common.errors import CommandError, UsageError  # noqa: PLC0415
+    from kbuild_common.proc import run  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="kbuild-transformers-") as tmp:
         out = Path(tmp) / "mapping.json"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEY = re.compile(r"^\s*((?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+)(?:\s*\.\s*(?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+))*)\s*=")
+_KEY_PART = r"(?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+)"  # a bare or quoted key
+_KEY = re.compile(rf"^\s*({_KEY_PART}(?:\s*\.\s*{_KEY_PART})*)\s*=")
 _STRING = re.compile(r"\"(?:\\.|[^\"\\])*\"|'[^']*'")
 
 

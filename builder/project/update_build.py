@@ -126,8 +126,9 @@ def _rename(path: Path, out: list[str], lines: dict, table: tuple[str, ...], key
     m = _LINE.match(body.split(" #", 1)[0].rstrip()) if number and number != header else None
     value = value_of(m["value"]) if m and m["key"] == key else None
     if value is None:
-        raise KbuildError(f"{_at(path, lines, table + (key,))}: kbuild update-build rewrites `{key} = …` only as a "
-                          f"line of its own under its table's header; write `{new_key}` there by hand (nothing written)")
+        raise KbuildError(f"{_at(path, lines, table + (key,))}: kbuild update-build rewrites `{key} = …` only as "
+                          f"a line of its own under its table's header; write `{new_key}` there by hand "
+                          "(nothing written)")
     out[number - 1] = f"{m['indent']}{new_key}{m['eq']}{value}{body[m.end('value'):]}{newline}"
 
 

@@ -20,7 +20,8 @@ def render_card(manifest: Manifest, repo_id: str, branch: str, variants) -> str:
         "license": manifest.license or "other",
         "description": docstring(_read(package / "__init__.py")) or f"The `{manifest.name}` kernel.",
         "functions": _bullets((public_names(_read(package / "__init__.py")) or set()) - {"layers"}),
-        "layers": _bullets(class_names(_read(package / "layers.py")) | class_names(_read(package / "layers" / "__init__.py"))),
+        "layers": _bullets(class_names(_read(package / "layers.py"))
+                           | class_names(_read(package / "layers" / "__init__.py"))),
         "variants": "\n".join(_variant_row(v) for v in variants),
     }
     # A kernel's own CARD.md may use any subset of the placeholders.

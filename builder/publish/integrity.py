@@ -37,8 +37,9 @@ def regular_files(folder: Path) -> dict[str, Path]:
 
 def _refuse_special(path: Path, st: os.stat_result) -> None:
     if stat.S_ISLNK(st.st_mode):
-        raise UnpublishableBuild(f"{path}: a symbolic link (to {os.readlink(path)}); publish uploads regular files only",
-                             hint="replace it with the file it points to, or rebuild: kbuild build never makes links")
+        raise UnpublishableBuild(
+            f"{path}: a symbolic link (to {os.readlink(path)}); publish uploads regular files only",
+            hint="replace it with the file it points to, or rebuild: kbuild build never makes links")
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
         raise UnpublishableBuild(f"{path}: not a regular file (a fifo, socket or device); "
                                  "publish uploads regular files only")

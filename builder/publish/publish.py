@@ -25,6 +25,7 @@ from builder.publish.card import render_card
 from builder.publish.integrity import regular_files, verify_variant
 from builder.publish.layer_checks import with_layer_checks
 from builder.publish.pyapi import public_names
+from builder.publish.signing import SIGNATURE, sign_metadata
 from builder.stage.variant_folder import SKIPPED_SECTIONS
 from kbuild.digest import git_blob_oid
 from kbuild.metadata import PARTIAL_ARCHS
@@ -269,8 +270,6 @@ def publish(manifest: Manifest, options: PublishOptions, hub: HubBackend, report
 def _signed(variants: list[LocalVariant], key, scratch: Path, reporter) -> list[LocalVariant]:
     """Each variant with `metadata.json.sig` over its metadata.json added to what it uploads (as
     signatures/<variant>/metadata.json.sig: LocalVariant.files)."""
-    from builder.publish.signing import SIGNATURE, sign_metadata
-
     signed = [replace(v, verified={**v.verified, SIGNATURE: sign_metadata(v.path / "metadata.json", key, scratch,
                                                                           v.name)}) for v in variants]
     reporter.info(f"signed metadata.json of {', '.join(v.name for v in variants)} with {key.value} ({key.origin})")

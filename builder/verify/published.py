@@ -8,6 +8,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from builder.project.manifest import Manifest
+from kbuild.errors import KernelError
+from kbuild.refs import KernelRef
+from kbuild.variants import detect_system
 from kbuild_common.errors import KbuildError, UsageError
 
 TYPE_CHECKING = False
@@ -33,10 +36,6 @@ def check_published(kernels: list[Manifest], per_variant: dict[str, dict[str, fl
                     branch: str | None = None) -> Iterator[Finding]:
     """Each kernel's branch (`branch`, else its [general.hub] branch, else v<version>) against the
     variant names of `per_variant` (plan/slices.costs) that kernel has, finding by finding."""
-    from kbuild.errors import KernelError
-    from kbuild.refs import KernelRef
-    from kbuild.variants import detect_system
-
     for m in kernels:
         if not m.hub_repo_id:
             raise UsageError(f"{m.path}: [general.hub] repo-id is not set: --check needs the repo of each kernel")

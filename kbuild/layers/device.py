@@ -97,7 +97,7 @@ def capability(device: Device) -> int | None:
     the current device's; None without a GPU of that kind."""
     if device.type not in ("cuda", "rocm"):
         return None
-    from ..variants import detect_system
+    from ..variants import detect_system  # noqa: PLC0415 - cost: only a GPU device asks the system
 
     try:
         arch = detect_system(device.backend).gpu_arch

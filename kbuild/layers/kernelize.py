@@ -53,7 +53,8 @@ def kernelize(model, mapping: dict | None = None, *, mode=Mode.INFERENCE, device
         return _kernelize(model, wanted, target, allowed, by_class=())
     if not isinstance(mapping, dict):
         raise InvalidRequest(f"kernelize: mapping must be a dict of layer name -> repository, got {mapping!r}")
-    expanded = {name: value if isinstance(value, dict) else {target.type: _repository(name, value, hub, trust_remote_code)}
+    expanded = {name: value if isinstance(value, dict)
+                else {target.type: _repository(name, value, hub, trust_remote_code)}
                 for name, value in mapping.items()}
     with use_kernel_mapping(expanded):
         return _kernelize(model, wanted, target, allowed, by_class=tuple(mapping))
@@ -89,7 +90,8 @@ def _kernelize(model, wanted: Mode, device: Device, allowed: KernelizeFallback, 
             repo, layer = _choose(name, host, table, wanted, device, gpu, layers)
         except _Fallback as e:
             if e.case not in allowed and e.cause is not None:
-                raise e.cause  # the loader's own error (NoVariantFits, RepoNotFound, ...), as get_kernel raises it
+                # the loader's own error (NoVariantFits, RepoNotFound, ...) as get_kernel raises it, its cause kept
+                raise e.cause  # noqa: B904
             if e.case not in allowed:
                 raise InvalidRequest(f"kernelize: {name}: {e} (use_fallback does not allow "
                                      f"{e.case.name} for this)") from None
@@ -182,7 +184,8 @@ def _fallback_cases(use_fallback) -> KernelizeFallback:
         return KernelizeFallback.NONE
     if isinstance(use_fallback, KernelizeFallback):
         return use_fallback
-    raise InvalidRequest(f"kernelize: use_fallback must be True, False or KernelizeFallback flags, got {use_fallback!r}")
+    raise InvalidRequest("kernelize: use_fallback must be True, False or KernelizeFallback flags, "
+                         f"got {use_fallback!r}")
 
 
 def _bind(module, layer, repo) -> None:

@@ -18,7 +18,9 @@ from .mode import Mode
 
 # name -> device type -> properties (None: any capability) -> {Mode: repository}
 Table = dict[str, dict[str, dict[object, dict[Mode, object]]]]
-_MAPPING: ContextVar[Table] = ContextVar("kbuild_kernel_mapping", default={})
+# the process-wide table, shared on purpose: register_kernel_mapping outside any use_kernel_mapping block adds to it
+_PROCESS_TABLE: Table = {}
+_MAPPING: ContextVar[Table] = ContextVar("kbuild_kernel_mapping", default=_PROCESS_TABLE)
 
 
 def register_kernel_mapping(mapping: dict, inherit_mapping: bool = True) -> None:
@@ -75,7 +77,8 @@ def _entries(mapping) -> list[tuple[str, object, dict[Mode, object]]]:
     """The mapping as (layer name, Device, {Mode: repository}) rows; a one-line error for
     anything else."""
     if not isinstance(mapping, dict):
-        raise InvalidRequest(f"kernel mapping: expected a dict of layer name -> {{device: repository}}, got {mapping!r}")
+        raise InvalidRequest("kernel mapping: expected a dict of layer name -> {device: repository}, "
+                             f"got {mapping!r}")
     rows = []
     for name, devices in mapping.items():
         if not isinstance(name, str) or not name:

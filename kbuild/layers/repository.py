@@ -36,7 +36,7 @@ class LayerRepository:
         self.check_arch = _check_arch(check_arch, where)
 
     def load(self, backend: str | None = None):
-        from ..hub_loader import get_kernel
+        from ..hub_loader import get_kernel  # noqa: PLC0415 - cost: kbuild.layers loads with a model's code, the loader (~40 ms) on first use
 
         trust = list(self.trust_remote_code) if isinstance(self.trust_remote_code, tuple) else self.trust_remote_code
         kernel = get_kernel(self.repo_id, revision=self.revision, version=self.version, hub=self.hub,
@@ -71,7 +71,7 @@ class LocalLayerRepository:
         self.check_arch = _check_arch(check_arch, where)
 
     def load(self, backend: str | None = None):
-        from ..local import get_local_kernel
+        from ..local import get_local_kernel  # noqa: PLC0415 - cost: kbuild.layers loads with a model's code, the loader (~40 ms) on first use
 
         return find_layer(get_local_kernel(self.repo_path, backend, check_arch=self.check_arch), self)
 
@@ -94,7 +94,7 @@ class LockedLayerRepository:
     as for get_locked_kernel."""
 
     def __init__(self, repo_id: str, *, layer_name: str, lockfile: str | Path | None = None, check_arch: bool = True):
-        from ..lockfile import find_lockfile
+        from ..lockfile import find_lockfile  # noqa: PLC0415 - cost: kbuild.layers loads with a model's code, the loader (~40 ms) on first use
 
         where = f"LockedLayerRepository({repo_id!r})"
         _check_layer_name(layer_name, where)
@@ -105,7 +105,7 @@ class LockedLayerRepository:
         self.repo_id, self.layer_name, self.lockfile = repo_id, layer_name, Path(lockfile)
 
     def load(self, backend: str | None = None):
-        from ..lockfile import get_locked_kernel
+        from ..lockfile import get_locked_kernel  # noqa: PLC0415 - cost: kbuild.layers loads with a model's code, the loader (~40 ms) on first use
 
         return find_layer(get_locked_kernel(self.repo_id, lockfile=self.lockfile, backend=backend,
                                             check_arch=self.check_arch), self)
@@ -171,7 +171,7 @@ def check_drop_in(layer, host: type, repo) -> None:
     if len(ours) != len(theirs):
         raise InvalidLayer(f"{what}: forward takes {len(ours)} arguments and {host.__name__}.forward "
                              f"{len(theirs)} ({_signature(layer.forward)} vs {_signature(host.forward)})")
-    for mine, other in zip(ours, theirs):
+    for mine, other in zip(ours, theirs, strict=True):
         if mine.kind != other.kind:
             raise InvalidLayer(f"{what}: forward's argument {mine.name!r} is {mine.kind.description} where "
                                  f"{host.__name__}.forward's {other.name!r} is {other.kind.description}")

@@ -20,7 +20,7 @@ the file's folder:
 Precedence, as for every setting: get_kernel's `require_signature=` argument, then the variable,
 then the file; signers per organisation: `KBUILD_ALLOWED_SIGNERS`'s entry for it, then the file
 (and for kernels-community's sigstore signers, then Hugging Face's build workflows).
-"""
+"""  # noqa: E501 - a markdown table row is one line, however long
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class Requirement:
 
 @dataclass(frozen=True)
 class OrgSigners:
-    """Whom one organisation trusts to sign: allowed_signers files and sigstore identities, each with where it was set."""
+    """Whom one organisation trusts to sign: allowed_signers files and sigstore identities, each with where it
+    was set."""
 
     org: str
     ssh: tuple[tuple[Path, str], ...] = ()
@@ -157,7 +158,8 @@ def _read_file(path: Path) -> SignatureSettings:
         elif kind == "sigstore-github":
             if words[2].count("/") != 1 or not words[3].startswith(f"https://github.com/{words[2]}/"):
                 raise InvalidSetting(f"{where}: expected `{_FORMS[kind]}` with a workflow URI of that repository "
-                                     f"(https://github.com/{words[2]}/.github/workflows/<file>@<ref>), got {line.strip()!r}")
+                                     f"(https://github.com/{words[2]}/.github/workflows/<file>@<ref>), "
+                                     f"got {line.strip()!r}")
             sigstore.setdefault(words[1], []).append((SigstoreIdentity(words[3], github_repo=words[2]), where))
         else:
             sign_key = (_relative(path, words[1]), where)

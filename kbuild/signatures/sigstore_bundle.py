@@ -10,6 +10,7 @@ transparency-log proof, so no request leaves this machine.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from ..errors import SignatureRefused
@@ -137,8 +138,6 @@ _VERIFIER = []
 def _verifier():
     """One per process: the production trusted root, never refreshed over the network."""
     if not _VERIFIER:
-        import logging
-
         from sigstore.verify import Verifier
 
         tuf = logging.getLogger("sigstore._internal.tuf")  # its "offline mode" warning is what was asked for
