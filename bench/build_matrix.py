@@ -125,16 +125,16 @@ def matrix_targets(ws: Path) -> list[tuple[str, str, Target]]:
 def provision(targets: list[Target], store: ToolchainStore, tu: bool) -> None:
     """Every toolchain of `targets` (plus torch 2.14 + CUDA 13.0 for the per-TU figures), and
     kbuild's probe of each torch, which it caches on first use."""
-    torch_table, cuda_table, _ = load_table()
-    extra = [Target(torch_table[(2, 14)], cuda_table[(13, 0)])] if tu else []
+    torch_table, toolkits, _ = load_table()
+    extra = [Target(torch_table[(2, 14)], toolkits["cuda"][(13, 0)])] if tu else []
     wants_cuda: dict[str, bool] = {}
     for t in targets + extra:
-        wants_cuda[t.torch.version] = wants_cuda.get(t.torch.version, False) or t.cuda is not None
+        wants_cuda[t.torch.version] = wants_cuda.get(t.torch.version, False) or t.toolkit is not None
     for version, cuda in sorted(wants_cuda.items(), key=lambda kv: not kv[1]):  # a CUDA build serves cpu too
         python = store.torch_python(version, cuda=cuda, reuse=(sys.executable,))
         probe_torch(python, CACHE / "probes")
         say(f"  torch {version}{' (CUDA build)' if cuda else ''}: {python}")
-    for cuda in sorted({t.cuda for t in targets + extra if t.cuda}, key=lambda c: c.version):
+    for cuda in sorted({t.toolkit for t in targets + extra if t.toolkit}, key=lambda c: c.version):
         say(f"  {cuda}: {store.cuda_home(cuda.version, cuda.toolkit)[1]}")
 
 
@@ -216,7 +216,7 @@ def load_spec(job, v, dropped: set[str], folder: Path) -> tuple[dict, dict]:
             cuda_cflags += [f for f in flags if f not in common]
     env = {}
     if cuda_cflags:
-        cuda = job.toolchain.cuda
+        cuda = job.toolchain.toolkits["cuda"]
         cuda_cflags += [f"-U{d[2:]}" for d in sorted(dropped) if d.startswith("-D")]
         env["CUDA_HOME"] = cuda.home
         if not (Path(cuda.lib_dir) / "libcudart.so").exists():
@@ -232,10 +232,10 @@ def load_spec(job, v, dropped: set[str], folder: Path) -> tuple[dict, dict]:
 def per_tu(sources: list[Path], dropped: set[str], work: Path, store: ToolchainStore) -> dict:
     """nvcc 13.0, sm_80 + sm_90, torch 2.14's include paths, no cache: each .cu as it is and with
     torch/extension.h prepended (written elsewhere; -I its folder keeps its own includes working)."""
-    torch_table, cuda_table, _ = load_table()
+    torch_table, toolkits, _ = load_table()
     torch = probe_torch(store.torch_python(torch_table[(2, 14)].version, cuda=True, reuse=(sys.executable,)),
                         CACHE / "probes")
-    home = store.cuda_home((13, 0), cuda_table[(13, 0)].toolkit)[0]
+    home = store.cuda_home((13, 0), toolkits["cuda"][(13, 0)].toolkit)[0]
     flags = [*(f for f in torch.common_nvcc_flags if f not in dropped), "-DENABLE_FP8", "-std=c++20",
              "-Xcompiler", "-O3", "-Xcompiler", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}",
              "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
@@ -315,7 +315,7 @@ def run(args, work: Path) -> dict:
     touched = next((p for p in cu if p.name == "rmsnorm.cu"), cu[0] if cu else None)
     if touched:
         kernel = touched.relative_to(ws / "kernels").parts[0]
-        expected = len({t.cuda for k, _, t in targets if k == kernel and t.cuda})
+        expected = len({t.toolkit for k, _, t in targets if k == kernel and t.toolkit})
         touched.touch()
         seconds, output = kbuild(*build, env=env)
         ran = compile_steps(output)

@@ -56,8 +56,8 @@ def release_jobs(kernel: Path) -> dict:
     units = sorted({s for section in m.kernels_for("cuda") for s in section.src if s.endswith(".cu")})
     variants = {}
     for mv in matrix_variants(m, select())[0]:
-        if mv.variant.backend == "cuda" and mv.target and mv.target.cuda:
-            variants[mv.variant.name] = variant_archs(m, mv.target.cuda)
+        if mv.variant.backend == "cuda" and mv.target and mv.target.toolkit:
+            variants[mv.variant.name] = variant_archs(m, mv.target.toolkit)
     return {"units": units, "variants": variants}
 
 

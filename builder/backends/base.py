@@ -1,16 +1,38 @@
 """What every compiled backend answers: the interface the planner, the matrix and the checks ask.
 
 The defaults are a host-only backend's (CPU): nothing beyond torch to find, no device code, no
-archs, no toolkit. A backend with a device toolkit overrides what differs (builder/backends/cuda.py).
+archs, no toolkit. A backend with a device toolkit names its table of versions.toml (`toolkit_table`:
+its axis of the matrix, whose rows the torch rows list under the same key) and says how its toolkit
+is found, provisioned, recorded and linked; it overrides what else differs (builder/backends/cuda.py).
 Backends lie below every stage that asks them, so they import none: `inputs` is builder/plan/steps.py's
 PlanInputs (the manifest, torch, the toolkit, the requested archs), `section` a manifest's KernelSection,
 `m` a Manifest, `matrix` and `release` builder/plan/matrix.py's Matrix and TorchRelease, `torch` a
-toolchain's TorchInfo.
+toolchain's TorchInfo, `options` a build's BuildOptions, `store` the ToolchainStore
+(builder/toolchains/provision.py), `toolkit` what the backend's own find_toolkit or provision_toolkit
+returned.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 Version = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class ToolkitRelease:
+    """One row of a backend's toolkit table in versions.toml (`[cuda."13.0"]`): a version on its
+    axis of the matrix, and how that toolkit is installed."""
+
+    backend: str
+    label: str  # how messages name the toolkit: "CUDA"
+    version: Version
+    toolkit: str = ""  # how it is installed (CUDA: the pip requirement that provides nvcc)
+    archs: frozenset[str] = frozenset()  # what its compiler compiles for: "75", "90", …
+    origin: str = field(default="builder/versions.toml", compare=False)  # the row's "file:line"
+
+    def __str__(self) -> str:
+        return f"{self.label} {self.version[0]}.{self.version[1]}"
 
 
 def in_range(version: Version, lo: str | None, hi: str | None) -> bool:
@@ -26,21 +48,73 @@ class Backend:
     name: str = ""
     # what `kbuild test` and `kbuild bench` run the variant's tensors on
     device: str = "cpu"
-    # whether its variants need a device toolkit (nvcc) beside torch
-    needs_toolkit: bool = False
+    # the versions.toml table of its toolkit's releases (None: torch alone builds it), and how
+    # messages name that toolkit
+    toolkit_table: str | None = None
+    toolkit_label: str = ""
+    # what a row of that table holds: key -> (str or list (of str), what it is, for errors)
+    toolkit_row: dict[str, tuple[type, str]] = {}
+    # a torch row's list of that table's versions (`cuda = ["13.2"]`): what it is, for errors, and
+    # whether every torch row must hold one
+    torch_row_list: str = "list of versions"
+    torch_row_requires_list: bool = False
+    # whether its variants need torch's device build (the toolchain store's torch index)
+    torch_device_build: bool = False
     # source suffix -> the compile rule it takes, beyond the host C++ compiler's
     source_tools: dict[str, str] = {}
+
+    @property
+    def needs_toolkit(self) -> bool:
+        return self.toolkit_table is not None
+
+    # -- its toolkit (builder/toolchains/, builder/plan/planner.py, builder/stage/) ------------------
+
+    def release(self, version: Version, row: dict, origin: str) -> ToolkitRelease:
+        """A row of `toolkit_table`, read."""
+        archs = frozenset(a.replace(".", "") for a in row.get("archs", ()))
+        return ToolkitRelease(self.name, self.toolkit_label, version, row.get("toolkit", ""), archs, origin)
+
+    def find_toolkit(self, torch, options):
+        """The toolkit beside `torch` on this machine (what `kbuild build` with no flags uses), or None."""
+        return None
+
+    def provision_toolkit(self, store, release: ToolkitRelease, options):
+        """The toolkit of `release`, installed into `store` when missing (a matrix build)."""
+        raise NotImplementedError(f"{self.name} has no toolkit to provision")
+
+    def toolkit(self, inputs):
+        """The toolkit a variant is planned with, or None."""
+        return inputs.toolkits.get(self.name)
+
+    def toolkit_record(self, toolkit) -> dict:
+        """What metadata's provenance.toolchain records of the toolkit (builder/stage/toolchain_record.py)."""
+        return {}
+
+    def link_stub_dirs(self, toolkit) -> list[str]:
+        """Folders of link-time stubs for libraries only a device driver installs (the link check's)."""
+        return []
+
+    def cached_compilers(self, toolkit) -> dict[str, str]:
+        """Its compilers that ccache wraps: path -> the name ccache recognises it by."""
+        return {}
+
+    def takes_random_seed(self, compiler: str) -> bool:
+        """Whether `compiler` takes a seed that keeps its output reproducible (builder/compile/)."""
+        return False
 
     # -- planning one variant (builder/plan/steps.py) ------------------------------------------------
 
     def cannot_build(self, inputs) -> str | None:
         """Why this machine's toolchain cannot build the backend's variant (beyond torch's own
         checks), or None."""
+        if self.needs_toolkit and self.toolkit(inputs) is None:
+            return f"no {self.toolkit_label or self.name} toolkit found"
         return None
 
     def compute(self, inputs) -> Version | None:
         """The compute version in the variant's name (CUDA 13.0 -> (13, 0)), or None."""
-        return None
+        toolkit = self.toolkit(inputs)
+        return toolkit.version if toolkit is not None else None
 
     def builds_section(self, inputs, section) -> bool:
         """Whether the toolchain compiles `section` at all."""
@@ -83,7 +157,11 @@ class Backend:
 
     def matrix_toolkits(self, m, matrix, release) -> list:
         """The toolkits the backend's variants of `release` are built with (None: torch alone)."""
-        return [None]
+        return matrix.toolkits_for(self.name, release) if self.needs_toolkit else [None]
+
+    def variant_archs(self, m, release: ToolkitRelease) -> list[str]:
+        """The device archs a variant built with `release` compiles for (what metadata will list)."""
+        return []
 
     def why_no_matrix_variant(self, m, matrix) -> str | None:
         """Why the matrix holds no variant of this backend for `m`, when the backend knows."""

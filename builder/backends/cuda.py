@@ -8,6 +8,7 @@ from pathlib import Path
 
 from builder.backends.base import Backend, in_range
 from builder.backends.cuda_arch import default_capabilities, restrict, select
+from builder.backends.cuda_toolkit import find_cuda, nvcc_origin, nvcc_takes_random_seed, recorded_nvcc
 from kbuild_common.errors import ManifestError
 
 # torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
@@ -21,31 +22,58 @@ _DROPPED_NVCC_FLAGS = {
 class Cuda(Backend):
     name = "cuda"
     device = "cuda"
-    needs_toolkit = True
     source_tools = {".cu": "nvcc"}
+    toolkit_table = "cuda"
+    toolkit_label = "CUDA"
+    toolkit_row = {"toolkit": (str, "pip requirement of nvcc, like \"cuda-toolkit[nvcc,cccl]==13.2.*\""),
+                   "archs": (list, "list of capabilities, like [\"9.0\", \"12.0\"]")}
+    torch_row_list = "list of CUDA versions, like [\"13.2\"]"
+    torch_row_requires_list = True
+    torch_device_build = True
+
+    # -- its toolkit: nvcc (cuda_toolkit.py) ---------------------------------------------------------
+
+    def find_toolkit(self, torch, options):
+        return find_cuda(options.cuda_home, options.probe_dir) if torch.cuda else None
+
+    def provision_toolkit(self, store, release, options):
+        home, _ = store.cuda_home(release.version, release.toolkit)
+        return find_cuda(home, options.probe_dir)
+
+    def toolkit_record(self, toolkit) -> dict:
+        return {"nvcc": {"version": recorded_nvcc(toolkit.nvcc), "from": nvcc_origin(Path(toolkit.nvcc))}}
+
+    def link_stub_dirs(self, toolkit) -> list[str]:
+        home = Path(toolkit.home)
+        return [str(Path(d) / "stubs") for d in (toolkit.lib_dir, home / "lib64", home / "lib")]
+
+    def cached_compilers(self, toolkit) -> dict[str, str]:
+        return {toolkit.nvcc: "nvcc"}  # named nvcc: ccache recognises the compiler by its name
+
+    def takes_random_seed(self, compiler: str) -> bool:
+        return nvcc_takes_random_seed(compiler)
+
+    # -- planning one variant ------------------------------------------------------------------------
 
     def cannot_build(self, inputs) -> str | None:
-        m, torch = inputs.manifest, inputs.torch
+        m, torch, nvcc = inputs.manifest, inputs.torch, self.toolkit(inputs)
         if torch.cuda is None:
             return f"torch {torch.torch_version} is a CPU build (install a CUDA build of torch)"
-        if inputs.cuda is None:
+        if nvcc is None:
             return "no nvcc found (set CUDA_HOME)"
         # Same major: one libcudart soname. A newer minor builds that CUDA's variant (torch's
         # headers do not depend on the minor; the toolkit's headers come from that nvcc alone).
-        if inputs.cuda.version[0] != torch.cuda_version[0]:
-            have = ".".join(map(str, inputs.cuda.version))
+        if nvcc.version[0] != torch.cuda_version[0]:
+            have = ".".join(map(str, nvcc.version))
             return f"nvcc is CUDA {have} but torch was built with CUDA {torch.cuda} (the major versions must match)"
-        if not in_range(inputs.cuda.version, m.cuda_minver, m.cuda_maxver):
-            have = ".".join(map(str, inputs.cuda.version))
+        if not in_range(nvcc.version, m.cuda_minver, m.cuda_maxver):
+            have = ".".join(map(str, nvcc.version))
             return f"CUDA {have} (nvcc) is outside [general.cuda] minver/maxver"
         return None
 
-    def compute(self, inputs):
-        return inputs.cuda.version
-
     def builds_section(self, inputs, section) -> bool:
         # a section's `cuda-minver` leaves it out of variants built with an older CUDA (kernel-builder's rule)
-        return not (section.cuda_minver and not in_range(inputs.cuda.version, section.cuda_minver, None))
+        return not (section.cuda_minver and not in_range(self.toolkit(inputs).version, section.cuda_minver, None))
 
     def device_capabilities(self, inputs, sections):
         """Only sections with device code compile for GPU archs (metadata lists what was compiled);
@@ -74,31 +102,33 @@ class Cuda(Backend):
     def toolkit_includes(self, inputs) -> list[str]:
         # The toolkit's headers first; the wheel's nvidia/cuXX/include only fills in the
         # cuBLAS/cuSPARSE headers that ATen/cuda includes and a bare nvcc install lacks.
-        dirs = [str(Path(inputs.cuda.home) / "include")]
-        if inputs.cuda.version == inputs.torch.cuda_version:  # never two CUDA minors' headers
+        nvcc = self.toolkit(inputs)
+        dirs = [str(Path(nvcc.home) / "include")]
+        if nvcc.version == inputs.torch.cuda_version:  # never two CUDA minors' headers
             dirs += list(inputs.torch.nvidia_include)
         return dirs
 
     def standalone_flags(self, inputs) -> list[str]:
-        return [f"-I{Path(inputs.cuda.home) / 'include'}"]
+        return [f"-I{Path(self.toolkit(inputs).home) / 'include'}"]
 
     def compile_flags(self, inputs, tool, capabilities, section, host, std) -> list[str]:
         # torch.utils.cpp_extension's flags, plus what torch's CMake config adds to every CUDA compile
         # of a CMake-built extension (--expt-extended-lambda, ...): kernel-builder builds with CMake.
         common = [f for f in inputs.torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS]
         common += [f for f in inputs.torch.cmake_nvcc_flags if f not in common]
-        fp8 = ["-DENABLE_FP8"] if inputs.cuda.version >= (11, 8) else []
+        fp8 = ["-DENABLE_FP8"] if self.toolkit(inputs).version >= (11, 8) else []
         host_flags = [x for f in host for x in ("-Xcompiler", f)]
         gencode = [g for c in capabilities for g in c.gencode_flags()]
         extra = list(section.cuda_flags) if section else []
         return [*common, *fp8, std, *host_flags, *gencode, *extra]
 
     def compiler(self, inputs, tool: str) -> str:
-        return inputs.cuda.nvcc
+        return self.toolkit(inputs).nvcc
 
     def libraries(self, inputs, stable: bool) -> list[str]:
         # By soname: NVIDIA's nvcc wheels ship libcudart.so.13 in lib/ and no libcudart.so link name.
-        cudart = [f"-L{inputs.cuda.lib_dir}", f"-l:libcudart.so.{inputs.cuda.version[0]}"]
+        nvcc = self.toolkit(inputs)
+        cudart = [f"-L{nvcc.lib_dir}", f"-l:libcudart.so.{nvcc.version[0]}"]
         # the stable C shim's CUDA streams and devices live in libtorch_cuda
         return ["-ltorch_cuda", *cudart] if stable else ["-lc10_cuda", "-ltorch_cuda", *cudart]
 
@@ -110,13 +140,24 @@ class Cuda(Backend):
         return ["-Wl,--discard-all"]
 
     def matrix_toolkits(self, m, matrix, release):
-        return [c for c in matrix.cuda_for(release) if in_range(c.version, m.cuda_minver, m.cuda_maxver)]
+        return [c for c in matrix.toolkits_for(self.name, release) if in_range(c.version, m.cuda_minver, m.cuda_maxver)]
 
     def why_no_matrix_variant(self, m, matrix) -> str | None:
         if not any(self.matrix_toolkits(m, matrix, r) for r in matrix.torch):
-            cudas = ", ".join(f"{c.version[0]}.{c.version[1]}" for c in matrix.cuda) or "none"
+            cudas = ", ".join(f"{c.version[0]}.{c.version[1]}" for c in matrix.releases(self.name)) or "none"
             return f"no CUDA version of the matrix ({cudas}) is inside [general.cuda] minver/maxver"
         return None
+
+    def variant_archs(self, m, release) -> list[str]:
+        """Each section's capabilities, else the default list, kept to what `release`'s nvcc supports."""
+        requested = set()
+        for section in m.kernels_for(self.name):
+            if self._has_device_code(section.src):
+                requested |= set(section.cuda_capabilities or default_capabilities(release.version))
+        if not requested and self._has_device_code(m.torch.src):
+            requested = set(default_capabilities(release.version))
+        ok, _ = select(sorted(requested), release.archs)
+        return [str(c) for c in sorted(ok)]
 
     def _has_device_code(self, sources) -> bool:
         return any(Path(src).suffix in self.source_tools for src in sources)
@@ -126,16 +167,17 @@ def _capabilities(inputs, section):
     """What `section` (None: the binding) compiles for; empty when it lists its own capabilities
     and --cuda-archs names none of them (the section is then left out)."""
     explicit = bool(section and section.cuda_capabilities)
-    listed = section.cuda_capabilities if explicit else default_capabilities(inputs.cuda.version)
+    nvcc = CUDA.toolkit(inputs)
+    listed = section.cuda_capabilities if explicit else default_capabilities(nvcc.version)
     requested = restrict(list(listed), inputs.cuda_archs.value if inputs.cuda_archs else None, explicit)
     where = inputs.manifest.where("kernel", section.name, "cuda-capabilities") if section else "cuda"
     if not requested:
         return []
-    ok, _ = select(list(requested), inputs.cuda.archs)
+    ok, _ = select(list(requested), nvcc.archs)
     if not ok:
-        have = ".".join(map(str, inputs.cuda.version))
+        have = ".".join(map(str, nvcc.version))
         raise ManifestError(f"{where}: none of {', '.join(map(str, requested))} is supported by nvcc {have} "
-                            f"(it supports {', '.join(sorted(inputs.cuda.archs, key=int))})")
+                            f"(it supports {', '.join(sorted(nvcc.archs, key=int))})")
     return sorted(ok)
 
 

@@ -102,7 +102,7 @@ def _series(text: str) -> tuple[int, ...]:
 
 def run_list(args, reporter: Reporter) -> int:
     from builder.report import human_size
-    from builder.toolchains.toolchain import find_cuda
+    from builder.backends.cuda_toolkit import find_cuda
 
     store = open_store()
     records = store.list()

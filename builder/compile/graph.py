@@ -19,7 +19,6 @@ from builder.layout import WORK_DIR
 from builder.compile.ninja_run import NinjaOutcome, run_ninja
 from builder.config.options import BuildOptions
 from builder.report import Reporter
-from builder.toolchains.toolchain import nvcc_takes_random_seed
 
 
 def run_graph(options: BuildOptions, plans: list[ToolchainPlan], reporter: Reporter,
@@ -116,21 +115,22 @@ def write_graph(options: BuildOptions, plans: list[ToolchainPlan], cache: Compil
         if j.sysroot and j.toolchain.torch:
             _mirror_python_headers(j.sysroot.python_headers(j.toolchain.torch.python_multiarch_include, include),
                                    j.toolchain.torch.python_multiarch_include)
-    wrappers = {}
-    for cuda in {j.toolchain.cuda for j in plans if j.toolchain.cuda}:
+    wrappers, seeded = {}, set()
+    for c in {c for j in plans for c in j.toolchain.cached_compilers()}:
+        if c.seeded:
+            seeded.add(c.program)
         if sccache:
-            wrappers[cuda.nvcc] = cuda.nvcc
+            wrappers[c.program] = c.program
             continue
-        # named nvcc: ccache recognises the compiler by its name
-        wrapper = work / "bin" / f"cuda-{cuda.version[0]}.{cuda.version[1]}" / "nvcc"
-        compile_cache.install_script(wrapper, compile_cache.nvcc_script(cuda.nvcc))
-        wrappers[cuda.nvcc] = str(wrapper)
+        # under its own name: ccache recognises a compiler by its name
+        wrapper = work / "bin" / c.folder / c.name
+        compile_cache.install_script(wrapper, compile_cache.nvcc_script(c.program))
+        wrappers[c.program] = str(wrapper)
     launcher = work / "bin" / "compile"
     compile_cache.install_script(launcher, dist.launcher_script(sccache) if sccache
                                  else compile_cache.launcher_script(cache))
-    seeded = frozenset(c for c in wrappers if nvcc_takes_random_seed(c))
     graph = ninja_file.render([v for j in plans for v in j.plan.variants], options.cxx, wrappers, options.folder,
-                              str(launcher), seeded=seeded)
+                              str(launcher), seeded=frozenset(seeded))
     path = work / "build.ninja"
     if not path.is_file() or path.read_text() != graph.text:
         tmp = path.with_suffix(".tmp")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from builder.config.options import BuildOptions
 from kbuild_common.errors import ToolchainError
-from builder.plan.planner import find_toolchain, variant_rows
+from builder.plan.planner import variant_rows
+from builder.toolchains.toolchain import find_toolchain
 
 
 def variant_listing(options: BuildOptions) -> tuple[list[dict], str | None]:

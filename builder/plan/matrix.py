@@ -1,8 +1,9 @@
-"""The build matrix: which torch releases and CUDA versions variants are built for, and which
-variants each kernel gets in it, with the toolchain (torch release, CUDA version) each needs.
+"""The build matrix: which torch releases and toolkit versions (CUDA's) variants are built for, and
+which variants each kernel gets in it, with the toolchain (torch release, toolkit version) each needs.
 
-The versions live in builder/versions.toml (data); a workspace's `[workspace.matrix]` picks
-from it. Pure apart from reading that table.
+The versions live in builder/versions.toml (data): [torch] rows, and one table per backend with a
+toolkit (`toolkit_table`, builder/backends/), whose versions each torch row lists under the same key;
+a workspace's `[workspace.matrix]` picks from them. Pure apart from reading that table.
 """
 
 from __future__ import annotations
@@ -10,41 +11,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
+from kbuild.variants import Compute, Noarch, Platform, Torch, TorchStableAbi, Variant
 
-from builder.backends import compiled, in_range, not_compiled
-from builder.backends.cuda_arch import default_capabilities
-from builder.backends.cuda_arch import select as select_archs
+from builder.backends import BACKENDS, ToolkitRelease, compiled, in_range, not_compiled
 from kbuild_common.errors import ManifestError
 from builder.project.manifest import Manifest
 from builder.plan.steps import stable_abi
 from builder.toolchains.versions import SOURCE, read_table
 
-_MATRIX_KEYS = ("torch", "cuda")
-
 Version = tuple[int, int]
+# backend -> the versions.toml table of its toolkit, which is also its key in a torch row and in [default]
+_TOOLKIT_TABLES = {b.name: b.toolkit_table for b in BACKENDS.values() if b.toolkit_table}
+_MATRIX_KEYS = ("torch", *_TOOLKIT_TABLES.values())
 
 
 @dataclass(frozen=True)
 class TorchRelease:
     series: Version  # (2, 14)
     version: str  # the exact release its toolchain installs: "2.14.1"
-    cuda: tuple[Version, ...]  # CUDA versions its variants are built for
+    # backend -> the toolkit versions its variants of this torch are built for: (("cuda", ((13, 0),)),)
+    toolkits: tuple[tuple[str, tuple[Version, ...]], ...] = ()
     origin: str = field(default=SOURCE, compare=False)  # the table row it came from: "file:line"
 
     def __str__(self) -> str:
         return f"torch {self.version}"
 
-
-@dataclass(frozen=True)
-class CudaRelease:
-    version: Version
-    toolkit: str  # pip requirement that provides nvcc
-    archs: frozenset[str]  # what its nvcc compiles for: "75", "90", …
-    origin: str = field(default=SOURCE, compare=False)  # the table row it came from: "file:line"
-
-    def __str__(self) -> str:
-        return f"CUDA {_dotted(self.version)}"
+    def toolkit_versions(self, backend: str) -> tuple[Version, ...]:
+        return dict(self.toolkits).get(backend, ())
 
 
 @dataclass(frozen=True)
@@ -52,19 +45,22 @@ class Target:
     """The toolchain one variant is built with."""
 
     torch: TorchRelease
-    cuda: CudaRelease | None = None
+    toolkit: ToolkitRelease | None = None  # its backend's, when it has one
 
     def __str__(self) -> str:
-        return f"{self.torch}" + (f" + {self.cuda}" if self.cuda else "")
+        return f"{self.torch}" + (f" + {self.toolkit}" if self.toolkit else "")
 
 
 @dataclass(frozen=True)
 class Matrix:
     torch: tuple[TorchRelease, ...]  # oldest first
-    cuda: tuple[CudaRelease, ...]
+    toolkits: tuple[tuple[str, tuple[ToolkitRelease, ...]], ...] = ()  # backend -> its releases, oldest first
 
-    def cuda_for(self, release: TorchRelease) -> list[CudaRelease]:
-        return [c for c in self.cuda if c.version in release.cuda]
+    def releases(self, backend: str) -> tuple[ToolkitRelease, ...]:
+        return dict(self.toolkits).get(backend, ())
+
+    def toolkits_for(self, backend: str, release: TorchRelease) -> list[ToolkitRelease]:
+        return [t for t in self.releases(backend) if t.version in release.toolkit_versions(backend)]
 
 
 @dataclass(frozen=True)
@@ -90,38 +86,47 @@ def _version(text: str, where: str) -> Version:
     return int(parts[0]), int(parts[1])
 
 
-def load_table(path: Path | None = None) -> tuple[dict[Version, TorchRelease], dict[Version, CudaRelease], dict]:
-    """The versions table (kbuild's own, or the one at `path`): torch releases and CUDA versions by
-    series, and its [default]."""
+Tables = tuple[dict[Version, TorchRelease], dict[str, dict[Version, ToolkitRelease]], dict]
+
+
+def load_table(path: Path | None = None) -> Tables:
+    """The versions table (kbuild's own, or the one at `path`): torch releases by series, each
+    backend's toolkit releases by version, and its [default]."""
     table = read_table(path)  # kbuild's own with the overlay merged over it (path: that file alone)
     data = table.data
-    cuda = {}
-    for key, body in data.get("cuda", {}).items():
-        v = _version(key, f"{table.origin('cuda', key)}: [cuda.\"{key}\"]")
-        archs = frozenset(a.replace(".", "") for a in body["archs"])
-        cuda[v] = CudaRelease(v, body["toolkit"], archs, table.origin("cuda", key))
+    toolkits: dict[str, dict[Version, ToolkitRelease]] = {}
+    for backend, name in _TOOLKIT_TABLES.items():
+        toolkits[backend] = {}
+        for key, body in data.get(name, {}).items():
+            v = _version(key, f"{table.origin(name, key)}: [{name}.\"{key}\"]")
+            toolkits[backend][v] = BACKENDS[backend].release(v, body, table.origin(name, key))
     torch = {}
     for key, body in data.get("torch", {}).items():
         where = f"{table.origin('torch', key)}: [torch.\"{key}\"]"
-        cudas = tuple(_version(c, f"{where} cuda") for c in body.get("cuda", []))
-        for c in cudas:
-            if c not in cuda:
-                raise ManifestError(f"{where} cuda: CUDA {_dotted(c)} has no [cuda.\"{_dotted(c)}\"] table")
-        torch[_version(key, where)] = TorchRelease(_version(key, where), body["version"], cudas,
+        listed = []
+        for backend, name in _TOOLKIT_TABLES.items():
+            versions = tuple(_version(c, f"{where} {name}") for c in body.get(name, []))
+            for c in versions:
+                if c not in toolkits[backend]:
+                    raise ManifestError(f"{where} {name}: {BACKENDS[backend].toolkit_label} {_dotted(c)} has no "
+                                        f"[{name}.\"{_dotted(c)}\"] table")
+            listed.append((backend, versions))
+        torch[_version(key, where)] = TorchRelease(_version(key, where), body["version"], tuple(listed),
                                                    table.origin("torch", key))
-    return torch, cuda, data.get("default", {})
+    return torch, toolkits, data.get("default", {})
 
 
 def select(choice: dict | None = None, where: str = "[workspace.matrix]", path: Path | None = None) -> Matrix:
     """The matrix `choice` ({"torch": [...], "cuda": [...]}) names, each list defaulting to the
     table's [default]; every name must be in the table."""
-    torch_table, cuda_table, default = load_table(path)
+    torch_table, toolkit_tables, default = load_table(path)
     choice = choice or {}
     for key in choice:
         if key not in _MATRIX_KEYS:
             raise ManifestError(f"{where} {key}: unknown key (expected one of: {', '.join(_MATRIX_KEYS)})")
     picked = {}
-    for key, table in (("torch", torch_table), ("cuda", cuda_table)):
+    keyed = [("torch", "torch", torch_table), *((b, name, toolkit_tables[b]) for b, name in _TOOLKIT_TABLES.items())]
+    for axis, key, table in keyed:
         names = choice.get(key, default.get(key, [_dotted(v) for v in table]))
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ManifestError(f'{where} {key}: expected a list of versions like ["2.14"], got {names!r}')
@@ -132,20 +137,21 @@ def select(choice: dict | None = None, where: str = "[workspace.matrix]", path: 
                 known = ", ".join(_dotted(k) for k in sorted(table))
                 raise ManifestError(f'{where} {key}: {key} "{name}" is not in builder/versions.toml (known: {known})')
             versions.append(v)
-        picked[key] = [table[v] for v in sorted(set(versions))]
-    return Matrix(tuple(picked["torch"]), tuple(picked["cuda"]))
+        picked[axis] = tuple(table[v] for v in sorted(set(versions)))
+    return Matrix(picked.pop("torch"), tuple(picked.items()))
 
 
 def full_matrix(path: Path | None = None) -> Matrix:
-    """Every release and CUDA version the table knows (what `--variant` may name)."""
-    torch_table, cuda_table, _ = load_table(path)
-    return Matrix(tuple(torch_table[k] for k in sorted(torch_table)), tuple(cuda_table[k] for k in sorted(cuda_table)))
+    """Every torch release and toolkit version the table knows (what `--variant` may name)."""
+    torch_table, toolkit_tables, _ = load_table(path)
+    return Matrix(tuple(torch_table[k] for k in sorted(torch_table)),
+                  tuple((b, tuple(t[k] for k in sorted(t))) for b, t in toolkit_tables.items()))
 
 
 def matrix_variants(m: Manifest, matrix: Matrix) -> tuple[list[MatrixVariant], list[MatrixSkip]]:
     """Every variant of the kernel in `matrix`, with the toolchain each is built with."""
     if m.noarch is not None:
-        return [MatrixVariant(Variant(NOARCH, b), None) for b in m.backends], []
+        return [MatrixVariant(Variant(framework=Noarch(), compute=Compute(b)), None) for b in m.backends], []
     out, skips = [], []
     for backend in m.backends:
         if compiled(backend) is None:
@@ -170,19 +176,20 @@ def _classic(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
 
 
 def _stable(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
-    # One variant per CUDA version (or one cpu variant), built against the newest torch that
+    # One variant per toolkit version (or one cpu variant), built against the newest torch that
     # has the ABI: its headers know every stable API up to it.
     abi = stable_abi(m, backend)
     newest = [r for r in matrix.torch if r.series >= abi and in_range(r.series, m.torch.minver, m.torch.maxver)]
     if not newest:
         return []
     release = newest[-1]
-    return [MatrixVariant(Variant(STABLE_ABI, backend, abi, t.version if t else None, host_cpu(), host_os()),
+    return [MatrixVariant(Variant(framework=TorchStableAbi(abi), compute=Compute(backend, t.version if t else None),
+                                  platform=Platform.host()),
                           Target(release, t)) for t in compiled(backend).matrix_toolkits(m, matrix, release)]
 
 
-def _compiled(backend: str, series: Version, cuda: Version | None) -> Variant:
-    return Variant(COMPILED, backend, series, cuda, host_cpu(), host_os(), True)
+def _compiled(backend: str, series: Version, compute: Version | None) -> Variant:
+    return Variant(framework=Torch(series, cxx11=True), compute=Compute(backend, compute), platform=Platform.host())
 
 
 def _why_none(m: Manifest, backend: str, matrix: Matrix) -> str:
@@ -196,14 +203,7 @@ def _why_none(m: Manifest, backend: str, matrix: Matrix) -> str:
     return f"no torch of the matrix ({torches}) is inside [torch] minver/maxver"
 
 
-def variant_archs(m: Manifest, cuda: CudaRelease) -> list[str]:
-    """The capabilities a CUDA variant compiles for with `cuda`'s nvcc (what metadata will list):
-    each section's list, else the default list, kept to what that nvcc supports."""
-    requested = set()
-    for section in m.kernels_for("cuda"):
-        if any(s.endswith(".cu") for s in section.src):
-            requested |= set(section.cuda_capabilities or default_capabilities(cuda.version))
-    if not requested and any(s.endswith(".cu") for s in m.torch.src):
-        requested = set(default_capabilities(cuda.version))
-    ok, _ = select_archs(sorted(requested), cuda.archs)
-    return [str(c) for c in sorted(ok)]
+def variant_archs(m: Manifest, toolkit: ToolkitRelease) -> list[str]:
+    """The device archs a variant built with `toolkit` compiles for (what metadata will list): its
+    backend's rule (CUDA: each section's capabilities, else the defaults, kept to what that nvcc supports)."""
+    return compiled(toolkit.backend).variant_archs(m, toolkit)

@@ -11,7 +11,7 @@ from kbuild.variants import parse_variant
 
 from builder.project.manylinux import policy_glibc
 from builder.backends.cuda_arch import Capability
-from builder.backends import compiled
+from builder.backends import BACKENDS, compiled
 from builder.project.dependencies import parse_dependency, pick_cutlass
 from kbuild_common.errors import KbuildError, ToolchainError
 from kbuild_common.notices import notice
@@ -24,15 +24,9 @@ from builder.config.options import BuildOptions
 from builder.plan.steps import BuildPlan, PlanInputs, Skip, plan_build
 from builder.report import Reporter, VariantResult
 from builder.toolchains.sysroot import Sysroot
-from builder.toolchains.toolchain import Toolchain, find_cuda, probe_torch
+from builder.toolchains.toolchain import Toolchain, find_toolchain, probe_torch
 from builder.toolchains.versions import load_versions_table
 from builder.project.workspace import kernel_dirs, workspace_matrix
-
-
-def find_toolchain(options: BuildOptions) -> Toolchain:
-    torch = probe_torch(options.python, options.probe_dir)
-    cuda = find_cuda(options.cuda_home, options.probe_dir) if torch.cuda else None
-    return Toolchain(torch, cuda)
 
 
 @dataclass(frozen=True)
@@ -87,25 +81,26 @@ def _inputs(m: Manifest, toolchain: Toolchain, source: SourceId, resolved: Resol
             cuda_archs: Setting[tuple[Capability, ...]] | None = None) -> PlanInputs:
     work = m.root / WORK_DIR
     includes = resolved.dependency_includes
-    return PlanInputs(m, toolchain.torch, toolchain.cuda, source.short, work, work / "include",
+    return PlanInputs(m, toolchain.torch, toolchain.toolkits, source.short, work, work / "include",
                       cuda_archs=cuda_archs,
                       dependency_includes=None if includes is None else includes.get(m.root, {}),
                       sysroot=resolved.sysroots.get(m.root))
 
 
-def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]], cuda: bool,
-                         reporter) -> dict:
+def resolve_dependencies(options: BuildOptions, kernels: list[tuple[Manifest, SourceId]],
+                         toolkits: set[str] | None, reporter) -> dict:
     """Provision the headers (CUTLASS) that the sections this build compiles depend on, once per
-    name, and record each kernel's include folders. `cuda`: whether CUDA sections are built. A
-    name that cannot be provisioned is recorded as its error: planning fails the variants whose
-    sections need it, and only those. Returns Resolved.dependency_includes."""
+    name, and record each kernel's include folders. `toolkits`: the backends with a device toolkit
+    whose sections are built (None: every one). A name that cannot be provisioned is recorded as
+    its error: planning fails the variants whose sections need it, and only those. Returns
+    Resolved.dependency_includes."""
     found: dict = {}  # dependency name -> include folders, shared by the kernels naming it
     includes: dict = {}
     for m, _ in kernels:
         mine = {}
         for section in m.kernels:
             backend = compiled(section.backend)
-            if backend is None or (backend.needs_toolkit and not cuda):
+            if backend is None or (backend.needs_toolkit and toolkits is not None and backend.name not in toolkits):
                 continue
             for name in section.depends:
                 dep = parse_dependency(name)
@@ -172,7 +167,7 @@ def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tu
     if not options.all_variants and not options.variants:
         toolchain = find_toolchain(options)
         resolved = replace(resolved, dependency_includes=resolve_dependencies(
-            options, kernels, toolchain.cuda is not None, reporter))
+            options, kernels, set(toolchain.toolkits), reporter))
         plans = [ToolchainPlan(plan_build(_inputs(m, toolchain, s, resolved, archs), isolate=True), toolchain)
                  for m, s in kernels]
         return _planned(plans, failed, resolved, archs, reporter)
@@ -181,9 +176,9 @@ def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tu
     wanted = set(options.variants)
     plans = []
     current = _current_toolchain(options) if options.variants else None
-    # CUDA sections' headers only when a CUDA variant may be built (not for `--variant <cpu>`)
-    resolved = replace(resolved, dependency_includes=resolve_dependencies(options, kernels, options.all_variants or any(
-        _backend_of(name) in ("cuda", None) for name in options.variants), reporter))
+    # a toolkit's sections' headers only when a variant of its backend may be built (not for `--variant <cpu>`)
+    resolved = replace(resolved, dependency_includes=resolve_dependencies(
+        options, kernels, None if options.all_variants else _backends_of(options.variants), reporter))
     by_target: dict = {}
     for m, source in kernels:
         here = plan_build(_inputs(m, current, source, resolved, archs), options.variants, isolate=True) if current else None
@@ -206,9 +201,9 @@ def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tu
         if not wanted:
             skipped += [Skip(s.backend, s.reason) for s in skips]
         if skipped:
-            plans.append(ToolchainPlan(BuildPlan(m, (), tuple(skipped)), Toolchain(None, None)))
+            plans.append(ToolchainPlan(BuildPlan(m, (), tuple(skipped)), Toolchain(None)))
     for target, items in by_target.items():
-        toolchain, error = (Toolchain(None, None), None) if target is None else _provision(options, target, reporter)
+        toolchain, error = (Toolchain(None), None) if target is None else _provision(options, target, reporter)
         for m, source, name in items:
             if error:
                 failed.append(VariantResult(m.name, name, "failed", reason=f"{target}: {error}"))
@@ -242,11 +237,13 @@ def _with_sysroots(plans: list[ToolchainPlan], resolved: Resolved) -> list[Toolc
     return [replace(j, sysroot=resolved.sysroots.get(j.plan.manifest.root)) for j in plans]
 
 
-def _backend_of(variant_name: str) -> str | None:
+def _backends_of(variant_names) -> set[str] | None:
+    """The backends `--variant` names; None (every one) when a name is not a variant's: the plan
+    says so later."""
     try:
-        return parse_variant(variant_name).backend
+        return {parse_variant(name).backend for name in variant_names}
     except ValueError:
-        return None  # not a variant name: the plan says so later
+        return None
 
 
 def _prune_skips(plans: list[ToolchainPlan], wanted: set[str]) -> list[ToolchainPlan]:
@@ -279,15 +276,14 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
                            probe_dir=options.probe_dir)
     try:
         with reporter.phase(f"provisioning {target}"):  # shown under "planning" while pip installs
-            python = store.torch_python(target.torch.version, cuda=target.cuda is not None, reuse=(options.python,))
+            backend = compiled(target.toolkit.backend) if target.toolkit else None
+            python = store.torch_python(target.torch.version, cuda=bool(backend and backend.torch_device_build),
+                                        reuse=(options.python,))
             torch = probe_torch(python, options.probe_dir)
-            cuda = None
-            if target.cuda:
-                home, _ = store.cuda_home(target.cuda.version, target.cuda.toolkit)
-                cuda = find_cuda(home, options.probe_dir)
+            toolkits = {backend.name: backend.provision_toolkit(store, target.toolkit, options)} if backend else {}
     except KbuildError as e:
-        return Toolchain(None, None), str(e)
-    return Toolchain(torch, cuda), None
+        return Toolchain(None), str(e)
+    return Toolchain(torch, toolkits), None
 
 
 def _rows_from(target) -> dict[str, str]:
@@ -295,7 +291,20 @@ def _rows_from(target) -> dict[str, str]:
     (kbuild's own table, or an overlay merged over it)."""
     if target is None:
         return {}
-    return {"torch": target.torch.origin, **({"cuda": target.cuda.origin} if target.cuda else {})}
+    toolkit = target.toolkit
+    return {"torch": target.torch.origin, **({_table(toolkit.backend): toolkit.origin} if toolkit else {})}
+
+
+def _table(backend: str) -> str:
+    return BACKENDS[backend].toolkit_table
+
+
+def _toolkit_columns(backend: str, version: tuple[int, int] | None) -> dict:
+    """A row's toolkit versions, one column per toolkit table ("cuda": "13.0"), the variant's filled in."""
+    columns = {b.toolkit_table: None for b in BACKENDS.values() if b.toolkit_table}
+    if version is not None:
+        columns[_table(backend)] = ".".join(map(str, version))
+    return columns
 
 
 def variant_rows(options: BuildOptions) -> list[dict]:
@@ -309,7 +318,7 @@ def variant_rows(options: BuildOptions) -> list[dict]:
         here = {v.name: v for v in plan_build(_inputs(m, current, source, Resolved())).variants} if current else {}
         found, skips = matrix_variants(m, matrix)
         for mv in found:
-            name, cuda = mv.variant.name, mv.target.cuda if mv.target else None
+            name, toolkit = mv.variant.name, mv.target.toolkit if mv.target else None
             # a variant this environment builds is built by its torch, named exactly (the table's
             # release, e.g. the newest for a stable-ABI variant, is what --all would provision)
             built_here = name in here and mv.target is not None
@@ -318,8 +327,8 @@ def variant_rows(options: BuildOptions) -> list[dict]:
                          else str(mv.target) if mv.target else "",
                          "torch": current.torch.torch_version if built_here
                          else mv.target.torch.version if mv.target else None,
-                         "cuda": ".".join(map(str, cuda.version)) if cuda else None,
-                         "archs": variant_archs(m, cuda) if cuda else [], "here": name in here,
+                         **_toolkit_columns(mv.variant.backend, toolkit.version if toolkit else None),
+                         "archs": variant_archs(m, toolkit) if toolkit else [], "here": name in here,
                          "in_matrix": True, "from": _rows_from(mv.target)})
         names = {r["variant"] for r in rows if r["kernel"] == m.name}
         for name, v in here.items():
@@ -327,6 +336,6 @@ def variant_rows(options: BuildOptions) -> list[dict]:
                 rows.append({"kernel": m.name, "variant": name, "toolchain": current.describe(v.variant.backend),
                              "torch": current.torch.torch_version, "archs": list(v.archs),
                              "here": True, "in_matrix": False,
-                             "cuda": ".".join(map(str, current.cuda.version)) if current.cuda and v.archs else None})
+                             **_toolkit_columns(v.variant.backend, v.variant.compute_version)})
         rows += [{"kernel": m.name, "variant": None, "backend": s.backend, "skipped": s.reason} for s in skips]
     return rows

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.backends import DEVICE_SOURCES
 from builder.project.manifest import Manifest, load_manifest
 from builder.plan.matrix import Matrix, MatrixVariant, matrix_variants, select, variant_archs
 from builder.project.workspace import kernel_dirs, workspace_matrix
@@ -23,7 +24,9 @@ from builder.project.workspace import kernel_dirs, workspace_matrix
 CU_PER_ARCH = 2.0
 CXX = 1.0
 PYTHON_ONLY = 0.1
-_COMPILED = (".cpp", ".cc", ".cxx", ".c", ".cu")
+# what the host C++ compiler compiles, and each backend's device sources (.cu), which cost per arch
+_HOST = (".cpp", ".cc", ".cxx", ".c")
+_COMPILED = (*_HOST, *DEVICE_SOURCES)
 
 
 @dataclass(frozen=True)
@@ -38,11 +41,11 @@ def estimate(m: Manifest, mv: MatrixVariant) -> float:
     if mv.target is None:
         return PYTHON_ONLY
     backend = mv.variant.backend
-    cuda = mv.target.cuda
-    archs = len(variant_archs(m, cuda)) if cuda else 0
+    toolkit = mv.target.toolkit
+    archs = len(variant_archs(m, toolkit)) if toolkit else 0
     sources = [s for s in (m.torch.src if m.torch else ()) if s.endswith(_COMPILED)]
     sources += [s for section in m.kernels_for(backend) for s in section.src if s.endswith(_COMPILED)]
-    return sum(CU_PER_ARCH * max(archs, 1) if s.endswith(".cu") else CXX for s in sources)
+    return sum(CXX if s.endswith(_HOST) else CU_PER_ARCH * max(archs, 1) for s in sources)
 
 
 def costs(kernels: list[Manifest], matrix: Matrix) -> dict[str, dict[str, float]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from kbuild.metadata import VariantMetadata
 from kbuild.variants import STABLE_ABI
 
+from builder.backends import compiled
 from builder.stage.abi_report import library_violations
 from builder.stage.link_check import unresolved_symbols
 from builder.stage.undefined_symbols import explain
@@ -71,8 +72,7 @@ def _undefined(v, manifest: Manifest, toolchain: Toolchain):
     """The library's undefined symbols explained (None when every one resolves): what it was linked
     against (-L) first, then the system's folders, as the loader looks."""
     search = [f[2:] for f in v.link_flags if f.startswith("-L")]
-    stubs = [str(Path(d) / "stubs") for d in (toolchain.cuda.lib_dir, Path(toolchain.cuda.home) / "lib64",
-                                              Path(toolchain.cuda.home) / "lib")] if toolchain.cuda else []
+    stubs = [d for name, toolkit in toolchain.toolkits.items() for d in compiled(name).link_stub_dirs(toolkit)]
     check = unresolved_symbols(v.library, search, stubs)
     if not check.undefined:
         return None

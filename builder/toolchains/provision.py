@@ -31,7 +31,8 @@ from typing import Callable, Iterator, Sequence
 from kbuild_common import proc
 from kbuild_common.errors import KbuildError, ToolchainError
 from builder.config.environment import PYPI
-from builder.toolchains.toolchain import TorchInfo, find_cuda, nvcc_version, probe_torch
+from builder.backends.cuda_toolkit import find_cuda, nvcc_version
+from builder.toolchains.toolchain import TorchInfo, probe_torch
 
 MARKER = "kbuild-toolchain.json"
 _TORCH_VERSION = re.compile(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")

@@ -1,4 +1,5 @@
-"""Toolchains: probe a Python environment's torch and find an nvcc, as plain frozen records.
+"""Toolchains: probe a Python environment's torch and find each backend's toolkit beside it, as
+plain frozen records.
 
 The torch probe runs in the target interpreter (so it works for any provisioned environment)
 and reads flags from `torch.utils.cpp_extension`; results are cached by interpreter and torch
@@ -9,17 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
-from dataclasses import asdict, dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbuild_common import proc
-from builder.backends import compiled
-from builder.backends.cuda_arch import Capability, parse_capability, parse_supported_archs
+from builder.backends import BACKENDS
+from builder.backends.cuda_arch import Capability, parse_capability
 from kbuild_common.errors import CommandError, ToolchainError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from builder.config.options import BuildOptions
 
 # Runs inside the target interpreter; prints one JSON object.
 _TORCH_PROBE = r"""
@@ -91,34 +93,43 @@ class TorchInfo:
 
 
 @dataclass(frozen=True)
-class CudaInfo:
-    home: str
-    nvcc: str
-    version: tuple[int, int]
-    archs: frozenset[str]  # base archs nvcc can compile: "75", "90", …
-    lib: str = ""  # the folder with libcudart (lib64 in a system CUDA, lib in NVIDIA's wheels)
-
-    @property
-    def lib_dir(self) -> str:
-        return self.lib or str(Path(self.home) / "lib64")
-
-
-@dataclass(frozen=True)
 class Toolchain:
-    """What compiles one kernel's variants: a torch (None plans Python-only, noarch, kernels)
-    and, for backends with a device toolkit, an nvcc."""
+    """What compiles one kernel's variants: a torch (None plans Python-only, noarch, kernels) and
+    the device toolkit of each backend that has one and was found (the CUDA backend's nvcc)."""
 
     torch: TorchInfo | None
-    cuda: CudaInfo | None
+    toolkits: dict = field(default_factory=dict)  # backend name -> its toolkit (builder/backends/)
 
-    def describe(self, backend: str = "cuda") -> str:
+    def describe(self, backend: str) -> str:
         if self.torch is None:
             return ""
         build = f"CUDA {self.torch.cuda} build" if self.torch.cuda else "CPU build"  # torch's own, exactly
         text = f"torch {self.torch.torch_version} ({build}, {self.torch.python})"
-        if self.cuda and compiled(backend) is not None and compiled(backend).needs_toolkit:
-            text += f" + nvcc {self.cuda.version[0]}.{self.cuda.version[1]} ({self.cuda.nvcc})"
+        if (toolkit := self.toolkits.get(backend)) is not None:
+            text += f" + {toolkit}"
         return text
+
+    def cached_compilers(self) -> list[CachedCompiler]:
+        """The toolkits' compilers the compile cache wraps (builder/compile/graph.py)."""
+        return [CachedCompiler(program, name, f"{backend}-{toolkit.version[0]}.{toolkit.version[1]}",
+                               BACKENDS[backend].takes_random_seed(program))
+                for backend, toolkit in self.toolkits.items()
+                for program, name in BACKENDS[backend].cached_compilers(toolkit).items()]
+
+
+@dataclass(frozen=True)
+class CachedCompiler:
+    program: str  # the toolkit's compiler: .../bin/nvcc
+    name: str  # what ccache recognises it by: "nvcc"
+    folder: str  # the toolkit's own folder of wrappers: "cuda-13.0"
+    seeded: bool  # it takes a seed that keeps its output reproducible (--frandom-seed)
+
+
+def find_toolchain(options: BuildOptions) -> Toolchain:
+    """The torch of the build's Python and the toolkit each backend finds beside it."""
+    torch = probe_torch(options.python, options.probe_dir)
+    found = {b.name: b.find_toolkit(torch, options) for b in BACKENDS.values() if b.toolkit_table}
+    return Toolchain(torch, {name: toolkit for name, toolkit in found.items() if toolkit is not None})
 
 
 def _two(version: str) -> tuple[int, int]:
@@ -197,85 +208,3 @@ def _cache_key(python: str) -> str | None:
     return hashlib.sha256(stamp.encode()).hexdigest()[:16]
 
 
-def find_cuda(cuda_home: str | None, cache_dir: Path | None = None) -> CudaInfo | None:
-    """The CUDA toolkit at `cuda_home`, else /usr/local/cuda, else the nvcc on PATH; None if none.
-    With `cache_dir`, what nvcc said is kept, keyed by the nvcc binary's path, size and mtime."""
-    candidates = [cuda_home] if cuda_home else ["/usr/local/cuda"]
-    if not cuda_home and (nvcc := shutil.which("nvcc")):
-        candidates.append(str(_real_home(Path(nvcc))))
-    for home in candidates:
-        nvcc = Path(home) / "bin" / "nvcc"
-        if nvcc.is_file():
-            return _cached_nvcc_probe(Path(home).resolve(), nvcc.resolve(), cache_dir)
-    if cuda_home:
-        raise ToolchainError(f"CUDA_HOME={cuda_home} has no bin/nvcc")
-    return None
-
-
-def _real_home(nvcc: Path) -> Path:
-    # /usr/local/bin/nvcc may be a wrapper script: read the path it execs.
-    text = nvcc.read_text(errors="replace") if nvcc.stat().st_size < 4096 else ""
-    if m := re.search(r"(/\S+)/bin/nvcc", text):
-        return Path(m[1])
-    return nvcc.resolve().parent.parent
-
-
-def _cached_nvcc_probe(home: Path, nvcc: Path, cache_dir: Path | None) -> CudaInfo:
-    if cache_dir is None:
-        return _probe_nvcc(home, nvcc)
-    st = nvcc.stat()
-    key = hashlib.sha256(f"{home}|{nvcc}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    cached = cache_dir / f"nvcc-{key}.json"
-    if cached.is_file():
-        data = json.loads(cached.read_text())
-        return CudaInfo(data["home"], data["nvcc"], tuple(data["version"]), frozenset(data["archs"]), data["lib"])
-    info = _probe_nvcc(home, nvcc)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(describe(info)))
-    tmp.replace(cached)
-    return info
-
-
-@dataclass(frozen=True)
-class NvccVersion:
-    cuda: tuple[int, int]  # the CUDA release: (13, 0)
-    build: str | None  # nvcc's own version, "13.0.88"; None when the output lacks it
-
-
-# "Cuda compilation tools, release 13.0, V13.0.88"
-_NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+)(?:, V(\d+(?:\.\d+)*))?")
-
-
-def nvcc_version(nvcc: Path) -> NvccVersion:
-    """What `nvcc --version` says, the one reading of it (the probe and the toolchain store)."""
-    out = proc.run([str(nvcc), "--version"], timeout=60, what="nvcc --version").stdout
-    m = _NVCC_RELEASE.search(out)
-    if not m:
-        raise ToolchainError(f"cannot read the CUDA version from {nvcc} --version")
-    return NvccVersion((int(m[1]), int(m[2])), m[3])
-
-
-@lru_cache(maxsize=None)
-def nvcc_takes_random_seed(nvcc: str) -> bool:
-    """Whether this nvcc has --frandom-seed (its --help lists it). Without a seed, nvcc names the
-    internal-linkage symbols of a unit that defines no external function first after a random
-    number and its process id, so two builds of one source differ."""
-    try:
-        return "--frandom-seed" in proc.run([nvcc, "--help"], timeout=60, what="nvcc --help").stdout
-    except CommandError:
-        return False
-
-
-def _probe_nvcc(home: Path, nvcc: Path) -> CudaInfo:
-    version = nvcc_version(nvcc).cuda
-    archs = proc.run([str(nvcc), "--list-gpu-arch"], timeout=60, what="nvcc --list-gpu-arch").stdout
-    lib = next((home / d for d in ("lib64", "lib") if (home / d).is_dir()), home / "lib64")
-    return CudaInfo(str(home), str(nvcc), version, parse_supported_archs(archs), str(lib))
-
-
-def describe(info: TorchInfo | CudaInfo) -> dict:
-    data = asdict(info)
-    if isinstance(info, CudaInfo):
-        data["archs"] = sorted(info.archs, key=int)
-    return data

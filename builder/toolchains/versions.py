@@ -1,12 +1,13 @@
-"""builder/versions.toml, the one reader: the torch releases and CUDA versions kbuild builds for,
-and how each toolchain is installed (its own comments describe every table). The matrix reads
-[torch], [cuda] and [default] (builder/plan/matrix.py), the toolchain store [cuda] toolkit,
-[cutlass] and [sysroot]; both get them from here.
+"""builder/versions.toml, the one reader: the torch releases and the toolkit versions (CUDA's) kbuild
+builds for, and how each toolchain is installed (its own comments describe every table). The matrix
+reads [torch], each backend's toolkit table ([cuda]: builder/backends/, `toolkit_table`) and
+[default] (builder/plan/matrix.py), the toolchain store [cuda] toolkit, [cutlass] and [sysroot]; both
+get them from here.
 
 An overlay table (KBUILD_VERSIONS, else versions.toml in kbuild's config folder: the settings
 cascade's `versions_overlay`) is merged over kbuild's own, so a torch or CUDA release that came out
-after this kbuild is one file away: its [torch."X.Y"] and [cuda."X.Y"] rows add to or replace the
-shipped rows whole, and the keys of its [default], [cutlass] and [sysroot] replace theirs. Every
+after this kbuild is one file away: its [torch."X.Y"] and [cuda."X.Y"] rows (and a toolkit table's
+rows) add to or replace the shipped rows whole, and the keys of its [default], [cutlass] and [sysroot] replace theirs. Every
 row keeps where it came from (`origins`), which `kbuild variants` shows.
 """
 
@@ -18,11 +19,14 @@ from pathlib import Path
 
 from builder import resources
 from builder._toml import tomllib
+from builder.backends import BACKENDS
 from builder.config.cascade import Setting
 from kbuild_common.errors import ManifestError
 
 SOURCE = "builder/versions.toml"  # kbuild's own table (packaged data), as error messages name it
-ROWS = ("torch", "cuda")  # tables whose rows an overlay adds or replaces whole
+# tables whose rows an overlay adds or replaces whole: torch's and each backend's toolkit's
+TOOLKITS = {b.toolkit_table: b for b in BACKENDS.values() if b.toolkit_table}
+ROWS = ("torch", *TOOLKITS)
 KEYED = ("default", "cutlass", "sysroot")  # tables whose keys an overlay replaces one by one
 _FROM_ENVIRONMENT = object()
 
@@ -105,13 +109,13 @@ def _check_row(table: str, key: str, row, where: str) -> None:
         version = row.get("version")
         if not isinstance(version, str) or not re.fullmatch(rf"{re.escape(key)}\.\d+\S*", version):
             raise ManifestError(f'{where} version: expected the exact release, like "{key}.0", got {version!r}')
-        required = (("cuda", "list of CUDA versions, like [\"13.2\"]"),)
+        required = {name: (list, b.torch_row_list) for name, b in TOOLKITS.items()
+                    if b.torch_row_requires_list or name in row}
     else:
-        required = (("toolkit", "pip requirement of nvcc, like \"cuda-toolkit[nvcc,cccl]==13.2.*\""),
-                    ("archs", "list of capabilities, like [\"9.0\", \"12.0\"]"))
-    for name, expected in required:
+        required = TOOLKITS[table].toolkit_row
+    for name, (kind, expected) in required.items():
         value = row.get(name)
-        ok = isinstance(value, str) if name == "toolkit" else (
+        ok = isinstance(value, str) if kind is str else (
             isinstance(value, list) and all(isinstance(v, str) for v in value))
         if not ok:
             raise ManifestError(f"{where} {name}: expected a {expected}, got {value!r}")

@@ -208,7 +208,7 @@ def _cuda_home(record: dict, cuda_home: str | None, store: ToolchainStore, probe
     nvcc = record.get("nvcc")
     if not nvcc:
         return None
-    from builder.toolchains.toolchain import find_cuda, nvcc_version
+    from builder.backends.cuda_toolkit import find_cuda, nvcc_version
     from builder.toolchains.versions import load_versions_table
 
     wanted = nvcc["version"]

@@ -13,7 +13,8 @@ import pytest
 from builder.plan import steps as plan_module
 from builder.plan.steps import CompileUnit, PlanInputs, VariantPlan
 from builder.project.manifest import Manifest, load_manifest
-from builder.toolchains.toolchain import CudaInfo, TorchInfo
+from builder.backends.cuda_toolkit import CudaInfo
+from builder.toolchains.toolchain import TorchInfo
 
 SOURCE_ID = "abc1234"
 CPU_214 = "torch214-cxx11-cpu-x86_64-linux"
@@ -53,7 +54,7 @@ def inputs(m: Manifest, torch: TorchInfo | None = None, cuda: CudaInfo | None | 
     if cuda == "default":
         cuda = cuda_info() if torch.cuda else None
     work = m.root / ".kbuild"
-    return PlanInputs(m, torch, cuda, SOURCE_ID, work, work / "include")
+    return PlanInputs(m, torch, {"cuda": cuda} if cuda else {}, SOURCE_ID, work, work / "include")
 
 
 COMPILED = """\

@@ -11,7 +11,7 @@ import pytest
 
 from kbuild_common.errors import ToolchainError
 from builder.toolchains.provision import _nvcc_version
-from builder.toolchains.toolchain import find_cuda, nvcc_version
+from builder.backends.cuda_toolkit import find_cuda, nvcc_version
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ import pytest
 from builder.commands.main import main
 from kbuild_common.errors import ToolchainError
 from builder.toolchains.provision import MARKER, ToolchainStore
-from builder.toolchains.toolchain import find_cuda, probe_torch
+from builder.backends.cuda_toolkit import find_cuda
+from builder.toolchains.toolchain import probe_torch
 from builder.toolchains.versions import load_versions_table
 
 CUDA_132 = load_versions_table()["cuda"]["13.2"]["toolkit"]

@@ -125,7 +125,7 @@ def test_bad_matrix_choice_is_one_line(table, choice, message):
 
 def test_variant_archs_intersect_with_the_nvcc(tmp_path, table):
     m = make(tmp_path, cuda_extra='cuda-capabilities = ["8.0", "9.0", "10.0"]\n')
-    cuda = {c.version: c for c in full_matrix(table).cuda}[(13, 2)]
+    cuda = {c.version: c for c in full_matrix(table).releases("cuda")}[(13, 2)]
     assert variant_archs(m, cuda) == ["8.0", "9.0"]
 
 
@@ -133,5 +133,5 @@ def test_the_shipped_table_has_the_default_matrix(monkeypatch):
     matrix = select(None)
     monkeypatch.setenv("KBUILD_VERSIONS", "off")  # kbuild's own table, whatever this user overlays
     assert [r.version for r in matrix.torch] == ["2.14.1", "2.15.0"]
-    assert [c.version for c in matrix.cuda] == [(13, 0), (13, 2)]
-    assert [c.version for c in matrix.cuda_for(matrix.torch[-1])] == [(13, 2)]  # 2.15's PyPI wheel: cu132
+    assert [c.version for c in matrix.releases("cuda")] == [(13, 0), (13, 2)]
+    assert [c.version for c in matrix.toolkits_for("cuda", matrix.torch[-1])] == [(13, 2)]  # 2.15's PyPI wheel: cu132

@@ -16,7 +16,7 @@ from kbuild_common.errors import ManifestError
 from builder.project.manifest import load_manifest
 from builder.plan.steps import Skip, VariantPlan, plan_build
 from builder.project.workspace import kernel_dirs
-from builder.toolchains.toolchain import CudaInfo
+from builder.backends.cuda_toolkit import CudaInfo
 from plan_inputs import (COMPILED, CPU_214, CU130_214, HALF_DEFINES, NVCC_130_ARCHS, by_name, cuda_info, gencodes,
                          inputs, kernel, linux_x86_64, torch_info, unit, write_kernel)  # noqa: F401 (fixtures)
 

@@ -48,7 +48,7 @@ def test_a_made_up_release_plans_its_variants_and_says_where_its_row_came_from(t
     new = {mv.variant.name: mv.target for mv in found if mv.variant.name.startswith("torch216-")}
     assert sorted(new) == ["torch216-cxx11-cpu-x86_64-linux", "torch216-cxx11-cu132-x86_64-linux"]
     assert {t.torch.origin for t in new.values()} == {f"{overlay}:5 (KBUILD_VERSIONS)"}
-    assert new["torch216-cxx11-cu132-x86_64-linux"].cuda.origin.startswith(f"{SOURCE}:")  # CUDA 13.2: kbuild's own
+    assert new["torch216-cxx11-cu132-x86_64-linux"].toolkit.origin.startswith(f"{SOURCE}:")  # CUDA 13.2: kbuild's own
     shipped = {r.series: r for r in full_matrix().torch}
     assert shipped[(2, 15)].origin.startswith(f"{SOURCE}:") and (2, 16) in shipped  # --variant may name it
     # the store reads the same merged table: the rest of kbuild's own is still there

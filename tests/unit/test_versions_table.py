@@ -30,7 +30,7 @@ def test_the_matrix_and_the_store_read_the_same_table(tmp_path):
     table = load_versions_table(path)
     matrix = select(None, path=path)
     assert [t.version for t in matrix.torch] == [table["torch"]["2.14"]["version"]] == ["2.14.7"]
-    assert [c.toolkit for c in matrix.cuda] == [table["cuda"]["13.2"]["toolkit"]]
+    assert [c.toolkit for c in matrix.releases("cuda")] == [table["cuda"]["13.2"]["toolkit"]]
     assert table["sysroot"]["requirement"] == "ziglang==9.9.9"
 
 
@@ -39,7 +39,7 @@ def test_kbuild_own_table_is_the_default_of_both():
     matrix = full_matrix()
     assert {f"{t.series[0]}.{t.series[1]}": t.version for t in matrix.torch} == \
         {series: body["version"] for series, body in table["torch"].items()}
-    assert {f"{c.version[0]}.{c.version[1]}": c.toolkit for c in matrix.cuda} == \
+    assert {f"{c.version[0]}.{c.version[1]}": c.toolkit for c in matrix.releases("cuda")} == \
         {series: body["toolkit"] for series, body in table["cuda"].items()}
     assert "requirement" in table["sysroot"] and table["cutlass"]["releases"]
 
