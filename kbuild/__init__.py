@@ -35,8 +35,8 @@ _EXPORTS = {
     "KernelizedFunc": "layers", "KernelizedLayer": "layers", "KernelizedLayers": "layers",
     "get_kernelized_layers": "layers",
     "VariantMetadata": "metadata",
-    "SystemInfo": "variants", "Variant": "variants", "choose": "variants", "detect_system": "variants",
-    "format_trace": "variants", "parse_variant": "variants", "resolve": "variants",
+    "SystemInfo": "variants", "Variant": "variants", "choose": "choice", "detect_system": "variants",
+    "format_trace": "choice", "parse_variant": "variants", "resolve": "choice",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -55,6 +55,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .choice import choose, format_trace, resolve
     from .digest import digest_tree, verify_tree
     from .errors import (
         HubUnreachable,
@@ -92,4 +93,4 @@ if TYPE_CHECKING:
     from .local import get_local_kernel
     from .lockfile import get_locked_kernel, load_kernel
     from .metadata import VariantMetadata
-    from .variants import SystemInfo, Variant, choose, detect_system, format_trace, parse_variant, resolve
+    from .variants import SystemInfo, Variant, detect_system, parse_variant

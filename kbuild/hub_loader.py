@@ -18,9 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
-from . import fit, hubs
+from . import choice, fit, hubs
 from .signatures import check as signature
 from .cache import Expect, KernelCache, Unverifiable, no_digest_message
+from .choice import Candidate, format_trace
 from .errors import (HubUnreachable, IntegrityError, InvalidMetadata, KernelNotFound, MissingPin, NoVariantFits,
                      OfflineMiss, RepoNotFound, RevisionNotFound, SignatureRefused)
 from .gpu_arch import describe_device
@@ -31,8 +32,7 @@ from .refs import KernelRef, Refs, parse_request, resolve
 from .repo_layout import metadata_file, variant_folder
 from .settings import Settings, from_environment
 from .trust import check_trust
-from .variants import Candidate, SystemInfo, detect_system, format_trace
-from .variants import resolve as judge
+from .variants import SystemInfo, detect_system
 
 _MEMO_LOCK = threading.Lock()
 _LOADED: dict[tuple, ModuleType] = {}  # (hub, repo, commit, variant) -> module
@@ -54,8 +54,13 @@ class Resolution:
     trace: tuple[Candidate, ...]
 
     @property
+    def best(self) -> Candidate | None:
+        """The fitting candidate a load takes (its name parsed once, in the trace)."""
+        return self.trace[0] if self.trace and self.trace[0].accepted else None
+
+    @property
     def chosen(self) -> str | None:
-        return self.trace[0].name if self.trace and self.trace[0].accepted else None
+        return self.best.name if self.best else None
 
 
 # -- the public functions ------------------------------------------------------------------------
@@ -144,7 +149,7 @@ def get_kernel_variants(repo_id: str, *, revision: str | None = None, version: i
                         hub: str | None = None, backend: str | None = None,
                         system: SystemInfo | None = None, check_arch: bool = True) -> list[Candidate]:
     """Every variant at that pin, judged against this system: the accepted ones best-first, then
-    the rejected ones with the reason (kbuild.variants.format_trace renders them). Each variant's
+    the rejected ones with the reason (kbuild.choice.format_trace renders them). Each variant's
     metadata.json is read and judged as get_kernel would: its ABI floor against this host, its GPU
     archs against this GPU, its python-depends against this environment (kbuild.fit)."""
     settings = from_environment()
@@ -199,7 +204,7 @@ class Session:
     def resolve(self, ref: KernelRef, system: SystemInfo) -> Resolution:
         commit = self.commit(ref)
         names = self.variants(ref.repo_id, commit)
-        return Resolution(ref, commit, self.reader.describe(), system, tuple(judge(names, system)))
+        return Resolution(ref, commit, self.reader.describe(), system, tuple(choice.resolve(names, system)))
 
     def commit(self, ref: KernelRef) -> str:
         if ref.is_commit:
@@ -290,9 +295,9 @@ class Session:
         choice get_kernel makes."""
         trace = list(found.trace)
         for candidate in [c for c in found.trace if c.accepted]:
-            verdict = fit.judge(self.metadata(found.ref.repo_id, found.commit, candidate.name), candidate.name,
-                                found.system)
-            trace = fit.apply(trace, candidate.name, verdict)
+            verdict = fit.judge(candidate.variant, found.system,
+                                self.metadata(found.ref.repo_id, found.commit, candidate.name))
+            trace = choice.apply(trace, candidate.name, verdict)
             if verdict.reason is None and not every:
                 break
         return replace(found, trace=tuple(trace))
@@ -402,22 +407,22 @@ class Session:
         GPU archs, python-depends), installed: (name, folder). One that fails is rejected in the
         trace, before anything of it is loaded."""
         while True:
-            variant = found.chosen or self.raise_no_fit(found)
-            folder = self.install(found.ref.repo_id, found.commit, variant)
+            best = found.best or self.raise_no_fit(found)
+            folder = self.install(found.ref.repo_id, found.commit, best.name)
             meta = VariantMetadata.for_variant(folder)
             with _MEMO_LOCK:
-                _METADATA[(self.reader.key, found.ref.repo_id, found.commit, variant)] = meta
-            verdict = fit.judge(meta, variant, found.system)
+                _METADATA[(self.reader.key, found.ref.repo_id, found.commit, best.name)] = meta
+            verdict = fit.judge(best.variant, found.system, meta)
             if verdict.reason is None:
-                return variant, folder
-            found = replace(found, trace=tuple(fit.apply(list(found.trace), variant, verdict)))
+                return best.name, folder
+            found = replace(found, trace=tuple(choice.apply(list(found.trace), best.name, verdict)))
 
     def load_best(self, found: Resolution, dependency: LoadOne | None = None) -> ModuleType:
         key = (self.reader.key, found.ref.repo_id, found.commit, found.chosen)
         # under a signature rule the cached copy is checked again (an import made without the rule proves nothing)
         module = _LOADED.get(key) if found.chosen and not self.signature_rule(found.ref.repo_id)[0].required else None
-        if module is not None and key in _METADATA and fit.judge(_METADATA[key], found.chosen,
-                                                                 found.system).reason is None:
+        if module is not None and key in _METADATA and fit.judge(found.best.variant, found.system,
+                                                                 _METADATA[key]).reason is None:
             return module  # loaded before, and its metadata (read then) fits this system too
         variant, folder = self.install_best(found)
         return self.load(found.ref.repo_id, found.commit, variant, folder=folder, dependency=dependency)
@@ -457,7 +462,7 @@ class Session:
                 continue
             try:
                 other = Resolution(found.ref, commit, found.hub, found.system,
-                                   tuple(judge(self.variants(found.ref.repo_id, commit), found.system)))
+                                   tuple(choice.resolve(self.variants(found.ref.repo_id, commit), found.system)))
                 best = self.judge_metadata(other).chosen  # as get_kernel would judge it there
             except (OSError, ValueError):
                 continue

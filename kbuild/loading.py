@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from . import fit
+from . import choice, fit
 from ._import import import_package, import_zip_package, loaded_from
 from .digest import BYTECODE_DIR, variant_files, verify_tree
 from .errors import KernelImportError, KernelNotFound, NoVariantFits
 from .kernel_deps import LoadOne, load_dependencies, serving
 from .metadata import VariantMetadata
-from .variants import Candidate, SystemInfo, format_trace, parse_variant, resolve
+from .choice import Candidate, format_trace
+from .variants import SystemInfo
 
 
 def find_variant(path: str | Path, system: SystemInfo) -> Path:
@@ -29,13 +30,16 @@ def find_variant(path: str | Path, system: SystemInfo) -> Path:
     path = Path(path).expanduser().resolve()
     if not path.is_dir():
         raise KernelNotFound(f"no kernel at {path}: not a folder")
-    build = _build_folder(path)
-    if build is None:
-        if (path / "build.toml").is_file() and not (path / "__init__.py").is_file():
-            raise KernelNotFound(f"no kernel variants in {path}: it is a kernel project without a build/ "
-                                    f"folder; build it first (kbuild build {path})")
-        return _single_variant(path, system)
-    trace = judge_folder(build, system)
+    if (path / "build").is_dir():
+        build, trace = path / "build", judge_folder(path / "build", system)
+    else:
+        build, trace = path, choice.resolve(_folder_names(path), system)  # each name parsed once
+        if all(c.variant is None for c in trace):  # no variant folder in it: a variant folder itself
+            if (path / "build.toml").is_file() and not (path / "__init__.py").is_file():
+                raise KernelNotFound(f"no kernel variants in {path}: it is a kernel project without a build/ "
+                                     f"folder; build it first (kbuild build {path})")
+            return _single_variant(path, system)
+        trace = _judged_by_metadata(path, trace, system)
     if not trace[0].accepted:
         raise NoVariantFits(_no_fit(build, system, trace))
     return build / trace[0].name
@@ -44,12 +48,20 @@ def find_variant(path: str | Path, system: SystemInfo) -> Path:
 def judge_folder(build: Path, system: SystemInfo) -> list[Candidate]:
     """Every variant folder in `build` judged against `system`, by name and then by its metadata
     (ABI floor, GPU archs, python-depends: kbuild.fit), before anything of it is imported."""
-    names = sorted(d.name for d in build.iterdir() if d.is_dir() and not d.name.startswith("."))
+    names = _folder_names(build)
     if not names:
         raise KernelNotFound(f"no kernel variants in {build} (this system: {system.describe()})")
-    trace = resolve(names, system)
+    return _judged_by_metadata(build, choice.resolve(names, system), system)
+
+
+def _folder_names(folder: Path) -> list[str]:
+    return sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+
+
+def _judged_by_metadata(build: Path, trace: list[Candidate], system: SystemInfo) -> list[Candidate]:
+    """`trace` with each candidate its name fits judged again, with its metadata.json (kbuild.fit)."""
     for c in [c for c in trace if c.accepted]:
-        trace = fit.apply(trace, c.name, fit.judge(VariantMetadata.for_variant(build / c.name), c.name, system))
+        trace = choice.apply(trace, c.name, fit.judge(c.variant, system, VariantMetadata.for_variant(build / c.name)))
     return trace
 
 
@@ -123,23 +135,14 @@ def importable_files(variant_dir: Path, digest: dict[str, str] | None) -> list[P
     return [path for path in variant_files(variant_dir).values() if path.is_file()]
 
 
-def _build_folder(path: Path) -> Path | None:
-    """Where the variant folders are: `path/build`, `path` itself, or None (a variant folder)."""
-    if (path / "build").is_dir():
-        return path / "build"
-    if any(d.is_dir() and _is_variant_name(d.name) for d in path.iterdir()):
-        return path
-    return None
-
-
 def _single_variant(path: Path, system: SystemInfo) -> Path:
     # A folder named like a variant is judged like one; any other name is the caller's choice.
-    if _is_variant_name(path.name):
-        trace = resolve([path.name], system)
-        if trace[0].accepted:
-            trace = fit.apply(trace, path.name, fit.judge(VariantMetadata.for_variant(path), path.name, system))
-        if not trace[0].accepted:
-            raise NoVariantFits(_no_fit(path, system, trace))
+    trace = choice.resolve([path.name], system)
+    if trace[0].variant is None:
+        return path
+    trace = _judged_by_metadata(path.parent, trace, system)
+    if not trace[0].accepted:
+        raise NoVariantFits(_no_fit(path, system, trace))
     return path
 
 
@@ -172,14 +175,6 @@ def _derived_name(python_name: str, variant_dir: Path) -> str:
     # Without an id, the folder's path keeps two copies of one kernel apart in sys.modules.
     tag = hashlib.sha256(str(variant_dir).encode()).hexdigest()[:8]
     return "_" + re.sub(r"\W", "_", python_name) + "_" + tag
-
-
-def _is_variant_name(name: str) -> bool:
-    try:
-        parse_variant(name)
-    except ValueError:
-        return False
-    return True
 
 
 def _no_fit(folder: Path, system: SystemInfo, trace: list[Candidate]) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
+from . import choice
 from .digest import METADATA
 from .errors import IntegrityError, InvalidLockFile, KernelNotFound, LockFileNotFound, NoVariantFits
 from .hub_loader import Resolution, Session, _system, no_fit_message
@@ -26,7 +27,6 @@ from .refs import KernelRef, check_repo_id, parse_request, resolve
 from .repo_layout import metadata_file, variant_folder
 from .settings import Settings, from_environment
 from .variants import SystemInfo
-from .variants import resolve as judge
 
 LOCK_NAME = "kernels.lock"
 FORMAT = 1
@@ -150,7 +150,7 @@ def _choose(locked: LockedKernel, system: SystemInfo, session: Session) -> str:
     offline, the cached copy's), before anything of it is imported."""
     found = session.judge_metadata(Resolution(KernelRef(locked.repo_id, locked.revision), locked.commit,
                                               session.reader.describe(), system,
-                                              tuple(judge(list(locked.variants), system))))
+                                              tuple(choice.resolve(list(locked.variants), system))))
     if found.chosen is None:
         raise NoVariantFits(no_fit_message(found, {}).replace("Looked at commit", "Locked to commit"))
     return found.chosen

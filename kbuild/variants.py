@@ -1,7 +1,11 @@
-"""Variant names (docs/formats.md, "Variant names"): format, parse, and judge which fit a system.
+"""Variant names (docs/formats.md, "Variant names") and the system a variant must fit.
 
 The one owner of variant names: the builder names its outputs with it, the publisher checks
-them with it and the loaders choose with it, so all three always agree.
+them with it and the loaders choose with it, so all three always agree. A name is made of small
+typed parts (the framework: Torch, TorchStableAbi, TvmFfi, Noarch, Universal, Sdk; the Compute
+backend and version; the Python ABI; the Platform), each printing its own piece; `parse_variant`
+reads a name once into them. Whether a variant fits a system is kbuild.fit's; which of several a
+loader takes, kbuild.choice's.
 """
 
 from __future__ import annotations
@@ -34,8 +38,6 @@ LEGACY_PYTHON = (3, 9)
 PYTHON_ABIS = ("abi3", "abi3t")
 ABI3T_MIN_PYTHON = (3, 15)
 
-METAL_MIN_MACOS = (26, 0)
-
 _CPUS = ("x86_64", "aarch64")
 _OSES = ("linux", "darwin", "windows")
 # Versioned backends: the legacy tag's prefix (cu130) and the new form's name (cuda-13.0).
@@ -47,30 +49,219 @@ _LEGACY_COMPUTE_RE = re.compile(r"(?P<prefix>cu|rocm|xpu|cann)(?P<maj>7(?=14$)|\
 _DOTTED_RE = re.compile(r"(\d+)\.(\d+)")
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One build configuration. `torch` is the torch version for compiled variants, the minimum
-    torch (the ABI) for stable-ABI ones and the tvm-ffi version for tvm-ffi ones;
-    `compute_version` is the CUDA, ROCm, XPU or CANN version, None for the others. `python` is the
-    minimum CPython of a name in the 0.19 form (`cpython-3.10-abi3`), None for a legacy name (which
-    means 3.9, abi3) and for variants without compiled code. `cxx11` None: a name without a C++ ABI
-    tag. `framework` tells `torch-metal` from `mlx-metal`."""
+# -- the parts of a name: each parses and prints itself -------------------------------------------
 
-    kind: str
-    backend: str
-    torch: tuple[int, int] | None = None
-    compute_version: tuple[int, int] | None = None
-    cpu: str | None = None
-    os: str | None = None
-    cxx11: bool | None = True
-    python: tuple[int, int] | None = None
-    python_abi: str = "abi3"
+@dataclass(frozen=True)
+class Torch:
+    """Compiled against one torch release's C++ API. `cxx11` None: a name without the C++ ABI tag,
+    which fits either ABI (the tag is Linux's: a name elsewhere never has one)."""
+
+    version: tuple[int, int]
+    cxx11: bool | None = None
+    kind = COMPILED
+
+    def part(self, legacy: bool) -> str:
+        maj, mnr = self.version
+        base = f"torch{maj}{mnr}" if legacy else f"torch-{maj}.{mnr}"
+        return base if self.cxx11 is None else f"{base}-{'cxx11' if self.cxx11 else 'cxx98'}"
+
+
+@dataclass(frozen=True)
+class TorchStableAbi:
+    """Compiled against torch's stable ABI of `version`: loads into that torch and every later one."""
+
+    version: tuple[int, int]
+    kind = STABLE_ABI
+
+    def part(self, legacy: bool) -> str:
+        maj, mnr = self.version
+        return f"torch-stable-abi{maj}{mnr}" if legacy else f"torch-stable-abi-{maj}.{mnr}"
+
+
+@dataclass(frozen=True)
+class TvmFfi:
+    """Compiled against tvm-ffi `version`, which the installed tvm-ffi must equal."""
+
+    version: tuple[int, int]
+    kind = TVM_FFI
+
+    def part(self, legacy: bool) -> str:
+        maj, mnr = self.version
+        return f"tvm-ffi{maj}{mnr}" if legacy else f"tvm-ffi-{maj}.{mnr}"
+
+
+@dataclass(frozen=True)
+class Noarch:
+    """Python only, for one backend: `torch-cuda`, or MLX's `mlx-metal`."""
+
     framework: str = "torch"
+    kind = NOARCH
+
+
+@dataclass(frozen=True)
+class Universal:
+    """Python only, for any backend: `torch-universal`."""
+
+    kind = UNIVERSAL
+
+
+@dataclass(frozen=True)
+class Sdk:
+    """No framework (kernels 0.19): `sdk`, `sdk-<backend>`, or compiled code for one Python."""
+
+    kind = SDK
+
+    def part(self, legacy: bool) -> str:
+        return "sdk"
+
+
+@dataclass(frozen=True)
+class Compute:
+    """The backend a variant runs on and, for CUDA, ROCm, XPU and CANN, its version."""
+
+    backend: str
+    version: tuple[int, int] | None = None
 
     @property
-    def compute(self) -> str:
+    def tag(self) -> str:
         """The legacy compute tag: cu130, rocm63, xpu20251, metal, cpu."""
-        return format_compute(self.backend, self.compute_version)
+        return format_compute(self.backend, self.version)
+
+    def part(self, legacy: bool) -> str:
+        """The tag in a legacy name; in the 0.19 form cuda-13.0, rocm-7.2, xpu-2025.3, cpu."""
+        if self.version is None:
+            return self.backend
+        return self.tag if legacy else f"{self.backend}-{self.version[0]}.{self.version[1]}"
+
+    @classmethod
+    def parse_tag(cls, tag: str) -> Compute:
+        return cls(*parse_compute(tag))
+
+    @classmethod
+    def parse(cls, parts: list[str]) -> Compute:
+        """["cuda", "13.0"] -> cuda 13.0; ["cpu"] -> cpu."""
+        if len(parts) == 1 and parts[0] in _UNVERSIONED:
+            return cls(parts[0])
+        if len(parts) == 2 and parts[0] in _VERSIONED and (m := _DOTTED_RE.fullmatch(parts[1])):
+            return cls(parts[0], (int(m[1]), int(m[2])))
+        raise ValueError(f"unknown backend {'-'.join(parts)!r} (expected cuda-X.Y, rocm-X.Y, xpu-YYYY.N, cann-X.Y, "
+                         f"{', '.join(_UNVERSIONED)})")
+
+
+@dataclass(frozen=True)
+class Python:
+    """`cpython-3.10-abi3` in a 0.19-form name: the oldest CPython its compiled code imports into,
+    through the stable ABI `abi` (abi3, or the free-threaded abi3t)."""
+
+    version: tuple[int, int]
+    abi: str = "abi3"
+
+    def __str__(self) -> str:
+        return f"cpython-{self.version[0]}.{self.version[1]}-{self.abi}"
+
+    @classmethod
+    def parse(cls, parts: list[str]) -> Python:
+        m = _DOTTED_RE.fullmatch(parts[1]) if len(parts) == 3 and parts[0] == "cpython" else None
+        if m is None or parts[2] not in PYTHON_ABIS:
+            raise ValueError(f"bad Python part {'-'.join(parts)!r} (expected cpython-3.N-abi3 or cpython-3.N-abi3t)")
+        version = (int(m[1]), int(m[2]))
+        if parts[2] == "abi3t" and version < ABI3T_MIN_PYTHON:
+            raise ValueError(f"abi3t needs Python {ABI3T_MIN_PYTHON[0]}.{ABI3T_MIN_PYTHON[1]} or later, not "
+                             f"{version[0]}.{version[1]}")
+        return cls(version, parts[2])
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The CPU and OS compiled code runs on: x86_64-linux."""
+
+    cpu: str
+    os: str
+
+    def __str__(self) -> str:
+        return f"{self.cpu}-{self.os}"
+
+    @classmethod
+    def host(cls) -> Platform:
+        return cls(host_cpu(), host_os())
+
+    @classmethod
+    def split_off(cls, parts: list[str]) -> tuple[list[str], Platform]:
+        """The parts before the `<cpu>-<os>` that ends a name, and that platform."""
+        if len(parts) < 3 or parts[-2] not in _CPUS or parts[-1] not in _OSES:
+            raise ValueError(f"no <cpu>-<os> at the end (cpu: {', '.join(_CPUS)}; os: {', '.join(_OSES)})")
+        return parts[:-2], cls(parts[-2], parts[-1])
+
+
+Framework = Torch | TorchStableAbi | TvmFfi | Noarch | Universal | Sdk
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One build configuration, made of its name's parts. A compiled name without `python` is in
+    the legacy form (which means CPython 3.9 and later, abi3); `platform` is None for Python-only
+    builds and plain `sdk[-<backend>]`; `compute` None for `torch-universal` and plain `sdk`."""
+
+    framework: Framework
+    compute: Compute | None = None
+    python: Python | None = None
+    platform: Platform | None = None
+
+    def __post_init__(self):
+        # the C++ ABI tag is Linux's: a build for another OS is named without one
+        if isinstance(self.framework, Torch) and self.framework.cxx11 is not None and self.os not in (None, "linux"):
+            object.__setattr__(self, "framework", replace(self.framework, cxx11=None))
+
+    @property
+    def name(self) -> str:
+        if isinstance(self.framework, Universal):
+            return "torch-universal"
+        if isinstance(self.framework, Noarch):
+            return f"{self.framework.framework}-{self.backend}"
+        legacy = self.python is None
+        parts = [self.framework.part(legacy), self.compute and self.compute.part(legacy), self.python, self.platform]
+        return "-".join(str(p) for p in parts if p)
+
+    def __str__(self) -> str:
+        return self.name
+
+    # -- what callers read of it -----------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        return self.framework.kind
+
+    @property
+    def backend(self) -> str:
+        """cuda, cpu, ...; "" for `torch-universal` and plain `sdk` (any backend)."""
+        return self.compute.backend if self.compute else ""
+
+    @property
+    def compute_version(self) -> tuple[int, int] | None:
+        return self.compute.version if self.compute else None
+
+    @property
+    def torch(self) -> tuple[int, int] | None:
+        """The torch version of a compiled build, the minimum torch of a stable-ABI one, the
+        tvm-ffi version of a tvm-ffi one; None for the others."""
+        return self.framework.version if self.kind in ARCH_KINDS else None
+
+    @property
+    def cxx11(self) -> bool | None:
+        """A compiled build's C++ ABI (None: its name does not say); True for the others."""
+        return self.framework.cxx11 if isinstance(self.framework, Torch) else True
+
+    @property
+    def cpu(self) -> str | None:
+        return self.platform.cpu if self.platform else None
+
+    @property
+    def os(self) -> str | None:
+        return self.platform.os if self.platform else None
+
+    @property
+    def python_abi(self) -> str:
+        return self.python.abi if self.python else "abi3"
 
     @property
     def legacy(self) -> bool:
@@ -81,53 +272,15 @@ class Variant:
     @property
     def min_python(self) -> tuple[int, int] | None:
         """The oldest CPython its compiled code imports into; None: no compiled code."""
-        if self.kind in ARCH_KINDS:
-            return self.python or LEGACY_PYTHON
-        return self.python
-
-    @property
-    def name(self) -> str:
-        if self.kind == UNIVERSAL:
-            return "torch-universal"
-        if self.kind == NOARCH:
-            return f"{self.framework}-{self.backend}"
-        if self.kind == SDK:
-            parts = ["sdk"]
-            if self.python is None:
-                parts += [self.backend] if self.backend else []
-            else:
-                parts += [_new_compute(self.backend, self.compute_version)] if self.backend else []
-                parts += [self._python_part(), f"{self.cpu}-{self.os}"]
-            return "-".join(parts)
-        maj, mnr = self.torch
-        if self.legacy:
-            framework = {STABLE_ABI: f"torch-stable-abi{maj}{mnr}", TVM_FFI: f"tvm-ffi{maj}{mnr}"}.get(
-                self.kind, f"torch{maj}{mnr}")
-            if self.kind == COMPILED and self.os == "linux" and self.cxx11 is not None:
-                framework += "-cxx11" if self.cxx11 else "-cxx98"
-            return f"{framework}-{self.compute}-{self.cpu}-{self.os}"
-        framework = {STABLE_ABI: f"torch-stable-abi-{maj}.{mnr}", TVM_FFI: f"tvm-ffi-{maj}.{mnr}"}.get(
-            self.kind, f"torch-{maj}.{mnr}")
-        if self.kind == COMPILED and self.cxx11 is not None:
-            framework += "-cxx11" if self.cxx11 else "-cxx98"
-        return f"{framework}-{_new_compute(self.backend, self.compute_version)}-{self._python_part()}-{self.cpu}-{self.os}"
-
-    def _python_part(self) -> str:
-        return f"cpython-{self.python[0]}.{self.python[1]}-{self.python_abi}"
-
-    def __str__(self) -> str:
-        return self.name
+        if self.python is not None:
+            return self.python.version
+        return LEGACY_PYTHON if self.kind in ARCH_KINDS else None
 
 
 def format_compute(backend: str, version: tuple[int, int] | None) -> str:
     if backend in _VERSIONED:
         return f"{_VERSIONED[backend]}{version[0]}{version[1]}"
     return backend
-
-
-def _new_compute(backend: str, version: tuple[int, int] | None) -> str:
-    """The compute part of a 0.19-form name: cuda-13.0, rocm-7.2, xpu-2025.3, cpu."""
-    return f"{backend}-{version[0]}.{version[1]}" if backend in _VERSIONED else backend
 
 
 def parse_compute(tag: str) -> tuple[str, tuple[int, int] | None]:
@@ -141,38 +294,12 @@ def parse_compute(tag: str) -> tuple[str, tuple[int, int] | None]:
     return backend, (int(m["maj"]), int(m["min"]))
 
 
-def _parse_new_compute(parts: list[str]) -> tuple[str, tuple[int, int] | None]:
-    """["cuda", "13.0"] -> ("cuda", (13, 0)); ["cpu"] -> ("cpu", None)."""
-    if len(parts) == 1 and parts[0] in _UNVERSIONED:
-        return parts[0], None
-    if len(parts) == 2 and parts[0] in _VERSIONED and (m := _DOTTED_RE.fullmatch(parts[1])):
-        return parts[0], (int(m[1]), int(m[2]))
-    raise ValueError(f"unknown backend {'-'.join(parts)!r} (expected cuda-X.Y, rocm-X.Y, xpu-YYYY.N, cann-X.Y, "
-                     f"{', '.join(_UNVERSIONED)})")
+# -- parsing a whole name --------------------------------------------------------------------------
 
-
-def _parse_python(parts: list[str]) -> tuple[tuple[int, int], str]:
-    """["cpython", "3.10", "abi3"] -> ((3, 10), "abi3")."""
-    m = _DOTTED_RE.fullmatch(parts[1]) if len(parts) == 3 and parts[0] == "cpython" else None
-    if m is None or parts[2] not in PYTHON_ABIS:
-        raise ValueError(f"bad Python part {'-'.join(parts)!r} (expected cpython-3.N-abi3 or cpython-3.N-abi3t)")
-    version = (int(m[1]), int(m[2]))
-    if parts[2] == "abi3t" and version < ABI3T_MIN_PYTHON:
-        raise ValueError(f"abi3t needs Python {ABI3T_MIN_PYTHON[0]}.{ABI3T_MIN_PYTHON[1]} or later, not "
-                         f"{version[0]}.{version[1]}")
-    return version, parts[2]
-
-
-def _split_system(parts: list[str]) -> tuple[list[str], str, str]:
-    if len(parts) < 3 or parts[-2] not in _CPUS or parts[-1] not in _OSES:
-        raise ValueError(f"no <cpu>-<os> at the end (cpu: {', '.join(_CPUS)}; os: {', '.join(_OSES)})")
-    return parts[:-2], parts[-2], parts[-1]
-
-
-def _framework(parts: list[str]) -> tuple[str, tuple[int, int], bool, bool | None, int]:
-    """The framework at the start of an arch name's parts: (kind, version, legacy, cxx11, parts
-    used). The forms kernels 0.19 reads: torch211[-cxx11], torch-2.11[-cxx11],
-    torch-stable-abi210, torch-stable-abi-2.10, tvm-ffi01, tvm-ffi-0.1."""
+def _framework(parts: list[str]) -> tuple[Torch | TorchStableAbi | TvmFfi, bool, int]:
+    """The framework at the start of an arch name's parts: (framework, legacy, parts used). The
+    forms kernels 0.19 reads: torch211[-cxx11], torch-2.11[-cxx11], torch-stable-abi210,
+    torch-stable-abi-2.10, tvm-ffi01, tvm-ffi-0.1."""
     def tag(i: int) -> bool | None:
         return {"cxx11": True, "cxx98": False}.get(parts[i]) if len(parts) > i else None
 
@@ -184,50 +311,42 @@ def _framework(parts: list[str]) -> tuple[str, tuple[int, int], bool, bool | Non
 
     if parts[:2] == ["torch", "stable"]:
         if len(parts) > 3 and parts[2] == "abi":
-            return STABLE_ABI, dotted(3), False, None, 4
+            return TorchStableAbi(dotted(3)), False, 4
         m = re.fullmatch(r"abi(\d)(\d+)", parts[2]) if len(parts) > 2 else None
         if m is None:
             raise ValueError("no ABI version after torch-stable-abi")
-        return STABLE_ABI, (int(m[1]), int(m[2])), True, None, 3
+        return TorchStableAbi((int(m[1]), int(m[2]))), True, 3
     if parts[0] == "torch" and len(parts) > 1 and parts[1][:1].isdigit():
         cxx11 = tag(2)
-        return COMPILED, dotted(1), False, cxx11, 2 if cxx11 is None else 3
+        return Torch(dotted(1), cxx11), False, 2 if cxx11 is None else 3
     if m := re.fullmatch(r"torch(\d)(\d+)", parts[0]):
         cxx11 = tag(1)
-        return COMPILED, (int(m[1]), int(m[2])), True, cxx11, 1 if cxx11 is None else 2
+        return Torch((int(m[1]), int(m[2])), cxx11), True, 1 if cxx11 is None else 2
     if parts[0] == "tvm" and len(parts) > 1:
         if parts[1] == "ffi":
-            return TVM_FFI, dotted(2), False, None, 3
+            return TvmFfi(dotted(2)), False, 3
         # the major is the shortest digit run (tvm-ffi01 is 0.1), as kernels 0.19 reads it
         if m := re.fullmatch(r"ffi(\d+?)(\d+)", parts[1]):
-            return TVM_FFI, (int(m[1]), int(m[2])), True, None, 2
+            return TvmFfi((int(m[1]), int(m[2]))), True, 2
     raise ValueError("unknown framework (expected torchXY, torch-X.Y, torch-stable-abi, tvm-ffi or sdk)")
 
 
-def _parse_arch(name: str, parts: list[str]) -> Variant:
-    kind, version, legacy, cxx11, used = _framework(parts)
-    rest, cpu, os = _split_system(parts[used:])
-    python, abi = None, "abi3"
+def _parse_arch(parts: list[str]) -> Variant:
+    framework, legacy, used = _framework(parts)
+    rest, platform = Platform.split_off(parts[used:])
     if legacy:
-        backend, compute = parse_compute("-".join(rest)) if len(rest) == 1 else _bad_backend(rest)
+        if len(rest) != 1:
+            raise ValueError(f"unknown compute tag {'-'.join(rest)!r}")
+        compute, python = Compute.parse_tag(rest[0]), None
     else:
         if "cpython" not in rest:
             raise ValueError("no cpython-3.N-abi3 part (a name in the 0.19 form has one)")
         i = rest.index("cpython")
-        python, abi = _parse_python(rest[i:])
-        backend, compute = _parse_new_compute(rest[:i])
-    if cxx11 is not None and os != "linux":
-        # the C++ ABI tag is Linux's: no loader takes one elsewhere, and a legacy macOS name
-        # without one must round-trip
-        raise ValueError(f"a {os} variant has no C++ ABI tag")
-    if cxx11 is None and (kind != COMPILED or (legacy and os != "linux")):
-        # only a compiled Linux name says its C++ ABI; the others are what kbuild builds (C++11)
-        cxx11 = True
-    return Variant(kind, backend, version, compute, cpu, os, cxx11, python, abi)
-
-
-def _bad_backend(rest: list[str]):
-    raise ValueError(f"unknown compute tag {'-'.join(rest)!r}")
+        compute, python = Compute.parse(rest[:i]), Python.parse(rest[i:])
+    if isinstance(framework, Torch) and framework.cxx11 is not None and platform.os != "linux":
+        # no loader takes a C++ ABI tag off Linux
+        raise ValueError(f"a {platform.os} variant has no C++ ABI tag")
+    return Variant(framework=framework, compute=compute, python=python, platform=platform)
 
 
 def _parse_sdk(parts: list[str]) -> Variant:
@@ -235,28 +354,27 @@ def _parse_sdk(parts: list[str]) -> Variant:
     variants (kernels 0.19), with no framework."""
     rest = parts[1:]
     if "cpython" in rest:
-        rest, cpu, os = _split_system(rest)
+        rest, platform = Platform.split_off(rest)
         i = rest.index("cpython")
-        python, abi = _parse_python(rest[i:])
-        backend, compute = _parse_new_compute(rest[:i]) if i else ("", None)
-        return Variant(SDK, backend, None, compute, cpu, os, True, python, abi, framework="")
+        return Variant(framework=Sdk(), compute=Compute.parse(rest[:i]) if i else None,
+                       python=Python.parse(rest[i:]), platform=platform)
     if len(rest) > 1 or (rest and rest[0] not in BACKENDS):
         raise ValueError(f"unknown SDK backend {'-'.join(rest)!r} (expected one of {', '.join(BACKENDS)})")
-    return Variant(SDK, rest[0] if rest else "", framework="")
+    return Variant(framework=Sdk(), compute=Compute(rest[0]) if rest else None)
 
 
 def parse_variant(name: str) -> Variant:
     """Parse any variant name (docs/formats.md, "Variant names"): the legacy forms and kernels
     0.19's; ValueError names what was not understood."""
     if name == "torch-universal":
-        return Variant(UNIVERSAL, backend="")
+        return Variant(framework=Universal())
     parts = name.split("-")
     if len(parts) == 2 and parts[0] in ("torch", "mlx") and parts[1] in BACKENDS:
-        return Variant(NOARCH, backend=parts[1], framework=parts[0])
+        return Variant(framework=Noarch(parts[0]), compute=Compute(parts[1]))
     try:
         if parts[0] == "sdk":
             return _parse_sdk(parts)
-        return _parse_arch(name, parts)
+        return _parse_arch(parts)
     except ValueError as e:
         raise ValueError(
             f"not a variant name: {name!r}: {e} (expected e.g. torch214-cxx11-cu130-x86_64-linux, "
@@ -264,6 +382,8 @@ def parse_variant(name: str) -> Variant:
             "torch-cuda or torch-universal)"
         ) from None
 
+
+# -- the system a variant must fit -----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class SystemInfo:
@@ -301,7 +421,8 @@ class SystemInfo:
 
     def compiled_variant(self) -> Variant:
         """The name a compiled build for exactly this system gets."""
-        return Variant(COMPILED, self.backend, self.torch, self.compute_version, self.cpu, self.os, self.cxx11)
+        return Variant(framework=Torch(self.torch, self.cxx11), compute=Compute(self.backend, self.compute_version),
+                       platform=Platform(self.cpu, self.os))
 
     def fitting_build(self) -> Variant:
         """The compiled build that would run on this machine, for a publisher to make: this
@@ -312,7 +433,7 @@ class SystemInfo:
     def describe(self) -> str:
         compute = format_compute(self.backend, self.compute_version)
         if not self.device_visible:
-            compute += f" with no visible {_DEVICE.get(self.backend, self.backend)} device (CPU variants first)"
+            compute += f" with no visible {DEVICE_NAMES.get(self.backend, self.backend)} device (CPU variants first)"
         elif self.gpu_arch:
             compute += f" on {arch_rules.describe_device(self.backend, self.gpu_arch)}"
         python = ", free-threaded Python" if self.free_threaded else ""
@@ -395,7 +516,7 @@ def free_threaded_python() -> bool:
     return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
-_DEVICE = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "metal": "Metal"}
+DEVICE_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "metal": "Metal"}
 
 
 def _device_visible(torch, backend: str) -> bool:
@@ -423,157 +544,3 @@ def _native_backend(torch) -> tuple[str, tuple[int, int] | None]:
     if sys.platform == "darwin" and torch.backends.mps.is_built():
         return "metal", None
     return "cpu", None
-
-
-def why_not(variant: Variant, system: SystemInfo) -> str | None:
-    """None when `variant` can run on `system`, else a short reason it cannot. Accepts and
-    rejects as kernels 0.19 does (its `_check_variants`), the reasons in kbuild's words."""
-    if variant.kind == UNIVERSAL:
-        return None
-    if variant.backend == "cpu" and system.cpu_first:
-        return why_not(variant, system.as_cpu())
-    if variant.backend and variant.backend != system.backend:  # an SDK's "" is any backend
-        return f"built for {variant.backend}, this system uses {system.backend}"
-    if variant.kind == NOARCH:
-        if variant.framework == "mlx" and not system.mlx:
-            return "an MLX kernel, and MLX is not installed"
-        return None
-    if reason := _python_mismatch(variant, system):
-        return reason
-    if variant.cpu is not None and (variant.cpu, variant.os) != (system.cpu, system.os):
-        return f"built for {variant.cpu}-{variant.os}, this is {system.cpu}-{system.os}"
-    if variant.kind == STABLE_ABI and system.torch < variant.torch:
-        return f"needs torch >= {variant.torch[0]}.{variant.torch[1]}, this is torch {system.torch[0]}.{system.torch[1]}"
-    if variant.kind == TVM_FFI and variant.torch != system.tvm_ffi:
-        have = f"tvm-ffi {system.tvm_ffi[0]}.{system.tvm_ffi[1]}" if system.tvm_ffi else "no tvm-ffi installed"
-        return f"built for tvm-ffi {variant.torch[0]}.{variant.torch[1]}, this has {have}"
-    if variant.kind == COMPILED:
-        if variant.torch != system.torch:
-            return f"built for torch {variant.torch[0]}.{variant.torch[1]}, this is torch {system.torch[0]}.{system.torch[1]}"
-        # an untagged name fits either ABI (kernels 0.19's rule)
-        if variant.os == "linux" and variant.cxx11 is not None and variant.cxx11 != system.cxx11:
-            return "built for the other C++ ABI"
-    if variant.backend == "metal" and variant.cpu is not None and system.macos is not None and system.macos < METAL_MIN_MACOS:
-        # compiled with -std=metal4.0, which older macOS cannot load (kernels 0.19 refuses it too)
-        return f"compiled Metal code needs macOS {METAL_MIN_MACOS[0]} or later, this is macOS {system.macos[0]}.{system.macos[1]}"
-    return _compute_mismatch(variant, system)
-
-
-def _python_mismatch(variant: Variant, system: SystemInfo) -> str | None:
-    """Why this interpreter cannot import the variant's compiled code: `abi3` libraries need a
-    Python with the GIL, and `cpython-3.N` is the oldest CPython they import into."""
-    minimum = variant.min_python
-    if minimum is None:
-        return None
-    if variant.python_abi == "abi3" and system.free_threaded:
-        # built for the limited API (.abi3.so), which a free-threaded Python does not import: the
-        # import would fail with "No module named", or worse
-        return ("a compiled (.abi3.so) build, which a free-threaded Python cannot import; use a Python with the GIL "
-                "(or an abi3t build, Python 3.15+)")
-    if system.python < minimum:
-        return f"needs Python >= {minimum[0]}.{minimum[1]}, this is Python {system.python[0]}.{system.python[1]}"
-    return None
-
-
-def _compute_mismatch(variant: Variant, system: SystemInfo) -> str | None:
-    built, runtime = variant.compute_version, system.compute_version
-    if built is None:
-        return None
-    if runtime is None:
-        return f"built for {variant.compute}, this torch has no {variant.backend} version"
-    if variant.backend in ("cuda", "rocm"):
-        # the same major and a minor at most the runtime's (ROCm too, since kernels 0.18)
-        if built[0] != runtime[0] or runtime[1] < built[1]:
-            label = {"cuda": "CUDA", "rocm": "ROCm"}[variant.backend]
-            return (f"built for {label} {built[0]}.{built[1]}, this torch uses {label} {runtime[0]}.{runtime[1]}")
-        return None
-    if built != runtime:
-        return f"built for {variant.compute}, this torch uses {format_compute(variant.backend, runtime)}"
-    return None
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One entry of a resolution trace: a name, its parse, and why it was rejected (or None)."""
-
-    name: str
-    variant: Variant | None
-    reason: str | None
-    note: str | None = None  # why a fitting variant is ranked where it is
-
-    @property
-    def accepted(self) -> bool:
-        return self.reason is None
-
-
-def resolve(names: list[str], system: SystemInfo) -> list[Candidate]:
-    """Every name judged against `system`: accepted ones best-first, then the rejected ones."""
-    candidates = []
-    for name in names:
-        try:
-            variant = parse_variant(name)
-        except ValueError:
-            candidates.append(Candidate(name, None, "not a variant name"))
-            continue
-        reason = why_not(variant, system)
-        note = None
-        if reason is None and system.cpu_first and variant.backend == system.backend:
-            note = f"after CPU variants: no {_DEVICE.get(system.backend, system.backend)} device is visible"
-        candidates.append(Candidate(name, variant, reason, note))
-    cpu_first = system.cpu_first
-    accepted = sorted((c for c in candidates if c.accepted),
-                      key=lambda c: (not (cpu_first and c.variant.backend == "cpu"), preference(c.variant), c.name))
-    rejected = sorted((c for c in candidates if not c.accepted), key=lambda c: c.name)
-    return accepted + rejected
-
-
-def reject(trace: list[Candidate], name: str, reason: str) -> list[Candidate]:
-    """The trace with candidate `name` rejected for `reason` (found out after resolve, e.g. from
-    its metadata): the accepted ones keep their order, the rejected ones stay sorted by name."""
-    accepted = [c for c in trace if c.accepted and c.name != name]
-    rejected = [Candidate(c.name, c.variant, reason if c.name == name else c.reason, c.note) for c in trace
-                if not c.accepted or c.name == name]
-    return accepted + sorted(rejected, key=lambda c: c.name)
-
-
-def annotate(trace: list[Candidate], name: str, note: str) -> list[Candidate]:
-    """The trace with `note` added to candidate `name` (what a check of its metadata found)."""
-    return [replace(c, note="; ".join(filter(None, (c.note, note)))) if c.name == name else c for c in trace]
-
-
-def choose(names: list[str], system: SystemInfo) -> Candidate | None:
-    """The best variant for `system`, or None when nothing fits."""
-    best = resolve(names, system)
-    return best[0] if best and best[0].accepted else None
-
-
-def preference(variant: Variant) -> tuple:
-    """The sort key of a fitting variant, lower first: kernels 0.19's `_sort_variants`, so both
-    loaders take the same variant from the same names. Stable ABI (newest ABI first), then
-    compiled (a name without a C++ ABI tag before a tagged one), tvm-ffi, SDK builds with compiled
-    code, Python-only `torch-<backend>`, `torch-universal`, `sdk-<backend>`, `sdk`; within a kind
-    the highest compatible CUDA/ROCm minor, then abi3 before abi3t and the newest minimum Python.
-    Names that tie (one build under both name forms) are taken by name."""
-    minor = -variant.compute_version[1] if variant.compute_version else 0
-    python = variant.min_python
-    python_order = (PYTHON_ABIS.index(variant.python_abi), -python[0], -python[1]) if python else (0, 0, 0)
-    if variant.kind == STABLE_ABI:
-        return (0, -variant.torch[0], -variant.torch[1], minor, *python_order)
-    if variant.kind == COMPILED:
-        return (1, 0, 0 if variant.cxx11 is None or variant.os != "linux" else 1, minor, *python_order)
-    if variant.kind == TVM_FFI:
-        return (2, 0, 0, minor, *python_order)
-    if variant.kind == SDK and python is not None:
-        return (3, 0, 0, minor if variant.backend else 1, *python_order)
-    if variant.kind in (NOARCH, UNIVERSAL):
-        return (4, 0, 0, 1 if variant.kind == UNIVERSAL else 0, 0, 0, 0)
-    return (5 if variant.backend else 6, 0, 0, 0, 0, 0, 0)
-
-
-def format_trace(candidates: list[Candidate]) -> str:
-    """The resolution trace, one line per candidate, as shown in errors and by the CLI."""
-    lines = []
-    for c in candidates:
-        fits = f"fits ({c.note})" if c.note else "fits"
-        lines.append(f"  {c.name}: " + (fits if c.accepted else f"rejected ({c.reason})"))
-    return "\n".join(lines)

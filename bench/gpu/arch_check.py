@@ -19,9 +19,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from kbuild.choice import format_trace
 from kbuild.loading import judge_folder, load_variant
 from kbuild.metadata import VariantMetadata
-from kbuild.variants import detect_system, format_trace, parse_variant
+from kbuild.variants import detect_system, parse_variant
 
 DEFAULT_OTHERS = ("8.0", "8.6", "9.0", "10.0", "12.0")
 

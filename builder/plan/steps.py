@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
+from kbuild.variants import Compute, Noarch, Platform, Torch, TorchStableAbi, Variant
 
 from builder.backends import DEVICE_SOURCES, compiled, in_range, not_compiled
 from builder.backends.cuda_arch import Capability
@@ -178,16 +178,15 @@ def stable_defines(abi: tuple[int, int]) -> tuple[str, ...]:
 def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
     m = inputs.manifest
     return VariantPlan(
-        variant=Variant(NOARCH, backend), ops_name=ops_name(m, backend, inputs.source_id),
+        variant=Variant(framework=Noarch(), compute=Compute(backend)), ops_name=ops_name(m, backend, inputs.source_id),
         python_src=m.root / "torch-ext" / m.python_name, pyext=m.noarch.pyext,
     )
 
 
 def _variant(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> Variant:
-    compute = compiled(backend).compute(inputs)
-    if abi:
-        return Variant(STABLE_ABI, backend, abi, compute, host_cpu(), host_os())
-    return Variant(COMPILED, backend, inputs.torch.torch, compute, host_cpu(), host_os(), inputs.torch.cxx11)
+    framework = TorchStableAbi(abi) if abi else Torch(inputs.torch.torch, inputs.torch.cxx11)
+    return Variant(framework=framework, compute=Compute(backend, compiled(backend).compute(inputs)),
+                   platform=Platform.host())
 
 
 def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> VariantPlan:

@@ -149,6 +149,7 @@ def bench_published(request: str, hub: str | None, token: str | None, reporter, 
     this Python. Running them runs the repo's code: the loader's trust rule applies."""
     import sys
 
+    from kbuild.choice import format_trace
     from kbuild.errors import KernelError
     from kbuild.hub_loader import install_kernel, resolve_kernel
     from kbuild.hubs import parse_hub_address
@@ -157,7 +158,6 @@ def bench_published(request: str, hub: str | None, token: str | None, reporter, 
     from kbuild.repo_layout import variant_folder
     from kbuild.settings import from_environment
     from kbuild.trust import check_trust
-    from kbuild.variants import format_trace
 
     from builder.hub.address import parse_hub
     from builder.hub.open import open_hub

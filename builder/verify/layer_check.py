@@ -240,6 +240,7 @@ def check_published(request_text: str, hub: str | None, reporter, request: Check
     """`kbuild check-layers ORG/NAME@REV`: the variant get_kernel would load for the torch of `python`,
     fetched and verified by kbuild's loader (its trust rule applies: checking runs the repo's code), checked
     in `python`."""
+    from kbuild.choice import format_trace
     from kbuild.errors import KernelError
     from kbuild.hub_loader import install_kernel, resolve_kernel
     from kbuild.hubs import parse_hub_address
@@ -248,7 +249,6 @@ def check_published(request_text: str, hub: str | None, reporter, request: Check
     from kbuild.repo_layout import variant_folder
     from kbuild.settings import from_environment
     from kbuild.trust import check_trust
-    from kbuild.variants import format_trace
 
     try:
         ref = parse_request(request_text)

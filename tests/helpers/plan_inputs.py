@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.plan import steps as plan_module
+from kbuild import variants
 from builder.plan.steps import CompileUnit, PlanInputs, VariantPlan
 from builder.project.manifest import Manifest, load_manifest
 from builder.backends.cuda_toolkit import CudaInfo
@@ -30,8 +30,8 @@ NVCC_130_ARCHS = frozenset("75 80 86 87 88 89 90 100 103 110 120 121".split())
 @pytest.fixture
 def linux_x86_64(monkeypatch):
     """Variant names carry the host's cpu and os: pin them so names are exact everywhere."""
-    monkeypatch.setattr(plan_module, "host_cpu", lambda: "x86_64")
-    monkeypatch.setattr(plan_module, "host_os", lambda: "linux")
+    monkeypatch.setattr(variants, "host_cpu", lambda: "x86_64")  # Platform.host() asks these
+    monkeypatch.setattr(variants, "host_os", lambda: "linux")
 
 
 def torch_info(version: str = "2.14.1", cuda: str | None = "13.0") -> TorchInfo:

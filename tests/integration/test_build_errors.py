@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from kbuild.variants import STABLE_ABI, Variant, detect_system
+from kbuild.variants import Compute, Platform, TorchStableAbi, Variant, detect_system
 
 REPO = Path(__file__).resolve().parents[2]
 torch = pytest.importorskip("torch")
@@ -27,7 +27,8 @@ IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cach
 
 
 def cuda_variant() -> str:
-    return Variant(STABLE_ABI, "cuda", (2, 10), SYSTEM.compute_version, SYSTEM.cpu, SYSTEM.os).name
+    return Variant(framework=TorchStableAbi((2, 10)), compute=Compute("cuda", SYSTEM.compute_version),
+                   platform=Platform(SYSTEM.cpu, SYSTEM.os)).name
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def test_cuda_arch_errors_are_one_line(activation, capsys):
 def test_headers_of_cuda_sections_are_provisioned_only_for_cuda_builds(activation, capsys):
     toml = activation / "build.toml"
     toml.write_text(toml.read_text().replace('depends = []', 'depends = ["cutlass_2_10"]', 1))
-    cpu = Variant(STABLE_ABI, "cpu", (2, 10), None, SYSTEM.cpu, SYSTEM.os).name
+    cpu = Variant(framework=TorchStableAbi((2, 10)), compute=Compute("cpu"), platform=Platform(SYSTEM.cpu, SYSTEM.os)).name
     code, output = run(capsys, "build", str(activation), "--variant", cpu)
     assert code == 0, output  # the CUDA section is not compiled: its CUTLASS is never asked for
     assert "nvidia-cutlass" not in output

@@ -20,7 +20,7 @@ import pytest
 from builder.commands.main import main
 from kbuild import get_local_kernel
 from kbuild.digest import verify_tree
-from kbuild.variants import STABLE_ABI, Variant, detect_system
+from kbuild.variants import Compute, Platform, TorchStableAbi, Variant, detect_system
 
 REPO = Path(__file__).resolve().parents[2]
 torch = pytest.importorskip("torch")
@@ -32,7 +32,8 @@ CUDA = SYSTEM.compiled_variant().name if SYSTEM.backend == "cuda" else None
 
 
 def stable_variant(system) -> str:
-    return Variant(STABLE_ABI, system.backend, (2, 10), system.compute_version, system.cpu, system.os).name
+    return Variant(framework=TorchStableAbi((2, 10)), compute=Compute(system.backend, system.compute_version),
+                   platform=Platform(system.cpu, system.os)).name
 
 
 ACT_CPU = stable_variant(detect_system("cpu"))

@@ -1,7 +1,7 @@
 """Integration: kbuild's loader and Hugging Face's kernels 0.19.1 take the same variant from the same
 names. One table of systems and variant names (legacy and 0.19 forms, stable ABI, tvm-ffi, SDK,
 noarch, Python minimums, abi3/abi3t, ROCm, XPU, CANN, Metal); each case is judged by
-kbuild.variants.resolve here and by kernels 0.19.1's own `_resolve_variant_for_system` in the
+kbuild.choice.resolve here and by kernels 0.19.1's own `_resolve_variant_for_system` in the
 kernels-0.19 environment (tests/helpers/hf_variant_order.py, one subprocess for all).
 
 kernels sorts stably, so the names go to it in kbuild's order: it gives that order back exactly
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 import hf_envs
-from kbuild.variants import SystemInfo, resolve
+from kbuild.choice import resolve
+from kbuild.variants import SystemInfo
 
 HELPER = Path(__file__).resolve().parents[1] / "helpers" / "hf_variant_order.py"
 

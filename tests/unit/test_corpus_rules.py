@@ -38,10 +38,10 @@ RELEASES = ["3.3.0.0", "3.5.0.0", "3.5.1.0", "3.6.0.0", "3.8.0.0", "4.2.0.0"]
 
 @pytest.fixture
 def linux_x86_64(monkeypatch):
-    from builder.plan import steps as plan_module
+    from kbuild import variants
 
-    monkeypatch.setattr(plan_module, "host_cpu", lambda: "x86_64")
-    monkeypatch.setattr(plan_module, "host_os", lambda: "linux")
+    monkeypatch.setattr(variants, "host_cpu", lambda: "x86_64")  # Platform.host() asks these
+    monkeypatch.setattr(variants, "host_os", lambda: "linux")
 
 
 # -- dependency names -------------------------------------------------------------------------

@@ -3,15 +3,22 @@ table of cases, ROCm's exact gfx match, python-depends against this environment 
 looked up with the real import machinery), the free-threaded refusal, and KBUILD_GPU_ARCH."""
 
 from __future__ import annotations
+
 from dataclasses import replace
 
 import pytest
 
-from kbuild import fit, gpu_arch
+from kbuild import choice, fit, gpu_arch
+from kbuild.choice import format_trace, resolve
 from kbuild.gpu_arch import CudaArch, device_fit, parse_cuda_arch, parse_device
 from kbuild.metadata import VariantMetadata
 from kbuild.python_depends import missing
-from kbuild.variants import SystemInfo, format_trace, resolve, why_not, parse_variant
+from kbuild.variants import SystemInfo, parse_variant
+
+
+def why_not(variant, system):
+    return fit.judge(variant, system).reason
+
 
 H200 = SystemInfo((2, 14), "cuda", (13, 0), "x86_64", "linux", gpu_arch="9.0")
 
@@ -105,9 +112,8 @@ def meta(archs=(), depends=(), backend="cuda") -> VariantMetadata:
 def test_the_verdict_in_a_trace():
     names = ["torch214-cxx11-cu130-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux", "torch-cuda"]
     trace = resolve(names, H200)
-    trace = fit.apply(trace, names[0], fit.judge(meta(["10.0a"]), names[0], H200))
-    trace = fit.apply(trace, names[1], fit.judge(meta([]), names[1], H200))
-    trace = fit.apply(trace, names[2], fit.judge(meta([]), names[2], H200))
+    for name, recorded in zip(names, (meta(["10.0a"]), meta([]), meta([])), strict=True):
+        trace = choice.apply(trace, name, fit.judge(parse_variant(name), H200, recorded))
     assert format_trace(trace).splitlines() == [
         "  torch-stable-abi210-cu130-x86_64-linux: fits (no CUDA archs recorded, so not checked against this GPU "
         "(9.0))",
@@ -119,12 +125,14 @@ def test_the_verdict_in_a_trace():
 
 def test_a_python_only_build_that_records_archs_is_held_to_them():
     # [torch-noarch] cuda-capabilities: a Triton kernel may name the GPUs it supports
-    assert "none of which runs" in fit.judge(meta(["10.0"]), "torch-cuda", H200).reason
+    assert "none of which runs" in fit.judge(parse_variant("torch-cuda"), H200, meta(["10.0"])).reason
 
 
 def test_a_cpu_variant_on_a_cuda_torch_is_not_judged_by_the_gpu():
-    assert fit.judge(meta(["9.0a"], backend="cpu"), "torch-cpu", H200) == fit.Verdict()
-    assert fit.judge(None, "torch-cuda", H200) == fit.Verdict()  # metadata unknown (offline, not cached)
+    # a CPU variant fits a CUDA torch when no GPU is visible; its archs are not held against one
+    no_gpu = replace(H200, device_visible=False)
+    assert fit.judge(parse_variant("torch-cpu"), no_gpu, meta(["9.0a"], backend="cpu")) == fit.Verdict()
+    assert fit.judge(parse_variant("torch-cuda"), H200, None) == fit.Verdict()  # metadata unknown (offline, not cached)
 
 
 def test_python_depends_name_the_missing_package_in_one_line(monkeypatch, tmp_path):
@@ -145,7 +153,7 @@ def test_python_depends_name_the_missing_package_in_one_line(monkeypatch, tmp_pa
 
 
 def test_python_depends_reject_a_variant():
-    verdict = fit.judge(meta(["9.0"], ["tvm-ffi"]), "torch-cuda", H200)
+    verdict = fit.judge(parse_variant("torch-cuda"), H200, meta(["9.0"], ["tvm-ffi"]))
     assert verdict.reason.startswith("needs the Python package apache-tvm-ffi")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbuild import hubs
+from kbuild.choice import resolve as judge
 from kbuild.errors import RevisionNotFound
 from kbuild.hub_loader import Resolution, no_fit_message
 from kbuild.digest import is_bytecode
@@ -20,7 +21,6 @@ from kbuild.refs import KernelRef, Refs, parse_request, resolve
 from kbuild.settings import BUILTIN_TRUSTED_ORGS, Settings, from_environment, parse_local_kernels
 from kbuild.trust import check_trust
 from kbuild.variants import SystemInfo
-from kbuild.variants import resolve as judge
 
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -8,48 +8,78 @@ from types import SimpleNamespace
 import pytest
 
 from kbuild import variants as v
-from kbuild.variants import SystemInfo, Variant, choose, format_trace, parse_variant, resolve, why_not
+from kbuild.choice import choose, format_trace, resolve
+from kbuild.fit import judge
+from kbuild.variants import (
+    Compute,
+    Noarch,
+    Platform,
+    Python,
+    Sdk,
+    SystemInfo,
+    Torch,
+    TorchStableAbi,
+    TvmFfi,
+    Universal,
+    Variant,
+    parse_variant,
+)
+
+
+def why_not(variant, system):
+    return judge(variant, system).reason
+
+
+X86, ARM = Platform("x86_64", "linux"), Platform("aarch64", "linux")
+MAC = Platform("aarch64", "darwin")
+PY39, PY310 = Python((3, 9)), Python((3, 10))
+
+
+def compiled(torch, backend, version=None, platform=X86, cxx11=True, python=None):
+    return Variant(framework=Torch(torch, cxx11), compute=Compute(backend, version), python=python, platform=platform)
+
 
 REAL_NAMES = {
-    "torch214-cxx11-cu130-x86_64-linux": Variant(v.COMPILED, "cuda", (2, 14), (13, 0), "x86_64", "linux"),
-    "torch213-cxx11-cpu-x86_64-linux": Variant(v.COMPILED, "cpu", (2, 13), None, "x86_64", "linux"),
-    "torch29-cxx11-cu126-aarch64-linux": Variant(v.COMPILED, "cuda", (2, 9), (12, 6), "aarch64", "linux"),
-    "torch27-cxx98-cu118-x86_64-linux": Variant(v.COMPILED, "cuda", (2, 7), (11, 8), "x86_64", "linux", cxx11=False),
-    "torch-stable-abi210-cu130-x86_64-linux": Variant(v.STABLE_ABI, "cuda", (2, 10), (13, 0), "x86_64", "linux"),
-    "torch-stable-abi210-cpu-aarch64-darwin": Variant(v.STABLE_ABI, "cpu", (2, 10), None, "aarch64", "darwin"),
-    "torch213-metal-aarch64-darwin": Variant(v.COMPILED, "metal", (2, 13), None, "aarch64", "darwin"),
-    "torch214-cxx11-rocm63-x86_64-linux": Variant(v.COMPILED, "rocm", (2, 14), (6, 3), "x86_64", "linux"),
-    "torch214-cxx11-xpu20251-x86_64-linux": Variant(v.COMPILED, "xpu", (2, 14), (2025, 1), "x86_64", "linux"),
-    "torch-cuda": Variant(v.NOARCH, "cuda"),
-    "torch-cpu": Variant(v.NOARCH, "cpu"),
-    "torch-rocm": Variant(v.NOARCH, "rocm"),
-    "torch-xpu": Variant(v.NOARCH, "xpu"),
-    "torch-metal": Variant(v.NOARCH, "metal"),
-    "torch-universal": Variant(v.UNIVERSAL, ""),
+    "torch214-cxx11-cu130-x86_64-linux": compiled((2, 14), "cuda", (13, 0)),
+    "torch213-cxx11-cpu-x86_64-linux": compiled((2, 13), "cpu"),
+    "torch29-cxx11-cu126-aarch64-linux": compiled((2, 9), "cuda", (12, 6), ARM),
+    "torch27-cxx98-cu118-x86_64-linux": compiled((2, 7), "cuda", (11, 8), cxx11=False),
+    "torch-stable-abi210-cu130-x86_64-linux":
+        Variant(framework=TorchStableAbi((2, 10)), compute=Compute("cuda", (13, 0)), platform=X86),
+    "torch-stable-abi210-cpu-aarch64-darwin":
+        Variant(framework=TorchStableAbi((2, 10)), compute=Compute("cpu"), platform=MAC),
+    "torch213-metal-aarch64-darwin": compiled((2, 13), "metal", platform=MAC),
+    "torch214-cxx11-rocm63-x86_64-linux": compiled((2, 14), "rocm", (6, 3)),
+    "torch214-cxx11-xpu20251-x86_64-linux": compiled((2, 14), "xpu", (2025, 1)),
+    "torch-cuda": Variant(framework=Noarch(), compute=Compute("cuda")),
+    "torch-cpu": Variant(framework=Noarch(), compute=Compute("cpu")),
+    "torch-rocm": Variant(framework=Noarch(), compute=Compute("rocm")),
+    "torch-xpu": Variant(framework=Noarch(), compute=Compute("xpu")),
+    "torch-metal": Variant(framework=Noarch(), compute=Compute("metal")),
+    "torch-universal": Variant(framework=Universal()),
     # a Linux name without the C++ ABI tag fits either ABI (kernels reads it so)
-    "torch214-cu130-x86_64-linux": Variant(v.COMPILED, "cuda", (2, 14), (13, 0), "x86_64", "linux", cxx11=None),
-    "torch211-cxx11-rocm714-x86_64-linux": Variant(v.COMPILED, "rocm", (2, 11), (7, 14), "x86_64", "linux"),
-    "torch211-cxx11-cann83-aarch64-linux": Variant(v.COMPILED, "cann", (2, 11), (8, 3), "aarch64", "linux"),
-    "tvm-ffi01-cu130-x86_64-linux": Variant(v.TVM_FFI, "cuda", (0, 1), (13, 0), "x86_64", "linux"),
+    "torch214-cu130-x86_64-linux": compiled((2, 14), "cuda", (13, 0), cxx11=None),
+    "torch211-cxx11-rocm714-x86_64-linux": compiled((2, 11), "rocm", (7, 14)),
+    "torch211-cxx11-cann83-aarch64-linux": compiled((2, 11), "cann", (8, 3), ARM),
+    "tvm-ffi01-cu130-x86_64-linux": Variant(framework=TvmFfi((0, 1)), compute=Compute("cuda", (13, 0)), platform=X86),
     # kernels 0.19's names: a minimum CPython and its ABI before the platform
-    "torch-2.11-cuda-13.0-cpython-3.9-abi3-x86_64-linux":
-        Variant(v.COMPILED, "cuda", (2, 11), (13, 0), "x86_64", "linux", None, (3, 9)),
-    "torch-2.11-cxx11-cpu-cpython-3.10-abi3-aarch64-linux":
-        Variant(v.COMPILED, "cpu", (2, 11), None, "aarch64", "linux", True, (3, 10)),
+    "torch-2.11-cuda-13.0-cpython-3.9-abi3-x86_64-linux": compiled((2, 11), "cuda", (13, 0), cxx11=None, python=PY39),
+    "torch-2.11-cxx11-cpu-cpython-3.10-abi3-aarch64-linux": compiled((2, 11), "cpu", platform=ARM, python=PY310),
     "torch-2.11-metal-cpython-3.9-abi3-aarch64-darwin":
-        Variant(v.COMPILED, "metal", (2, 11), None, "aarch64", "darwin", None, (3, 9)),
+        compiled((2, 11), "metal", platform=MAC, cxx11=None, python=PY39),
     "torch-stable-abi-2.10-cuda-13.0-cpython-3.10-abi3-x86_64-linux":
-        Variant(v.STABLE_ABI, "cuda", (2, 10), (13, 0), "x86_64", "linux", python=(3, 10)),
+        Variant(framework=TorchStableAbi((2, 10)), compute=Compute("cuda", (13, 0)), python=PY310, platform=X86),
     "torch-stable-abi-2.12-rocm-7.2-cpython-3.15-abi3t-x86_64-linux":
-        Variant(v.STABLE_ABI, "rocm", (2, 12), (7, 2), "x86_64", "linux", python=(3, 15), python_abi="abi3t"),
+        Variant(framework=TorchStableAbi((2, 12)), compute=Compute("rocm", (7, 2)), python=Python((3, 15), "abi3t"),
+                platform=X86),
     "tvm-ffi-0.1-xpu-2025.3-cpython-3.9-abi3-x86_64-linux":
-        Variant(v.TVM_FFI, "xpu", (0, 1), (2025, 3), "x86_64", "linux", python=(3, 9)),
-    "mlx-metal": Variant(v.NOARCH, "metal", framework="mlx"),
-    "sdk": Variant(v.SDK, "", framework=""),
-    "sdk-cuda": Variant(v.SDK, "cuda", framework=""),
-    "sdk-cpython-3.10-abi3-x86_64-linux": Variant(v.SDK, "", None, None, "x86_64", "linux", True, (3, 10), framework=""),
+        Variant(framework=TvmFfi((0, 1)), compute=Compute("xpu", (2025, 3)), python=PY39, platform=X86),
+    "mlx-metal": Variant(framework=Noarch("mlx"), compute=Compute("metal")),
+    "sdk": Variant(framework=Sdk()),
+    "sdk-cuda": Variant(framework=Sdk(), compute=Compute("cuda")),
+    "sdk-cpython-3.10-abi3-x86_64-linux": Variant(framework=Sdk(), python=PY310, platform=X86),
     "sdk-cuda-13.0-cpython-3.10-abi3-x86_64-linux":
-        Variant(v.SDK, "cuda", None, (13, 0), "x86_64", "linux", True, (3, 10), framework=""),
+        Variant(framework=Sdk(), compute=Compute("cuda", (13, 0)), python=PY310, platform=X86),
 }
 
 CUDA130 = SystemInfo((2, 14), "cuda", (13, 0), "x86_64", "linux")
@@ -227,19 +257,19 @@ def test_a_cuda_torch_without_a_visible_gpu_puts_cpu_variants_first():
     no_gpu = replace(CUDA130, device_visible=False)
     names = ["torch-stable-abi210-cu130-x86_64-linux", "torch214-cxx11-cpu-x86_64-linux",
              "torch-stable-abi210-cpu-x86_64-linux", "torch-universal"]
-    trace = v.resolve(names, no_gpu)
+    trace = resolve(names, no_gpu)
     assert [c.name for c in trace][:2] == ["torch-stable-abi210-cpu-x86_64-linux", "torch214-cxx11-cpu-x86_64-linux"]
     assert all(c.accepted for c in trace)
     cuda = next(c for c in trace if "cu130" in c.name)
     assert cuda.note == "after CPU variants: no CUDA device is visible"
     assert "torch-stable-abi210-cu130-x86_64-linux: fits (after CPU variants: no CUDA device is visible)" \
-        in v.format_trace(trace)
+        in format_trace(trace)
     assert "no visible CUDA device (CPU variants first)" in no_gpu.describe()
     # a kernel with only GPU builds still loads its best one; with a GPU nothing changes
-    assert v.choose(["torch-stable-abi210-cu130-x86_64-linux"], no_gpu).name.endswith("cu130-x86_64-linux")
-    assert v.choose(names, CUDA130).name == "torch-stable-abi210-cu130-x86_64-linux"
+    assert choose(["torch-stable-abi210-cu130-x86_64-linux"], no_gpu).name.endswith("cu130-x86_64-linux")
+    assert choose(names, CUDA130).name == "torch-stable-abi210-cu130-x86_64-linux"
     # the CPU variant still has to fit the CPU side of this torch
-    assert not v.choose(["torch213-cxx11-cpu-x86_64-linux"], no_gpu)
+    assert not choose(["torch213-cxx11-cpu-x86_64-linux"], no_gpu)
 
 
 def test_resolve_keeps_unparseable_names_in_the_trace():
@@ -283,7 +313,7 @@ def test_detect_system_describes_the_running_torch():
     if torch.version.cuda:
         assert system.backend == "cuda"
         assert system.compute_version == tuple(int(p) for p in torch.version.cuda.split(".")[:2])
-        assert system.compiled_variant().compute.startswith("cu")
+        assert system.compiled_variant().compute.tag.startswith("cu")
         cpu = v.detect_system("cpu")
         assert (cpu.backend, cpu.compute_version) == ("cpu", None)
         assert system.device_visible == torch.cuda.is_available()  # this machine: False, no GPU
