@@ -163,6 +163,8 @@ def _exec_package(name: str, package_dir: Path) -> ModuleType:
 
 def _exec(spec: importlib.machinery.ModuleSpec) -> ModuleType:
     name = spec.name
+    if spec.loader is None:
+        raise KernelImportError(f"cannot import {name}: no loader")
     module = importlib.util.module_from_spec(spec)
     # Registered before it runs, as the import system does, so `from . import x` finds it.
     sys.modules[name] = module

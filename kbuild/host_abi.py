@@ -19,7 +19,7 @@ _FIRST_MATCHING = 21
 def glibc() -> tuple[int, ...] | None:
     """The running glibc's version, None on another C library (musl) or another OS."""
     try:
-        name, version = os.confstr("CS_GNU_LIBC_VERSION").split()
+        name, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").split()
     except (AttributeError, ValueError, OSError):
         return None
     return _version(version) if name == "glibc" else None

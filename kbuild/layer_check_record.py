@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 MAX_BYTES = 4 << 20  # a record is tens of kilobytes: one larger is not read
 _SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
-_MARK = {True: "✓", False: "✗"}
+_MARK: dict[bool | None, str] = {True: "✓", False: "✗"}
 
 
 class UnreadableRecord(ValueError):
@@ -55,14 +55,18 @@ def read_record(raw: bytes) -> LayerCheck:
     rows = doc.get("rows", [])
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise UnreadableRecord("rows is not a list of objects")
-    versions = {k: doc.get(k) for k in ("transformers", "torch", "device")}
-    for key, value in versions.items():
-        if not isinstance(value, str) or not value or len(value) > 100:
-            raise UnreadableRecord(f"{key} is not a short string")
+    versions = {k: _short_string(doc, k) for k in ("transformers", "torch", "device")}
     gpu = doc.get("gpu")
     device = gpu if isinstance(gpu, str) and gpu and len(gpu) <= 100 else versions["device"]
     return LayerCheck(sha, verdict.get("forward"), verdict.get("backward"), versions["transformers"],
                       versions["torch"], device, _first_failure(rows))
+
+
+def _short_string(doc: dict, key: str) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str) or not value or len(value) > 100:
+        raise UnreadableRecord(f"{key} is not a short string")
+    return value
 
 
 def _first_failure(rows: list[dict]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from packaging.version import InvalidVersion, Version
 
@@ -189,7 +189,7 @@ class _Checker:
     def __init__(self, path: Path | None):
         self.source = str(path) if path else "metadata.json"
 
-    def fail(self, where: str, expected: str, got: Any = ...) -> None:
+    def fail(self, where: str, expected: str, got: Any = ...) -> NoReturn:
         found = "" if got is ... else f", got {json.dumps(got)}"
         raise InvalidMetadata(f"{self.source}: `{where}` must be {expected}{found}")
 

@@ -11,12 +11,12 @@ import importlib.util
 import sys
 
 # name -> (the PyPI package, its top-level module; None: it installs libraries, no module)
-GENERAL = {
+GENERAL: dict[str, tuple[str, str | None]] = {
     "einops": ("einops", "einops"),
     "helion": ("helion", "helion"),
     "tvm-ffi": ("apache-tvm-ffi", "tvm_ffi"),
 }
-BY_BACKEND = {
+BY_BACKEND: dict[str, dict[str, tuple[str, str | None]]] = {
     "cuda": {"nvidia-cutlass-dsl": ("nvidia-cutlass-dsl", "cutlass")},
     "neuron": {"nki": ("nki", "nki")},
     "xpu": {"onednn": ("onednn-devel", None)},
@@ -31,7 +31,11 @@ def missing(depends: tuple[str, ...], backend: str) -> str | None:
     if unknown:
         return (f"python-depends lists {', '.join(map(repr, unknown))}, which this kbuild does not know "
                 f"(known for {backend or 'any backend'}: {', '.join(known)}); a newer kbuild may")
-    absent = [known[name][0] for name in depends if known[name][1] and not _importable(known[name][1])]
+    absent = []
+    for name in depends:
+        package, module = known[name]
+        if module and not _importable(module):  # no module: a package of libraries, not looked for
+            absent.append(package)
     if not absent:
         return None
     packages = " ".join(dict.fromkeys(absent))

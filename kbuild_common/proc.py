@@ -9,7 +9,7 @@ import shlex
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from kbuild_common.errors import CommandError
 from kbuild_common.notices import trace
@@ -85,9 +85,10 @@ def run_bytes(
     """Run `cmd` with binary stdin/stdout and return stdout; stderr goes to the error's tail."""
     trace(f"$ {_env_prefix(env)}{shlex.join(cmd)}")
     full_env = {**os.environ, **env} if env else None
-    feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+    stdin = subprocess.DEVNULL if input is None else None  # run() refuses stdin beside input
     try:
-        done = subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout, capture_output=True, **feed)
+        done = subprocess.run(cmd, cwd=cwd, env=full_env, timeout=timeout, capture_output=True, input=input,
+                              stdin=stdin)
     except FileNotFoundError:
         raise CommandError(f"{what or cmd[0]}: command not found: {cmd[0]}", 127, "") from None
     except subprocess.TimeoutExpired as e:
@@ -118,12 +119,13 @@ def open_bytes(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] |
 class _ProcessReader(io.RawIOBase):
     def __init__(self, child: subprocess.Popen, errors: BinaryIO, what: str, cmd: list[str]):
         self._child, self._errors, self._what, self._cmd = child, errors, what, cmd
+        self._stdout = cast(io.RawIOBase, child.stdout)  # a pipe with bufsize=0: a raw FileIO
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        n = self._child.stdout.readinto(buffer)
+        n = self._stdout.readinto(buffer)
         if not n and self._child.wait() != 0:
             self._errors.seek(0)
             raise CommandError(f"{self._what} failed (exit {self._child.returncode}): {shlex.join(self._cmd)}",
@@ -134,7 +136,7 @@ class _ProcessReader(io.RawIOBase):
         if not self.closed:
             if self._child.poll() is None:
                 self._child.kill()
-            self._child.stdout.close()
+            self._stdout.close()
             self._child.wait()
             self._errors.close()
         super().close()

@@ -67,7 +67,7 @@ def use_kernelized_func(*functions):
             for function in functions:  # keyed as `kernels` keys them
                 carried[getattr(function, "__name__", None) or function.kernel_layer_name] = function
 
-        cls.__init__ = __init__
+        cls.__init__ = __init__  # type: ignore[method-assign]  # the decorator wraps the class's own constructor
         return cls
 
     return decorate
@@ -93,7 +93,8 @@ def _function_layer(function: Callable) -> type:
 
     signature = inspect.signature(function)
     self_first = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *signature.parameters.values()]
-    FunctionLayer.forward.__signature__ = signature.replace(parameters=self_first)
+    # inspect.signature reads a function's __signature__ before its code
+    FunctionLayer.forward.__signature__ = signature.replace(parameters=self_first)  # type: ignore[attr-defined]
     # named as the function in reprs and errors ("apply_rotary_pos_emb.forward takes 5 arguments")
     FunctionLayer.__doc__ = function.__doc__
     FunctionLayer.__name__, FunctionLayer.__qualname__ = function.__name__, function.__qualname__

@@ -4,6 +4,7 @@ whose variants are loaded for it."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ BACKEND_OF = {"cpu": "cpu", "cuda": "cuda", "rocm": "rocm", "mps": "metal", "xpu
 
 
 @dataclass(frozen=True)
-class _CapabilityRange:
+class CapabilityRange:
     min_capability: int  # 75 for compute capability 7.5
     max_capability: int
 
@@ -34,12 +35,12 @@ class _CapabilityRange:
 
 
 @dataclass(frozen=True)
-class CUDAProperties(_CapabilityRange):
+class CUDAProperties(CapabilityRange):
     """A range of CUDA compute capabilities, both ends included."""
 
 
 @dataclass(frozen=True)
-class ROCMProperties(_CapabilityRange):
+class ROCMProperties(CapabilityRange):
     """A range of ROCm capabilities (torch.cuda.get_device_capability on ROCm), both ends included."""
 
 
@@ -109,7 +110,7 @@ def capability(device: Device) -> int | None:
         found = re.fullmatch(r"gfx(\d+)([0-9a-f])[0-9a-f]", arch)
         return int(found.group(1)) * 10 + int(found.group(2), 16) if found else None
     major, _, minor = arch.partition(".")
-    return int(major) * 10 + int(re.match(r"\d*", minor).group() or 0)
+    return int(major) * 10 + int("".join(itertools.takewhile(str.isdecimal, minor)) or 0)
 
 
 def _cuda_flavour() -> str:

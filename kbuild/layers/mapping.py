@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from ..errors import InvalidRequest
-from .device import as_device
+from .device import CapabilityRange, Device, as_device
 from .mode import Mode
 
 # name -> device type -> properties (None: any capability) -> {Mode: repository}
-Table = dict[str, dict[str, dict[object, dict[Mode, object]]]]
+Table = dict[str, dict[str, dict[CapabilityRange | None, dict[Mode, object]]]]
 # the process-wide table, shared on purpose: register_kernel_mapping outside any use_kernel_mapping block adds to it
 _PROCESS_TABLE: Table = {}
 _MAPPING: ContextVar[Table] = ContextVar("kbuild_kernel_mapping", default=_PROCESS_TABLE)
@@ -52,7 +52,8 @@ def current_mapping() -> Table:
     return _MAPPING.get()
 
 
-def candidates(ranges: dict[object, dict[Mode, object]], capability: int | None) -> dict[Mode, object] | None:
+def candidates(ranges: dict[CapabilityRange | None, dict[Mode, object]],
+               capability: int | None) -> dict[Mode, object] | None:
     """The entry whose capability range holds `capability`, the narrowest when several do (an
     entry without properties holds every capability); None when none does."""
     best, width = None, None
@@ -73,7 +74,7 @@ def _add(table: Table, entries) -> None:
         table.setdefault(name, {}).setdefault(device.type, {})[device.properties] = modes
 
 
-def _entries(mapping) -> list[tuple[str, object, dict[Mode, object]]]:
+def _entries(mapping) -> list[tuple[str, Device, dict[Mode, object]]]:
     """The mapping as (layer name, Device, {Mode: repository}) rows; a one-line error for
     anything else."""
     if not isinstance(mapping, dict):

@@ -55,7 +55,8 @@ def requested_mode(mode, torch_compile: bool = False) -> Mode:
         raise InvalidRequest(f"kernelize: mode must be a Mode (Mode.INFERENCE, Mode.TRAINING, ...), got {mode!r}")
     if mode == Mode.FALLBACK:
         raise InvalidRequest("kernelize: Mode.FALLBACK can only be used to register kernel mappings")
-    if Mode.INFERENCE not in mode and Mode.TRAINING not in mode:
+    # mypy narrows a Flag to its members alone after the == above, so `in` looks unsupported to it
+    if Mode.INFERENCE not in mode and Mode.TRAINING not in mode:  # type: ignore[operator]
         raise InvalidRequest(f"kernelize: mode must contain Mode.INFERENCE or Mode.TRAINING, got {mode}")
     return mode | Mode.TORCH_COMPILE if torch_compile else mode
 

@@ -10,8 +10,12 @@ import importlib
 import inspect
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidLayer, InvalidRequest
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 class LayerRepository:
@@ -150,7 +154,7 @@ def find_layer(kernel, repo):
     return layer
 
 
-def check_drop_in(layer, host: type, repo) -> None:
+def check_drop_in(layer, host: type[nn.Module], repo) -> None:
     """A layer may replace `host`'s forward only if it is an nn.Module with no state of its own
     (no constructor, no members beyond has_backward / can_torch_compile: it reads the host's) and
     its forward takes the same arguments, of the same kinds."""

@@ -138,7 +138,10 @@ def _read_file(path: Path) -> SignatureSettings:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InvalidSetting(f"{path}: cannot be read as the signatures file ({e})") from None
-    require, ssh, sigstore, sign_key = [], {}, {}, None
+    require: list[tuple[str, str]] = []
+    ssh: dict[str, list[tuple[Path, str]]] = {}
+    sigstore: dict[str, list[tuple[SigstoreIdentity, str]]] = {}
+    sign_key: tuple[Path, str] | None = None
     for number, line in enumerate(text.splitlines(), 1):
         words = line.partition("#")[0].split()
         if not words:

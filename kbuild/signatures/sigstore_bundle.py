@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import SignatureRefused
+
+if TYPE_CHECKING:
+    from sigstore.verify import Verifier
 
 BUNDLE = "metadata.json.sigstore"
 EXTRA = 'pip install "kbuild[sigstore]"'
@@ -121,7 +125,7 @@ def signer_of(bundle) -> SigstoreSigner:
 def _policy(identities: list[SigstoreIdentity]):
     from sigstore.verify import policy
 
-    rules = []
+    rules: list[policy.VerificationPolicy] = []
     for i in identities:
         if i.github_repo:  # Hugging Face's GitHubWorkflowPolicy: this repository's workflow, on GitHub's issuer
             rules.append(policy.AllOf([policy.OIDCIssuer(GITHUB_ISSUER), policy.OIDCIssuerV2(GITHUB_ISSUER),
@@ -132,7 +136,7 @@ def _policy(identities: list[SigstoreIdentity]):
     return policy.AnyOf(rules)
 
 
-_VERIFIER = []
+_VERIFIER: list[Verifier] = []
 
 
 def _verifier():
