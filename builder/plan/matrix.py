@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, host_cpu, host_os
+from kbuild.variants import Compute, Noarch, Platform, Torch, TorchStableAbi, Variant
 
 from builder.backends import BACKENDS, ToolkitRelease, compiled, in_range, not_compiled
 from kbuild_common.errors import ManifestError
@@ -151,7 +151,7 @@ def full_matrix(path: Path | None = None) -> Matrix:
 def matrix_variants(m: Manifest, matrix: Matrix) -> tuple[list[MatrixVariant], list[MatrixSkip]]:
     """Every variant of the kernel in `matrix`, with the toolchain each is built with."""
     if m.noarch is not None:
-        return [MatrixVariant(Variant(NOARCH, b), None) for b in m.backends], []
+        return [MatrixVariant(Variant(framework=Noarch(), compute=Compute(b)), None) for b in m.backends], []
     out, skips = [], []
     for backend in m.backends:
         if compiled(backend) is None:
@@ -183,12 +183,13 @@ def _stable(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
     if not newest:
         return []
     release = newest[-1]
-    return [MatrixVariant(Variant(STABLE_ABI, backend, abi, t.version if t else None, host_cpu(), host_os()),
+    return [MatrixVariant(Variant(framework=TorchStableAbi(abi), compute=Compute(backend, t.version if t else None),
+                                  platform=Platform.host()),
                           Target(release, t)) for t in compiled(backend).matrix_toolkits(m, matrix, release)]
 
 
 def _compiled(backend: str, series: Version, compute: Version | None) -> Variant:
-    return Variant(COMPILED, backend, series, compute, host_cpu(), host_os(), True)
+    return Variant(framework=Torch(series, cxx11=True), compute=Compute(backend, compute), platform=Platform.host())
 
 
 def _why_none(m: Manifest, backend: str, matrix: Matrix) -> str:
