@@ -168,7 +168,7 @@ def dropped_nvcc_flags(planned: list) -> set[str]:
     """torch's common nvcc flags that kbuild's nvcc units leave out (the defines that disable the
     half/bfloat16 operators), read from kbuild's plan."""
     return {f for job in planned for v in job.plan.variants for u in v.units if u.tool == "nvcc"
-            for f in job.toolchain.torch.common_nvcc_flags if f not in u.flags}
+            for f in job.toolchain.torch.facts["cuda"]["common_nvcc_flags"] if f not in u.flags}
 
 
 def baseline(planned: list, dropped: set[str], work: Path, jobs: int) -> dict:
@@ -206,7 +206,7 @@ def load_spec(job, v, dropped: set[str], folder: Path) -> tuple[dict, dict]:
     (folder / "include").mkdir(parents=True)
     shutil.copyfile(REPO / "builder" / "templates" / "registration.h", folder / "include" / "registration.h")
     generated = f"-I{job.plan.manifest.root / '.kbuild' / 'include'}"
-    common = set(job.toolchain.torch.common_nvcc_flags)  # load() adds these itself
+    common = set(job.toolchain.torch.facts["cuda"]["common_nvcc_flags"])  # load() adds these itself
     cflags, cuda_cflags, ldflags = [], [], []
     for unit in v.units:
         flags = [f"-I{folder / 'include'}" if f == generated else f for f in unit.flags]
@@ -236,7 +236,7 @@ def per_tu(sources: list[Path], dropped: set[str], work: Path, store: ToolchainS
     torch = probe_torch(store.torch_python(torch_table[(2, 14)].version, cuda=True, reuse=(sys.executable,)),
                         CACHE / "probes")
     home = store.cuda_home((13, 0), toolkits["cuda"][(13, 0)].toolkit)[0]
-    flags = [*(f for f in torch.common_nvcc_flags if f not in dropped), "-DENABLE_FP8", "-std=c++20",
+    flags = [*(f for f in torch.facts["cuda"]["common_nvcc_flags"] if f not in dropped), "-DENABLE_FP8", "-std=c++20",
              "-Xcompiler", "-O3", "-Xcompiler", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}",
              "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
              *(f"-I{p}" for p in torch.include_paths), f"-I{torch.python_include}", f"-I{home}/include"]

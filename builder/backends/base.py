@@ -60,6 +60,10 @@ class Backend:
     torch_row_requires_list: bool = False
     # whether its variants need torch's device build (the toolchain store's torch index)
     torch_device_build: bool = False
+    # lines run inside the torch probe (builder/toolchains/toolchain.py), with torch, `ce`
+    # (torch.utils.cpp_extension), os and glob at hand: what they put in `facts` is what this torch
+    # tells the backend's compiler (CUDA: its nvcc flags, the headers of its nvidia wheels)
+    torch_probe: str = ""
     # source suffix -> the compile rule it takes, beyond the host C++ compiler's
     source_tools: dict[str, str] = {}
 
@@ -85,6 +89,15 @@ class Backend:
     def toolkit(self, inputs):
         """The toolkit a variant is planned with, or None."""
         return inputs.toolkits.get(self.name)
+
+    def read_torch_facts(self, probed: dict) -> dict:
+        """What `torch_probe` found, as TorchInfo.facts keeps it (read again beside every probe,
+        cached or not)."""
+        return probed
+
+    def torch_facts(self, torch) -> dict:
+        """What a torch tells the backend's compiler (its TorchInfo.facts)."""
+        return torch.facts.get(self.name, {})
 
     def toolkit_record(self, toolkit) -> dict:
         """What metadata's provenance.toolchain records of the toolkit (builder/stage/toolchain_record.py)."""

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from builder.backends.base import Backend, in_range
 from builder.backends.cuda_arch import default_capabilities, restrict, select
-from builder.backends.cuda_toolkit import find_cuda, nvcc_origin, nvcc_takes_random_seed, recorded_nvcc
+from builder.backends.cuda_toolkit import (cmake_nvcc_flags, find_cuda, nvcc_origin, nvcc_takes_random_seed,
+                                          recorded_nvcc)
 from kbuild_common.errors import ManifestError
 
 # torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
@@ -30,6 +31,16 @@ class Cuda(Backend):
     torch_row_list = "list of CUDA versions, like [\"13.2\"]"
     torch_row_requires_list = True
     torch_device_build = True
+    torch_probe = """
+facts["common_nvcc_flags"] = list(ce.COMMON_NVCC_FLAGS)
+facts["cmake_cuda_config"] = os.path.join(os.path.dirname(torch.__file__), "share", "cmake", "Caffe2", "public",
+                                          "cuda.cmake")
+facts["nvidia_include"] = []
+if torch.version.cuda:
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    cu = "cu" + torch.version.cuda.split(".")[0]
+    facts["nvidia_include"] = sorted(glob.glob(os.path.join(site, "nvidia", cu, "include")))
+"""
 
     # -- its toolkit: nvcc (cuda_toolkit.py) ---------------------------------------------------------
 
@@ -39,6 +50,13 @@ class Cuda(Backend):
     def provision_toolkit(self, store, release, options):
         home, _ = store.cuda_home(release.version, release.toolkit)
         return find_cuda(home, options.probe_dir)
+
+    def read_torch_facts(self, probed: dict) -> dict:
+        # torch.utils.cpp_extension's flags, what torch's CMake config (share/cmake/Caffe2/public/
+        # cuda.cmake) adds to every CUDA compile, and the wheel's nvidia/cuXX/include
+        return {"common_nvcc_flags": tuple(probed["common_nvcc_flags"]),
+                "cmake_nvcc_flags": cmake_nvcc_flags(Path(probed["cmake_cuda_config"])),
+                "nvidia_include": tuple(probed["nvidia_include"])}
 
     def toolkit_record(self, toolkit) -> dict:
         return {"nvcc": {"version": recorded_nvcc(toolkit.nvcc), "from": nvcc_origin(Path(toolkit.nvcc))}}
@@ -105,7 +123,7 @@ class Cuda(Backend):
         nvcc = self.toolkit(inputs)
         dirs = [str(Path(nvcc.home) / "include")]
         if nvcc.version == inputs.torch.cuda_version:  # never two CUDA minors' headers
-            dirs += list(inputs.torch.nvidia_include)
+            dirs += list(self.torch_facts(inputs.torch)["nvidia_include"])
         return dirs
 
     def standalone_flags(self, inputs) -> list[str]:
@@ -114,8 +132,9 @@ class Cuda(Backend):
     def compile_flags(self, inputs, tool, capabilities, section, host, std) -> list[str]:
         # torch.utils.cpp_extension's flags, plus what torch's CMake config adds to every CUDA compile
         # of a CMake-built extension (--expt-extended-lambda, ...): kernel-builder builds with CMake.
-        common = [f for f in inputs.torch.common_nvcc_flags if f not in _DROPPED_NVCC_FLAGS]
-        common += [f for f in inputs.torch.cmake_nvcc_flags if f not in common]
+        torch = self.torch_facts(inputs.torch)
+        common = [f for f in torch["common_nvcc_flags"] if f not in _DROPPED_NVCC_FLAGS]
+        common += [f for f in torch["cmake_nvcc_flags"] if f not in common]
         fp8 = ["-DENABLE_FP8"] if self.toolkit(inputs).version >= (11, 8) else []
         host_flags = [x for f in host for x in ("-Xcompiler", f)]
         gencode = [g for c in capabilities for g in c.gencode_flags()]

@@ -1,6 +1,7 @@
 """The CUDA toolkit: where nvcc is (CUDA_HOME, else /usr/local/cuda, else the nvcc on PATH), what
-it says about itself (the one reader of `nvcc --version`), and the archs it compiles for. The CUDA
-backend (cuda.py) finds, records and links against it; probes are kept by binary in the probe folder.
+it says about itself (the one reader of `nvcc --version`), the archs it compiles for, and the nvcc
+flags torch's CMake config adds. The CUDA backend (cuda.py) finds, records and links against it;
+probes are kept by binary in the probe folder.
 """
 
 from __future__ import annotations
@@ -131,3 +132,25 @@ def nvcc_origin(nvcc: Path) -> str:
     installs them), else "system"; never the path itself."""
     parts = nvcc.resolve().parts
     return "wheel" if "site-packages" in parts and "nvidia" in parts else "system"
+_CMAKE_APPEND = re.compile(r"^\s*list\s*\(\s*APPEND\s+CUDA_NVCC_FLAGS\s+(.*?)\s*\)\s*(?:#.*)?$")
+
+
+def cmake_nvcc_flags(config: Path) -> tuple[str, ...]:
+    """The nvcc flags torch's CMake config appends to every CUDA compile of an extension built with
+    CMake (kernel-builder's way): the literal `list(APPEND CUDA_NVCC_FLAGS "...")` lines outside
+    any if() block. torch 2.x: --expt-relaxed-constexpr --expt-extended-lambda. Read from the
+    torch being built against, so a torch that changes them changes kbuild's flags too."""
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()  # a torch without its CMake files: torch.utils.cpp_extension's flags only
+    flags, depth = [], 0
+    for line in text.splitlines():
+        code = line.split("#", 1)[0].strip()
+        if re.match(r"(if|foreach|function|macro)\s*\(", code):
+            depth += 1
+        elif re.match(r"end(if|foreach|function|macro)\s*\(", code):
+            depth -= 1
+        elif depth == 0 and (m := _CMAKE_APPEND.match(code)) and "$" not in m[1]:
+            flags += [f.strip('"') for f in m[1].split()]
+    return tuple(dict.fromkeys(flags))

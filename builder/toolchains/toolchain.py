@@ -23,7 +23,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.config.options import BuildOptions
 
-# Runs inside the target interpreter; prints one JSON object.
+# Runs inside the target interpreter; each backend's own lines follow (Backend.torch_probe), then
+# it prints one JSON object.
 _TORCH_PROBE = r"""
 import json, os, sys, sysconfig, glob
 import torch
@@ -35,11 +36,9 @@ info = {
     "cxx11": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
     "include_paths": ce.include_paths(),
     "library_paths": ce.library_paths(),
-    "common_nvcc_flags": list(ce.COMMON_NVCC_FLAGS),
     "python_include": sysconfig.get_paths()["include"],
     "python_multiarch_include": "",
-    "nvidia_include": [],
-    "cmake_cuda_config": os.path.join(os.path.dirname(torch.__file__), "share", "cmake", "Caffe2", "public", "cuda.cmake"),
+    "facts": {},
 }
 # The installed wheel's own files by their RECORD hashes (not the scripts pip writes outside
 # site-packages, whose shebang names this interpreter): the same torch wheel gives the same digest
@@ -57,12 +56,16 @@ include = info["python_include"]
 beside = os.path.join(os.path.dirname(include), multiarch, os.path.basename(include))
 if multiarch and os.path.isdir(beside):
     info["python_multiarch_include"] = beside
-if torch.version.cuda:
-    major = torch.version.cuda.split(".")[0]
-    site = os.path.dirname(os.path.dirname(torch.__file__))
-    info["nvidia_include"] = sorted(glob.glob(os.path.join(site, "nvidia", "cu" + major, "include")))
-print(json.dumps(info))
 """
+
+
+def _probe_script() -> str:
+    """The torch probe with each backend's lines, each filling its own `facts`."""
+    parts = [_TORCH_PROBE]
+    for b in BACKENDS.values():
+        if b.torch_probe:
+            parts.append(f"facts = info['facts'][{b.name!r}] = {{}}\n{b.torch_probe}")
+    return "\n".join([*parts, "print(json.dumps(info))\n"])
 
 
 @dataclass(frozen=True)
@@ -73,15 +76,13 @@ class TorchInfo:
     cxx11: bool
     include_paths: tuple[str, ...]
     library_paths: tuple[str, ...]
-    common_nvcc_flags: tuple[str, ...]
     python_include: str
-    nvidia_include: tuple[str, ...]
     # a distribution Python's multiarch header folder (/usr/include/x86_64-linux-gnu/python3.11), which
     # its python_include's pyconfig.h includes; "" for a self-contained Python
     python_multiarch_include: str = ""
-    cmake_cuda_config: str = ""  # torch's CMake CUDA settings (share/cmake/Caffe2/public/cuda.cmake)
-    cmake_nvcc_flags: tuple[str, ...] = ()  # what that file adds to every CUDA compile
     files_sha256: str = ""  # the installed wheel's files (their RECORD lines); "" without a RECORD
+    # backend -> what this torch tells its compiler (Backend.torch_facts: CUDA's nvcc flags and headers)
+    facts: dict = field(default_factory=dict, hash=False)
 
     @property
     def torch(self) -> tuple[int, int]:
@@ -145,7 +146,7 @@ def probe_torch(python: str, cache_dir: Path) -> TorchInfo:
         data = json.loads(cached.read_text())
     else:
         try:
-            done = proc.run([python, "-c", _TORCH_PROBE], timeout=300, what="torch probe")
+            done = proc.run([python, "-c", _probe_script()], timeout=300, what="torch probe")
         except CommandError as e:
             last = e.output_tail.splitlines()[-1:] or [""]
             raise ToolchainError(f"cannot import torch with {python}: {last[0]}",
@@ -156,8 +157,9 @@ def probe_torch(python: str, cache_dir: Path) -> TorchInfo:
             tmp = cached.with_suffix(".tmp")
             tmp.write_text(json.dumps(data))
             tmp.replace(cached)
-    data["cmake_nvcc_flags"] = cmake_nvcc_flags(Path(data["cmake_cuda_config"]))
-    return TorchInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+    probed = data.pop("facts")
+    facts = {b.name: b.read_torch_facts(probed[b.name]) for b in BACKENDS.values() if b.name in probed}
+    return TorchInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}, facts=facts)
 
 
 _GPU_PROBE = ("import torch\nfor i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
@@ -171,40 +173,15 @@ def gpu_capabilities(python: str) -> tuple[Capability, ...]:
     return tuple(dict.fromkeys(parse_capability(line.strip()) for line in out.splitlines() if line.strip()))
 
 
-_CMAKE_APPEND = re.compile(r"^\s*list\s*\(\s*APPEND\s+CUDA_NVCC_FLAGS\s+(.*?)\s*\)\s*(?:#.*)?$")
-
-
-def cmake_nvcc_flags(config: Path) -> tuple[str, ...]:
-    """The nvcc flags torch's CMake config appends to every CUDA compile of an extension built with
-    CMake (kernel-builder's way): the literal `list(APPEND CUDA_NVCC_FLAGS "...")` lines outside
-    any if() block. torch 2.x: --expt-relaxed-constexpr --expt-extended-lambda. Read from the
-    torch being built against, so a torch that changes them changes kbuild's flags too."""
-    try:
-        text = config.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ()  # a torch without its CMake files: torch.utils.cpp_extension's flags only
-    flags, depth = [], 0
-    for line in text.splitlines():
-        code = line.split("#", 1)[0].strip()
-        if re.match(r"(if|foreach|function|macro)\s*\(", code):
-            depth += 1
-        elif re.match(r"end(if|foreach|function|macro)\s*\(", code):
-            depth -= 1
-        elif depth == 0 and (m := _CMAKE_APPEND.match(code)) and "$" not in m[1]:
-            flags += [f.strip('"') for f in m[1].split()]
-    return tuple(dict.fromkeys(flags))
-
-
-_PROBE_SCHEMA = 4  # bump when the probe reports new fields: cached probes are then redone
-
-
 def _cache_key(python: str) -> str | None:
-    # torch/version.py changes with every torch install, so its mtime keys the probe.
+    # torch/version.py changes with every torch install, so its mtime keys the probe; the probe's
+    # own text keys it too, so a probe that reports more (a new backend's lines) is redone.
     env = Path(python).absolute().parent.parent  # a venv python is a symlink: keep the venv
     versions = sorted(env.glob("lib/python3*/site-packages/torch/version.py"))
     if not versions:
         return None
-    stamp = f"{_PROBE_SCHEMA}|{Path(python).absolute()}|{versions[0]}|{versions[0].stat().st_mtime_ns}"
+    probe = hashlib.sha256(_probe_script().encode()).hexdigest()
+    stamp = f"{probe}|{Path(python).absolute()}|{versions[0]}|{versions[0].stat().st_mtime_ns}"
     return hashlib.sha256(stamp.encode()).hexdigest()[:16]
 
 

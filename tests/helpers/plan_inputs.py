@@ -34,13 +34,13 @@ def linux_x86_64(monkeypatch):
     monkeypatch.setattr(variants, "host_os", lambda: "linux")
 
 
-def torch_info(version: str = "2.14.1", cuda: str | None = "13.0") -> TorchInfo:
+def torch_info(version: str = "2.14.1", cuda: str | None = "13.0", cmake_nvcc_flags=()) -> TorchInfo:
     return TorchInfo(
         python="/env/bin/python", torch_version=version, cuda=cuda, cxx11=True,
         include_paths=("/env/torch/include", "/env/torch/include/torch/csrc/api/include"),
-        library_paths=("/env/torch/lib",), common_nvcc_flags=TORCH_NVCC_FLAGS,
-        python_include="/usr/include/python3.11",
-        nvidia_include=("/env/nvidia/cu13/include",) if cuda else (),
+        library_paths=("/env/torch/lib",), python_include="/usr/include/python3.11",
+        facts={"cuda": {"common_nvcc_flags": TORCH_NVCC_FLAGS, "cmake_nvcc_flags": tuple(cmake_nvcc_flags),
+                        "nvidia_include": ("/env/nvidia/cu13/include",) if cuda else ()}},
     )
 
 

@@ -23,7 +23,7 @@ from kbuild_common.errors import ManifestError, ToolchainError
 from builder.project.manifest import load_manifest
 from builder.plan.steps import plan_build
 from builder.publish.publish import LocalVariant, PublishError, check_publishable
-from builder.toolchains.toolchain import cmake_nvcc_flags
+from builder.backends.cuda_toolkit import cmake_nvcc_flags
 from builder.toolchains.spec import parse_spec
 from builder.toolchains.versions import load_versions_table
 from corpus import ABSENT, CORPUS, present
@@ -205,7 +205,7 @@ def test_torch_cmake_flags_join_every_cuda_compile(tmp_path):
     assert cmake_nvcc_flags(config) == ("--expt-relaxed-constexpr", "--expt-extended-lambda")
     assert cmake_nvcc_flags(tmp_path / "missing.cmake") == ()
     m, _ = gemm(tmp_path)
-    torch = replace(torch_info(), cmake_nvcc_flags=("--expt-relaxed-constexpr", "--expt-extended-lambda"))
+    torch = torch_info(cmake_nvcc_flags=("--expt-relaxed-constexpr", "--expt-extended-lambda"))
     plan = plan_build(replace(inputs(m, torch), dependency_includes={"cutlass_4_0": CUTLASS}))
     flags = unit(by_name(plan)[CU130_214], "plain/plain.cu").flags
     assert flags.count("--expt-relaxed-constexpr") == 1 and "--expt-extended-lambda" in flags
