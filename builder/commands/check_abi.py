@@ -42,8 +42,6 @@ def run(args, reporter: Reporter) -> int:
 
 
 def _lines(report) -> list[str]:
-    from builder.project.manylinux import policy_name
-
     lines = []
     for lib in report.libraries:
         needs = ", ".join(f"{family} {version}" for family, version in lib.needs.items())
@@ -63,7 +61,7 @@ def _lines(report) -> list[str]:
             lines.append(f"  undefined symbols: {len(lib.link.undefined) or 'none'} left unresolved")
     claims = []
     if report.policy:
-        claims.append(f"{policy_name(report.policy)} ({report.policy_origin})")
+        claims.append(f"{report.policy_name} ({report.policy_origin})")
     if report.archs is not None:
         claims.append(f"CUDA archs {' '.join(report.archs) or 'none'} (metadata.json)")
     if claims:

@@ -4,4 +4,4 @@ swapped into build/ atomically; `kbuild clean`.
 
 from builder.exports import lazy_exports
 
-__all__, __getattr__ = lazy_exports(__name__, link_check=("read_library", "unresolved_symbols"), load_check=("load_errors",))
+__all__, __getattr__ = lazy_exports(__name__, link_check=("unresolved_symbols",), load_check=("load_errors",))

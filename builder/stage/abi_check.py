@@ -1,4 +1,5 @@
-"""Checks on a linked kernel library before it is staged (pyelftools reads the ELF file).
+"""Checks on a linked kernel library before it is staged (its format reads the file:
+builder/toolchains/binary/).
 
 A library that would crash or fail to load in torch's process is a build failure with a reason,
 not a segfault on a user's GPU later. A library that promises an ABI it does not keep is one too:
@@ -15,10 +16,7 @@ from pathlib import Path
 import abi3info
 from abi3info.models import Symbol
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
+from builder.toolchains.binary import BinaryFormat, UnreadableLibrary
 
 # Defined only inside libstdc++ itself (locale and iostream set-up), never instantiated from
 # headers: a library that defines one carries a private static copy of libstdc++.
@@ -30,25 +28,15 @@ _PYTHON = re.compile(r"^_?Py")
 _LIMITED = {s.name for s in (*abi3info.FUNCTIONS, *abi3info.DATAS) if isinstance(s, Symbol)}
 
 
-def library_problems(path: Path, stable_abi: bool = False, abi3: bool = True) -> list[str]:
-    """What is wrong with the shared library at `path` (empty when nothing is); `stable_abi`: it
-    belongs to a torch stable-ABI variant; `abi3`: it promises the limited Python API (every
-    library kbuild stages is an .abi3.so)."""
+def library_problems(path: Path, binary: BinaryFormat, stable_abi: bool = False, abi3: bool = True) -> list[str]:
+    """What is wrong with the shared library at `path` (empty when nothing is), read as `binary`;
+    `stable_abi`: it belongs to a torch stable-ABI variant; `abi3`: it promises the limited Python
+    API (every library kbuild stages is an .abi3.so)."""
     try:
-        with path.open("rb") as f:
-            elf = ELFFile(f)
-            needed = [t.needed for s in elf.iter_sections() if isinstance(s, DynamicSection)
-                      for t in s.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-            dynsym = elf.get_section_by_name(".dynsym")
-            defined, undefined = set(), []
-            if isinstance(dynsym, SymbolTableSection):
-                for sym in dynsym.iter_symbols():
-                    if sym["st_shndx"] != "SHN_UNDEF":
-                        defined.add(sym.name)
-                    elif sym.name:
-                        undefined.append(sym.name)
-    except (OSError, ELFError) as e:
-        return [f"{path.name}: not a readable ELF shared library ({e})"]
+        library = binary.library(path)
+    except UnreadableLibrary as e:
+        return [f"{path.name}: {e.why}"]
+    needed, defined, undefined = library.needed, library.defined, [*library.undefined, *library.weak]
     problems = []
     if _LIBSTDCXX_MARKERS & defined and not any(n.startswith("libstdc++.so") for n in needed):
         problems.append(f"{path.name} carries its own static copy of libstdc++ (the C++ compiler linked "

@@ -2,9 +2,10 @@
 same checks `kbuild build` runs before it stages a library, against what the variant claims.
 
 Per library: the manylinux floor and the glibc / GLIBCXX / CXXABI / GCC versions behind it
-(abi_floor.py), its Python ABI (an `.abi3.so` may use only the limited API), whether a stable-ABI
-variant uses only torch's stable C shim, a static libstdc++ copy (abi_check.py), undefined symbols
-nothing it loads defines (link_check.py) and the CUDA archs of its fatbins (fatbin.py). A
+(the format's floor: builder/toolchains/binary/), its Python ABI (an `.abi3.so` may use only the
+limited API), whether a stable-ABI variant uses only torch's stable C shim, a static libstdc++
+copy (abi_check.py), undefined symbols nothing it loads defines (link_check.py) and the device
+code it carries (its backend's answer: CUDA's fatbins, builder/backends/cuda_fatbin.py). A
 violation is a break of a claim: the floor recorded in metadata.json (or `--manylinux`), the
 abi3 name, the stable-ABI variant name, the archs metadata.json lists (the loader decides fit
 from them).
@@ -17,15 +18,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from kbuild.variants import STABLE_ABI, parse_variant
+from kbuild.variants import STABLE_ABI, Variant, host_os, parse_variant
 
 from kbuild_common.errors import UsageError
-from builder.project.manylinux import policy_error
+from builder.backends import BACKENDS, compiled
 from builder.stage.abi_check import library_problems
-from builder.stage.abi_floor import FAMILIES, above_policy, floor
-from builder.stage.fatbin import FatbinEntry, fatbin_entries
 from builder.stage.link_check import LinkCheck, unresolved_symbols
+from builder.toolchains.binary import BinaryFormat, for_os
 
 
 @dataclass
@@ -34,7 +33,7 @@ class LibraryReport:
     manylinux: str  # the lowest policy that allows what it needs
     needs: dict[str, str]  # GLIBC / GLIBCXX / CXXABI / GCC -> newest version needed
     python_abi: str  # "abi3" (limited API), or "full" (a CPython-version-tagged or untagged extension)
-    fatbin: list[FatbinEntry]
+    fatbin: list  # the device code it carries, each entry an arch and a kind (CUDA's: "cubin", "ptx")
     link: LinkCheck | None  # None: no torch here to resolve against
     problems: list[str] = field(default_factory=list)
 
@@ -54,6 +53,7 @@ class AbiReport:
     stable_abi: bool
     policy: str | None  # the manylinux policy the libraries must keep, and where that claim came from
     policy_origin: str
+    policy_name: str | None  # its full name, as the libraries' format spells it
     archs: tuple[str, ...] | None  # the CUDA archs metadata.json lists
     libraries: list[LibraryReport]
     violations: list[str]
@@ -76,46 +76,50 @@ def check_abi(target: Path, policy: str | None = None) -> AbiReport:
     if not libraries:
         raise UsageError(f"{target}: no .so in this folder (expected a built variant folder, build/<variant>/)")
     metadata = _metadata(folder)
-    variant = _variant_name(folder)
-    stable = variant is not None and parse_variant(variant).kind == STABLE_ABI
+    variant = _variant(folder)
+    stable = variant is not None and variant.kind == STABLE_ABI
+    # the variant's os names its libraries' format; a lone library is this machine's
+    binary = for_os(variant.os if variant is not None and variant.os else host_os())
     origin = "--manylinux" if policy else ""
     if policy is None and (recorded := (metadata or {}).get("abi", {}).get("manylinux")):
         policy, origin = recorded, f"{folder / 'metadata.json'} abi.manylinux"
-    if policy is not None and (why := policy_error(policy)):
+    if policy is not None and (why := binary.policy_error(policy)):
         raise UsageError(f"{origin}: {why}")
     archs = tuple((metadata or {}).get("backend", {}).get("archs", ())) if metadata else None
+    # the variant's backend reads the device code; a library outside a variant folder, every compiled backend
+    backends = [b for b in (compiled(variant.backend),) if b] if variant is not None else list(BACKENDS.values())
     search = _torch_library_dirs()
     reports, violations = [], []
     for lib in libraries:
-        report = _library(lib, stable, policy, search)
+        report = _library(lib, binary, backends, stable, policy, search)
         violations += report.problems
         reports.append(report)
     if archs is not None and any(r.fatbin for r in reports):  # no device code: nothing to compare
         violations += _arch_violations(archs, reports)
-    return AbiReport(target, variant, stable, policy, origin, archs, reports, violations)
+    return AbiReport(target, folder.name if variant is not None else None, stable, policy, origin,
+                     binary.policy_name(policy) if policy else None, archs, reports, violations)
 
 
-def library_violations(lib: Path, stable_abi: bool, policy: str | None, abi3: bool = True) -> list[str]:
+def library_violations(lib: Path, binary: BinaryFormat, stable_abi: bool, policy: str | None,
+                       abi3: bool = True) -> list[str]:
     """What breaks the promises of a library's variant, as `kbuild build` checks it before staging
     and `kbuild check-abi` afterwards: a static libstdc++, the limited Python API of an .abi3.so,
     torch's stable C shim only in a stable-ABI variant, nothing above the manylinux `policy`."""
-    return library_problems(lib, stable_abi=stable_abi, abi3=abi3) + (above_policy(lib, policy) if policy else [])
+    return (library_problems(lib, binary, stable_abi=stable_abi, abi3=abi3)
+            + (binary.above_policy(lib, policy) if policy else []))
 
 
-def _library(lib: Path, stable: bool, policy: str | None, search: list[str] | None) -> LibraryReport:
+def _library(lib: Path, binary: BinaryFormat, backends: list, stable: bool, policy: str | None,
+             search: list[str] | None) -> LibraryReport:
     abi3 = ".abi3." in lib.name
-    try:
-        found = floor([lib])
-        entries = fatbin_entries(lib)
-    except (OSError, ELFError) as e:
-        raise UsageError(f"{lib}: not a readable ELF shared library ({e})") from None
-    problems = library_violations(lib, stable, policy, abi3)
-    link = unresolved_symbols(lib, search) if search is not None else None
+    found = binary.floor([lib])
+    entries = [e for backend in backends for e in backend.device_code(lib, binary)]
+    problems = library_violations(lib, binary, stable, policy, abi3)
+    link = unresolved_symbols(lib, binary, search) if search is not None else None
     if link and link.undefined:
         shown = ", ".join(link.undefined[:3]) + (f" and {len(link.undefined) - 3} more" if len(link.undefined) > 3 else "")
         problems.append(f"{lib.name} cannot load: undefined symbol(s) {shown}, defined by no library it loads")
-    needs = {family: found.newest[family].version for family in FAMILIES if family in found.newest}
-    return LibraryReport(lib, found.manylinux, needs, "abi3" if abi3 else "full", entries, link, problems)
+    return LibraryReport(lib, found.policy, found.needs, "abi3" if abi3 else "full", entries, link, problems)
 
 
 def _arch_violations(archs: tuple[str, ...], reports: list[LibraryReport]) -> list[str]:
@@ -147,10 +151,9 @@ def _metadata(folder: Path) -> dict | None:
     return data
 
 
-def _variant_name(folder: Path) -> str | None:
+def _variant(folder: Path) -> Variant | None:
     try:
-        parse_variant(folder.name)
-        return folder.name
+        return parse_variant(folder.name)
     except ValueError:
         return None
 

@@ -13,7 +13,6 @@ from builder.backends import compiled
 from builder.stage.abi_report import library_violations
 from builder.stage.link_check import unresolved_symbols
 from builder.stage.undefined_symbols import explain
-from builder.stage.abi_floor import above_policy
 from builder.compile.diagnose import failure_reason, first_error
 from kbuild_common.errors import BuildError
 from builder.project.gitid import source_id
@@ -22,6 +21,7 @@ from builder.layout import BUILD_DIR
 from builder.project.manifest import Manifest
 from builder.report import VariantResult
 from builder.stage.variant_folder import Provenance, stage_variant
+from builder.toolchains.binary import BinaryFormat, for_os
 from builder.toolchains.sysroot import Sysroot
 
 
@@ -42,18 +42,19 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason=reason, details=details)
         relinked = outcome is not None and str(v.library) in outcome.step_times
-        problems = library_violations(v.library, v.variant.kind == STABLE_ABI, None) if relinked else []
+        binary = for_os(v.variant.os)  # the format of the variant's libraries
+        problems = library_violations(v.library, binary, v.variant.kind == STABLE_ABI, None) if relinked else []
         if sysroot is not None and (missing := sysroot.too_new(v.library)):  # before the undefined symbols: it says why
             problems.append(f"{v.library.name} uses {', '.join(missing[:3])}, which glibc "
                             f"{sysroot.glibc} does not have (declared by a newer glibc's header)")
-        if relinked and not problems and (undefined := _undefined(v, manifest, toolchain)):
+        if relinked and not problems and (undefined := _undefined(v, manifest, toolchain, binary)):
             _discard(v.library)
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason=undefined.reason, details=undefined.details)
         if load_error and not problems:
             problems.append(f"{v.library.name} does not load in torch {toolchain.torch.torch_version}: {load_error}")
         if manylinux:  # checked on every build: the policy may be new, the library not
-            problems += above_policy(v.library, manylinux)
+            problems += binary.above_policy(v.library, manylinux)
         if problems:
             if relinked:
                 _discard(v.library)
@@ -68,12 +69,12 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
                          toolchain=used, floor=_describe_floor(floor))
 
 
-def _undefined(v, manifest: Manifest, toolchain: Toolchain):
+def _undefined(v, manifest: Manifest, toolchain: Toolchain, binary: BinaryFormat):
     """The library's undefined symbols explained (None when every one resolves): what it was linked
     against (-L) first, then the system's folders, as the loader looks."""
     search = [f[2:] for f in v.link_flags if f.startswith("-L")]
     stubs = [d for name, toolkit in toolchain.toolkits.items() for d in compiled(name).link_stub_dirs(toolkit)]
-    check = unresolved_symbols(v.library, search, stubs)
+    check = unresolved_symbols(v.library, binary, search, stubs)
     if not check.undefined:
         return None
     archs = v.cuda_archs

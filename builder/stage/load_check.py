@@ -1,10 +1,10 @@
 """Each freshly linked kernel library imported, as Python imports an extension (dlopen with
 RTLD_NOW, then its PyInit), in the torch that built it, before it is staged.
 
-The ELF checks (abi_check.py, link_check.py) read the file; this runs it: static initialisers (op
-registration), symbol versions against the libstdc++ torch loads, every dependency found. One
-process per torch imports all of its libraries; if that process dies (a crashing static
-initialiser), each library is imported alone so the failure lands on the right one.
+The file checks (abi_check.py, link_check.py) read the library; this runs it: static
+initialisers (op registration), symbol versions against the libstdc++ torch loads, every
+dependency found. One process per torch imports all of its libraries; if that process dies (a
+crashing static initialiser), each library is imported alone so the failure lands on the right one.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from builder.stage.link_check import DRIVER_LIBRARIES
 from kbuild_common import proc
 from kbuild_common.errors import CommandError
 from kbuild_common.notices import notice, trace
@@ -34,10 +35,6 @@ for arg in sys.argv[1:]:
         errors[path] = f"{type(e).__name__}: {e}"
 print("KBUILD-LOAD " + json.dumps({"errors": errors}))
 """
-
-# Libraries only an NVIDIA driver installs: a machine without a GPU cannot load what needs them,
-# which says nothing about the library.
-_DRIVER_LIBRARIES = ("libcuda.so", "libnvidia-ml.so")
 
 
 def load_errors(python: str, libraries: dict[Path, str], timeout: float = 900) -> dict[Path, str]:
@@ -73,7 +70,8 @@ def _run(python: str, libraries: dict[Path, str], timeout: float) -> dict[Path, 
         return {}
     errors = {}
     for path, error in report["errors"].items():
-        if error and any(f"{lib}" in error and "cannot open shared object file" in error for lib in _DRIVER_LIBRARIES):
+        # a machine without a GPU cannot load what needs the driver, which says nothing about the library
+        if error and any(f"{lib}" in error and "cannot open shared object file" in error for lib in DRIVER_LIBRARIES):
             trace(f"{Path(path).name} not import-checked: it needs the NVIDIA driver, which this machine lacks")
             error = None
         errors[Path(path)] = error

@@ -19,7 +19,8 @@ from kbuild_common.errors import CommandError
 from builder.plan.steps import SOURCE_SUFFIXES, VariantPlan
 from builder.backends.cuda_arch import parse_capability
 from builder.project.manifest import KernelSection, Manifest
-from builder.stage.link_check import LinkCheck, object_references
+from builder.stage.link_check import LinkCheck
+from builder.toolchains.binary import for_os
 
 SHOWN = 8  # symbols listed under the reason; the rest are counted
 
@@ -49,13 +50,14 @@ def explain(plan: VariantPlan, manifest: Manifest, check: LinkCheck, archs_origi
     """The one-line reason and the lines under it for a library whose `check` found undefined
     symbols. `archs_origin`/`archs`: what restricted the build's CUDA archs (`--cuda-archs`, ...)."""
     readable = demangle(list(check.undefined))
+    binary = for_os(plan.variant.os)  # the objects are in the format of the variant's libraries
     objects = [u.output for u in plan.units]
     sources = {u.output: _relative(u.source, manifest.root) for u in plan.units}
     left_out = _left_out_sections(plan, manifest)
     symbols = []
     for mangled in check.undefined:
         name = readable.get(mangled, mangled)
-        callers = tuple(dict.fromkeys(sources[o] for o in object_references(objects, mangled)))
+        callers = tuple(dict.fromkeys(sources[o] for o in binary.object_references(objects, mangled)))
         symbol = Symbol(mangled, name, callers, ())
         definers = tuple(s.name for s in left_out if _mentions(s, manifest.root, symbol.name))
         symbols.append(Symbol(mangled, name, callers, definers))

@@ -18,7 +18,7 @@ from kbuild.metadata import PARTIAL_ARCHS
 
 from builder import __version__
 from builder import resources
-from builder.stage.abi_floor import floor
+from builder.toolchains.binary import for_os
 from builder.stage.zip_layout import layout_metadata, pack_python
 from builder.project.gitid import SourceId
 from builder.plan.steps import VariantPlan
@@ -48,7 +48,7 @@ def stage_variant(plan: VariantPlan, manifest, build_dir: Path, provenance: Prov
             shutil.copy2(plan.library, tmp / f"{plan.ops_name}.abi3.so")
         if manifest.build_layout == "zip":  # the package into <id>.zip, the library beside it
             pack_python(tmp, plan.ops_name)
-        abi = floor(sorted(tmp.glob("*.so"))).as_metadata() if plan.compiled else None
+        abi = for_os(plan.variant.os).floor(sorted(tmp.glob("*.so"))).as_metadata() if plan.compiled else None
         metadata = _metadata(plan, manifest, provenance, digest_tree(tmp), abi)
         (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
         if _same(final, metadata):
@@ -92,7 +92,7 @@ def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[s
         "digest": {"algorithm": "sha256", "files": files},
         "provenance": _provenance(provenance),
     }
-    if abi:  # the libraries' floor (builder/stage/abi_floor.py): the loader skips a variant this host is below
+    if abi:  # the libraries' floor (their format's): the loader skips a variant this host is below
         metadata["abi"] = abi
     return metadata
 

@@ -4,5 +4,5 @@ and glibc sysroots (with their link stubs) for manylinux builds.
 
 from builder.exports import lazy_exports
 
-__all__, __getattr__ = lazy_exports(__name__, provision=("ToolchainStore",), toolchain=("probe_torch",),
-                                   versions=("load_versions_table",))
+__all__, __getattr__ = lazy_exports(__name__, binary=("for_os",), provision=("ToolchainStore",),
+                                   toolchain=("probe_torch",), versions=("load_versions_table",))

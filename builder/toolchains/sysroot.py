@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Callable
 
 from builder.toolchains import elf_stub
+from builder.toolchains.binary import UnreadableLibrary
+from builder.toolchains.binary.gnu_versions import unversioned_imports
 from builder.project.manylinux import policy_versions
 from kbuild_common import proc
 from kbuild_common.errors import CommandError, ToolchainError
@@ -89,7 +91,10 @@ class Sysroot:
         lacks: a header of a newer glibc declared them, the link stubs could not version them,
         and the older glibc would fail to load the library."""
         newer = set((self.root / NEWER).read_text().split())
-        return sorted(newer & elf_stub.unversioned_imports(library))
+        try:
+            return sorted(newer & unversioned_imports(library))
+        except UnreadableLibrary as e:
+            raise ToolchainError(str(e)) from None
 
     @property
     def link_libraries(self) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from builder.stage.abi_check import library_problems
+from builder.toolchains.binary.elf import ELF
 
 SOURCE = '#include <sstream>\nstd::string f(long x) { std::ostringstream s; s << x; return s.str(); }\n'
 
@@ -23,9 +24,9 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 
 def test_shared_libstdcxx_is_fine(tmp_path):
-    assert library_problems(link(tmp_path, "-l:libstdc++.so.6")) == []
+    assert library_problems(link(tmp_path, "-l:libstdc++.so.6"), ELF) == []
 
 
 def test_static_libstdcxx_is_reported(tmp_path):
-    problems = library_problems(link(tmp_path, "-static-libstdc++", "-static-libgcc"))
+    problems = library_problems(link(tmp_path, "-static-libstdc++", "-static-libgcc"), ELF)
     assert len(problems) == 1 and "static copy of libstdc++" in problems[0]

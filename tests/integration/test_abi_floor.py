@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from builder.stage.abi_check import library_problems
-from builder.stage.abi_floor import above, floor, needs
+from builder.toolchains.binary.elf import ELF
+from builder.toolchains.binary.manylinux_floor import above, floor, needs
 from builder.commands.main import main
 from kbuild import get_kernel, get_kernel_variants, has_kernel, host_abi, resolve_kernel
 from kbuild.loading import find_variant
@@ -49,7 +50,7 @@ def test_a_new_glibc_symbol_sets_the_floor_and_names_itself(tmp_path):
     lib = link(tmp_path, DLSYM, "dl")
     found = floor([lib])
     assert found.newest["GLIBC"].version == "2.34" and found.newest["GLIBC"].symbol == "dlsym"
-    assert found.manylinux == "manylinux_2_34_x86_64"
+    assert found.policy == "manylinux_2_34_x86_64"
     assert found.as_metadata()["glibc"] == "2.34"
     bad = above([lib], "2_28")
     assert [(n.tag, n.symbol, n.library) for n in bad][0] == ("GLIBC_2.34", "dlsym", "dl.so")
@@ -58,7 +59,7 @@ def test_a_new_glibc_symbol_sets_the_floor_and_names_itself(tmp_path):
 
 def test_a_library_without_new_symbols_is_manylinux1(tmp_path):
     lib = link(tmp_path, PLAIN, "plain")
-    assert floor([lib]).manylinux == "manylinux_2_5_x86_64"
+    assert floor([lib]).policy == "manylinux_2_5_x86_64"
 
 
 def test_libstdcxx_versions_are_recorded(tmp_path):
@@ -78,20 +79,20 @@ def test_the_newest_of_several_libraries_wins(tmp_path):
 
 def test_torch_cxx_symbols_break_the_stable_abi(tmp_path):
     lib = link(tmp_path, "namespace c10 { void warn(int); }\nvoid f() { c10::warn(1); }\n", "cxxapi", "g++")
-    assert library_problems(lib) == []  # a compiled (torch-version-tagged) variant may use them
-    problem, = library_problems(lib, stable_abi=True)
+    assert library_problems(lib, ELF) == []  # a compiled (torch-version-tagged) variant may use them
+    problem, = library_problems(lib, ELF, stable_abi=True)
     assert "stable-ABI variant but uses torch's C++ API: _ZN3c104warnEi" in problem
 
 
 def test_stable_c_shim_symbols_are_fine(tmp_path):
     source = "int aoti_torch_get_device_index(void *, int *);\nint f(void *t) { int i; return aoti_torch_get_device_index(t, &i); }\n"
-    assert library_problems(link(tmp_path, source, "shim"), stable_abi=True) == []
+    assert library_problems(link(tmp_path, source, "shim"), ELF, stable_abi=True) == []
 
 
 def test_python_api_outside_the_limited_api_is_reported(tmp_path):
     source = ("void *PyModule_Create2(void *, int);\nvoid _PyObject_Dump(void *);\n"
               "void *f(void *d) { _PyObject_Dump(d); return PyModule_Create2(d, 3); }\n")
-    problem, = library_problems(link(tmp_path, source, "py"))
+    problem, = library_problems(link(tmp_path, source, "py"), ELF)
     assert "py.so uses _PyObject_Dump, outside the limited Python API" in problem  # PyModule_Create2 is in it
 
 

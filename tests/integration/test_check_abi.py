@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from builder.stage.fatbin import FatbinEntry, fatbin_entries
+from builder.backends.cuda import CUDA
+from builder.backends.cuda_fatbin import FatbinEntry
+from builder.toolchains.binary.elf import ELF
 from kbuild.variants import detect_system
 from test_arch_selection_build import write_project
 
@@ -38,7 +40,7 @@ def test_the_fatbin_reader_reads_what_nvcc_writes(tmp_path, gencode, expected):
     (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[0] = 1.0f; }\n")
     subprocess.run([NVCC, "-c", str(tmp_path / "k.cu"), "-o", str(tmp_path / "k.o"), f"-gencode={gencode}"],
                    check=True, capture_output=True)
-    assert fatbin_entries(tmp_path / "k.o") == expected
+    assert CUDA.device_code(tmp_path / "k.o", ELF) == expected
 
 
 @pytest.fixture(scope="module")

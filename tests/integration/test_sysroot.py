@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from builder.project.manylinux import policy_versions
-from builder.stage.abi_floor import above, floor, needs
+from builder.toolchains.binary.manylinux_floor import above, floor, needs
 from builder.commands.main import main
 from builder.toolchains.elf_stub import exports, write_stub
 from builder.toolchains.provision import ToolchainStore

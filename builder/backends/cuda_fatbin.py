@@ -1,5 +1,6 @@
-"""The CUDA code a linked library carries: each entry of its `.nv_fatbin` section, a cubin (machine
-code for one GPU arch) or PTX (for the driver to compile), with its arch.
+"""The CUDA code a linked library carries: each entry of its `.nv_fatbin` section (which the
+library's binary format reads, builder/toolchains/binary/), a cubin (machine code for one GPU
+arch) or PTX (for the driver to compile), with its arch.
 
 nvcc's fatbin container is undocumented; its layout is read as nvcc 13.0 writes it (checked here
 against `-gencode` flags, tests/integration/test_check_abi.py): containers of a 16-byte header
@@ -13,11 +14,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
+SECTION = ".nv_fatbin"
 _MAGIC = 0xBA55ED50
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQ")
@@ -31,12 +29,9 @@ class FatbinEntry:
     kind: str  # "cubin" or "ptx"
 
 
-def fatbin_entries(library: Path) -> list[FatbinEntry]:
-    """Every distinct (arch, kind) in the library's fatbins, sorted; empty for a library without
-    CUDA code (OSError, ELFError when it is not a readable ELF file)."""
-    with library.open("rb") as f:
-        section = ELFFile(f).get_section_by_name(".nv_fatbin")
-        data = section.data() if section is not None else b""
+def fatbin_entries(data: bytes) -> list[FatbinEntry]:
+    """Every distinct (arch, kind) in the fatbins of a `.nv_fatbin` section's `data`, sorted; empty
+    for a library without CUDA code."""
     return sorted(set(_entries(data)), key=lambda e: (_number(e.arch), e.arch, e.kind))
 
 
@@ -69,11 +64,3 @@ def _number(arch: str) -> tuple[int, int]:
     major, minor = arch.rstrip("af").split(".")
     return int(major), int(minor)
 
-
-def readable(library: Path) -> bool:
-    try:
-        with library.open("rb") as f:
-            ELFFile(f)
-        return True
-    except (OSError, ELFError):
-        return False
