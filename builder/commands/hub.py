@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from builder.config.environment import from_environment as builder_settings
@@ -16,7 +15,6 @@ from builder.hub.address import DEFAULT_LOCAL_HUB
 DEFAULT_PORT = 8080
 DEFAULT_MAX_FILE_SIZE = 2 << 30
 DEFAULT_MAX_COMMIT_SIZE = 16 << 30
-UPSTREAM_ENV = "KBUILD_HUB_UPSTREAM"
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -82,39 +80,17 @@ def add_mirror_parser(hub_subparsers) -> argparse.ArgumentParser:
 
 
 def run_mirror(args, reporter) -> int:
+    from builder.config.hub_service import mirror_source
     from builder.hub.mirror import mirror, requests_for
 
-    if args.source is None:
-        raise UsageError("--from: expected the URL of the hub to mirror from, e.g. --from https://huggingface.co")
-    url = _parse_url(args.source, "--from", UsageError)
-    if args.python is not None and not args.transformers:
-        raise UsageError("--python: only read with --transformers")
-    root = args.root.expanduser()
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"--root: {root} is not a folder")
-    token = None if args.upstream_token_file is None else _upstream_token(args.upstream_token_file)
-    python = (args.python or sys.executable) if args.transformers else None
-    requests = requests_for(args.repos, args.repo_type, args.lock, python, reporter)
+    source = mirror_source(args)
+    requests = requests_for(args.repos, args.repo_type, args.lock, source.python, reporter)
     if not requests:
         raise UsageError("nothing to mirror: name REPO[@REV] arguments, --lock FILE or --transformers")
     if args.variant and not any(r.repo_type == "kernel" for r in requests):
         raise UsageError(f"--variant: only kernel repos have variants; the repos named are {args.repo_type}s")
-    return mirror(url, token, root, requests, set(args.variant) or None, reporter,
+    return mirror(source.url, source.token, source.root, requests, set(args.variant) or None, reporter,
                   signatures=builder_settings().signature_rules)
-
-
-def _upstream_token(path: Path) -> str:
-    """The token of --upstream-token-file (mode 0600, as the server's token file); a bad file is a bad argument."""
-    from kbuild_hub.errors import HubError
-    from kbuild_hub.tokens import read_token_file
-
-    try:
-        tokens = read_token_file(path)
-    except HubError as e:
-        raise UsageError(f"--upstream-token-file: {e}", hint=e.hint) from None
-    if not tokens:
-        raise UsageError(f"--upstream-token-file: no token in {path}")
-    return tokens[0]
 
 
 def run_gc(args, reporter) -> int:
@@ -163,8 +139,8 @@ def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:
                    help="close a connection whose request headers are not complete after S seconds (default: 10)")
     up = p.add_argument_group("upstream", "serve the repos this hub lacks from another hub (docs/upstream.md)")
     up.add_argument("--upstream", default=None, metavar="URL",
-                    help=f"the hub to pass reads through to, e.g. https://huggingface.co (default: ${UPSTREAM_ENV}, "
-                         "else none)")
+                    help="the hub to pass reads through to, e.g. https://huggingface.co (default: "
+                         "$KBUILD_HUB_UPSTREAM, else none)")
     up.add_argument("--upstream-token-file", type=Path, default=None, metavar="F",
                     help="the token sent to the upstream (mode 0600; default: none: clients' tokens are never "
                          "forwarded)")
@@ -181,80 +157,8 @@ def add_serve_parser(hub_subparsers) -> argparse.ArgumentParser:
 
 
 def run(args, reporter) -> int:
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port: expected 0-65535, got {args.port}")
-    if args.max_file_size < 1:
-        raise UsageError(f"--max-file-size: expected a positive number of bytes, got {args.max_file_size}")
-    if args.max_commit_size < 1:
-        raise UsageError(f"--max-commit-size: expected a positive number of bytes, got {args.max_commit_size}")
-    if args.max_connections < 1:
-        raise UsageError(f"--max-connections: expected a positive number, got {args.max_connections}")
-    if args.max_connections_per_client < 1:
-        raise UsageError(f"--max-connections-per-client: expected a positive number, got {args.max_connections_per_client}")
-    if not args.header_timeout > 0:
-        raise UsageError(f"--header-timeout: expected a positive number of seconds, got {args.header_timeout}")
-    if args.token_file is not None and not args.token_file.is_file():
-        raise UsageError(f"--token-file: no file at {args.token_file}", hint="write one token per line")
-    from kbuild_hub.errors import HubError
-    upstream, policy = _upstream(args)
+    from builder.config.hub_service import serve_options
     from kbuild_hub.server import serve  # deferred: starlette and uvicorn load only for `hub serve`
-    from kbuild_hub.tokens import load_tokens
 
-    if args.token_file is not None:
-        # read here as the server will: a file others can read, or a link, is a bad argument (exit 2)
-        try:
-            load_tokens(args.token_file, args.root.expanduser())
-        except HubError as e:
-            raise UsageError(f"--token-file: {e}", hint=e.hint) from None
-
-    serve(args.root.expanduser(), host=args.host, port=args.port, token_file=args.token_file,
-          public_read=args.public_read, max_file_size=args.max_file_size, trusted_orgs=tuple(args.trusted_org),
-          log=reporter.info, max_connections=args.max_connections, header_timeout=args.header_timeout,
-          max_per_client=args.max_connections_per_client, max_commit_size=args.max_commit_size,
-          upstream=upstream, upstream_policy=policy)
+    serve(serve_options(args, builder_settings()), log=reporter.info)
     return 0
-
-
-def _upstream(args):
-    """The upstream from --upstream, else $KBUILD_HUB_UPSTREAM (the settings cascade), and its policy."""
-    from builder.config.cascade import resolve, value
-
-    url = value(resolve(flag=("--upstream", args.upstream), env=(UPSTREAM_ENV, builder_settings().hub_upstream),
-                        parse=_parse_url, can_turn_off=True))
-    from kbuild_hub.upstream.policy import UpstreamPolicy
-
-    given = [flag for flag, on in (("--upstream-token-file", args.upstream_token_file),
-                                   ("--allow-shadowing", args.allow_shadowing)) if on]
-    if url is None:
-        if given:
-            raise UsageError(f"{given[0]}: needs --upstream URL (or ${UPSTREAM_ENV})")
-        # an offline hub serves a mirror's cache: --upstream-org still decides which names come from it
-        return None, UpstreamPolicy(frozenset(args.upstream_org)) if args.upstream_org else None
-    connect, read = args.upstream_timeout
-    if not (connect > 0 and read > 0):
-        raise UsageError(f"--upstream-timeout: expected two positive numbers of seconds, got {connect} {read}")
-    token = None
-    if args.upstream_token_file is not None:
-        from kbuild_hub.errors import HubError
-        from kbuild_hub.tokens import read_token_file
-
-        try:
-            tokens = read_token_file(args.upstream_token_file)
-        except HubError as e:
-            raise UsageError(f"--upstream-token-file: {e}", hint=e.hint) from None
-        if not tokens:
-            raise UsageError(f"--upstream-token-file: no token in {args.upstream_token_file}")
-        token = tokens[0]
-    from kbuild_hub.server import Upstream
-
-    return (Upstream(url, token, connect_timeout=connect, read_timeout=read),
-            UpstreamPolicy(frozenset(args.upstream_org), args.allow_shadowing))
-
-
-def _parse_url(text: str, origin: str, error: type) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(text.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise error(f"{origin}: expected an http(s) URL of a hub such as https://huggingface.co, got {text!r}")
-    return text.strip().rstrip("/")

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import socket
 import sys
-from pathlib import Path
 from typing import Callable
 
-from dataclasses import dataclass
-
 from kbuild_hub.errors import HubError
+from kbuild_hub.serve_options import ServeOptions, Upstream
 from kbuild_hub.server.app import HubApp
 from kbuild_hub.server.context import Hub, ServerConfig
 from kbuild_hub.tokens import Tokens, load_tokens
+from kbuild_hub.upstream.policy import UpstreamPolicy
 
 LISTEN_BACKLOG = 2048
 
-__all__ = ["HubApp", "ServerConfig", "Tokens", "Upstream", "build_app", "listen", "load_tokens", "serve"]
+__all__ = ["HubApp", "ServeOptions", "ServerConfig", "Tokens", "Upstream", "build_app", "listen", "load_tokens",
+           "serve"]
 
 
 def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: None,
@@ -47,49 +47,33 @@ def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: No
     return HubApp(hub, log)
 
 
-@dataclass(frozen=True)
-class Upstream:
-    """The hub in front of which this one serves (`--upstream`); its token is only ever sent there."""
-
-    url: str
-    token: str | None = None
-    connect_timeout: float = 5.0
-    read_timeout: float = 30.0
-
-    def __repr__(self) -> str:
-        return f"Upstream({self.url!r})"
-
-
-def serve(root: Path, host: str = "127.0.0.1", port: int = 8080, token_file: Path | None = None,
-          public_read: bool = True, max_file_size: int | None = None, trusted_orgs: tuple[str, ...] = (),
-          log: Callable[[str], None] | None = None, max_connections: int = 512, header_timeout: float = 10.0,
-          max_per_client: int | None = None, max_commit_size: int | None = None,
-          upstream: Upstream | None = None, upstream_policy=None) -> None:
-    """Serve `root` until interrupted. Without `token_file` the write token is `<root>/.token`
-    (created, mode 0600, when missing)."""
+def serve(options: ServeOptions, log: Callable[[str], None] | None = None) -> None:
+    """Serve `options.root` until interrupted, as `options` says (builder/config/hub_service.py
+    resolves them from `kbuild hub serve`'s flags)."""
     import uvicorn  # deferred: only the server needs it
 
     log = log or _stderr
-    root = Path(root)
-    tokens = load_tokens(token_file, root)
-    config = ServerConfig(root=root, tokens=tokens, public_read=public_read, max_file_size=max_file_size,
-                          max_commit_size=max_commit_size, trusted_orgs=frozenset(trusted_orgs),
-                          **({"upstream_policy": upstream_policy} if upstream_policy is not None else {}))
+    root, tokens, upstream = options.root, options.tokens, options.upstream
+    config = ServerConfig(root=root, tokens=tokens, public_read=options.public_read,
+                          max_file_size=options.max_file_size, max_commit_size=options.max_commit_size,
+                          trusted_orgs=options.trusted_orgs,
+                          upstream_policy=UpstreamPolicy(options.upstream_orgs, options.allow_shadowing))
     app = build_app(config, log, upstream)
     app.hub.store.sweep_scratch(3600)  # what a killed server left mid-upload (another may share the root)
-    sock = listen(host, port)
+    host = options.host
+    sock = listen(host, options.port)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     made = "created" if tokens.generated else "from"
     log(f"kbuild hub serve: {root} on {url} "
-        f"(reads {'public' if public_read else 'need a token'}; write token {made} {tokens.source})")
+        f"(reads {'public' if options.public_read else 'need a token'}; write token {made} {tokens.source})")
     if upstream is not None:
         log(f"  in front of {upstream.url} (token: {'yes' if upstream.token else 'none'}): repos this hub lacks "
             f"come from there, verified, cached in {root / '.upstream'}")
     log(f"  use it with HF_ENDPOINT={url} or HfApi(endpoint={url!r}, token=...)")
     from kbuild_hub.server.connections import Limits, uvicorn_config
 
-    limits = Limits() if max_per_client is None else Limits(max_per_client=max_per_client)
-    server = uvicorn.Server(uvicorn_config(app, header_timeout, max_connections, limits))
+    limits = Limits() if options.max_per_client is None else Limits(max_per_client=options.max_per_client)
+    server = uvicorn.Server(uvicorn_config(app, options.header_timeout, options.max_connections, limits))
     with sock:
         try:
             server.run(sockets=[sock])

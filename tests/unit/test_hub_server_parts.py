@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from builder.commands.main import parser as kbuild_parser
 from builder.commands import hub as serve_cli
-from kbuild_hub.server import Tokens, load_tokens
-from kbuild_hub.server.auth import Forbidden, Unauthorized, check_access
+from builder.commands.main import parser as kbuild_parser
+from kbuild_common.errors import UsageError
 from kbuild_hub.errors import HubError, TooLarge
 from kbuild_hub.paths import validate_path
+from kbuild_hub.server import Tokens, load_tokens
+from kbuild_hub.server.auth import Forbidden, Unauthorized, check_access
 from kbuild_hub.server.files import RangeNotSatisfiable, byte_range
 from kbuild_hub.server.payload import parse_commit
 from kbuild_hub.server.routing import resolve_target, split_raw_path
-
 
 # -- pure pieces ------------------------------------------------------------------------------
 
@@ -133,3 +133,45 @@ def test_cli_arguments():
     assert (args.root, args.port, args.public_read, args.max_file_size, args.trusted_org) == (
         Path("/tmp/h"), 0, False, 100, ["acme"])
     assert parser.parse_args(["hub", "serve"]).public_read is True
+
+
+def test_serve_options_are_resolved_once_into_one_object(tmp_path):
+    """config/hub_service.py: the flags, KBUILD_HUB_UPSTREAM and the token files become the one
+    frozen ServeOptions the server takes."""
+    from builder.config.environment import from_environment
+    from builder.config.hub_service import serve_options
+
+    parser = kbuild_parser()
+    tokens = tmp_path / "tokens"
+    tokens.write_text("kb_one\nkb_two\n")
+    tokens.chmod(0o600)
+    args = parser.parse_args(["hub", "serve", "--root", str(tmp_path / "hub"), "--port", "0", "--private",
+                              "--token-file", str(tokens), "--trusted-org", "acme", "--upstream-org", "acme",
+                              "--upstream-timeout", "1", "2"])
+    options = serve_options(args, from_environment({"KBUILD_HUB_UPSTREAM": "https://up.example/"}))
+    assert (options.root, options.port, options.public_read, options.tokens.values, options.trusted_orgs) == (
+        tmp_path / "hub", 0, False, ("kb_one", "kb_two"), frozenset({"acme"}))
+    upstream = options.upstream
+    assert (upstream.url, upstream.token, upstream.read_timeout) == ("https://up.example", None, 2)
+    assert options.upstream_orgs == frozenset({"acme"}) and not options.allow_shadowing
+    # `off` turns the variable's upstream off; the write token is then <root>/.token, made once
+    offline = serve_options(parser.parse_args(["hub", "serve", "--root", str(tmp_path / "hub")]),
+                            from_environment({"KBUILD_HUB_UPSTREAM": "off"}))
+    assert offline.upstream is None and offline.tokens.generated
+    assert offline.tokens.source == tmp_path / "hub" / ".token"
+    with pytest.raises(UsageError, match=r"^--max-connections-per-client: expected a positive number, got 0$"):
+        serve_options(parser.parse_args(["hub", "serve", "--max-connections-per-client", "0"]), from_environment({}))
+
+
+@pytest.mark.parametrize("text, endpoint", [(" https://huggingface.co/ ", "https://huggingface.co"),
+                                            ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+                                            ("/a/folder", None), ("ftp://x.org", None), ("https://x.org/?a=1", None),
+                                            ("https://x.org/#f", None), ("http://", None), ("", None)])
+def test_an_http_hub_url_goes_through_the_one_hub_address_parser(text, endpoint):
+    from builder.hub.address import parse_hub_url
+
+    if endpoint is not None:
+        assert parse_hub_url(text, "--from") == endpoint
+    else:
+        with pytest.raises(UsageError, match=r"^--from: expected an http\(s\) URL of a hub"):
+            parse_hub_url(text, "--from")
