@@ -16,7 +16,7 @@ from builder.hub.address import parse_hub_url
 from kbuild_common.errors import UsageError
 from kbuild_hub.errors import HubError
 from kbuild_hub.serve_options import ServeOptions, Upstream
-from kbuild_hub.tokens import load_tokens, read_token_file
+from kbuild_hub.tokens import Tokens, load_tokens, read_token_file
 
 UPSTREAM_ENV = "KBUILD_HUB_UPSTREAM"
 
@@ -63,7 +63,7 @@ def _upstream(flags, from_env: str | None) -> Upstream | None:
     return Upstream(url, upstream_token(flags.upstream_token_file), connect_timeout=connect, read_timeout=read)
 
 
-def _write_tokens(token_file: Path | None, root: Path):
+def _write_tokens(token_file: Path | None, root: Path) -> Tokens:
     """The server's write tokens; a --token-file others can read, or a link, is a bad argument (exit 2)."""
     if token_file is None:
         return load_tokens(None, root)  # <root>/.token: its errors are the hub's own
