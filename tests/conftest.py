@@ -54,8 +54,8 @@ def torch213_python(tmp_path_factory):
     session for the tests that build or load against an older torch."""
     from pathlib import Path
 
-    from kbuild_common.errors import KbuildError
     from builder.toolchains.provision import ToolchainStore
+    from kbuild_common.errors import KbuildError
 
     try:
         python = ToolchainStore(tmp_path_factory.mktemp("toolchains")).torch_python("2.13.0", cuda=False)

@@ -49,7 +49,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--index", default=None, metavar="URL",
                    help="a PEP 691 simple index (default: KBUILD_TORCH_INDEX, else https://pypi.org/simple)")
     p.add_argument("--write", action="store_true",
-                   help="add the rows to the overlay table (KBUILD_VERSIONS, else versions.toml in kbuild's config folder)")
+                   help="add the rows to the overlay table "
+                        "(KBUILD_VERSIONS, else versions.toml in kbuild's config folder)")
     p.add_argument("--json", action="store_true", help="print a machine-readable record")
     p.set_defaults(handler=run_check_index)
 
@@ -101,8 +102,8 @@ def _series(text: str) -> tuple[int, ...]:
 
 
 def run_list(args, reporter: Reporter) -> int:
-    from builder.report import human_size
     from builder.backends.cuda_toolkit import find_cuda
+    from builder.report import human_size
 
     store = open_store()
     records = store.list()
@@ -111,7 +112,7 @@ def run_list(args, reporter: Reporter) -> int:
     except KbuildError:  # no system CUDA: the listing says nothing of it
         cuda = None
     if args.json:
-        system = {"home": cuda.home, "nvcc": cuda.nvcc, "version": "%d.%d" % cuda.version} if cuda else None
+        system = {"home": cuda.home, "nvcc": cuda.nvcc, "version": "{}.{}".format(*cuda.version)} if cuda else None
         reporter.result(json.dumps({"root": str(store.root), "toolchains": [asdict(r) for r in records],
                                     "system_cuda": system}, indent=2))
         return 0

@@ -7,8 +7,14 @@ python-depends), and the verdict of its published `kbuild check-layers` record w
 
 from __future__ import annotations
 
+import hashlib
 import re
 
+from kbuild.errors import HubUnreachable, InvalidRequest, KernelError, KernelNotFound
+from kbuild.layer_check_record import UnreadableRecord, read_record
+from kbuild.refs import KernelRef, check_repo_id, parse_request
+from kbuild.repo_layout import layer_check, metadata_file
+from kbuild.variants import detect_system
 from kbuild_common.errors import UsageError
 
 TYPE_CHECKING = False
@@ -20,7 +26,6 @@ def kernel_info(session: Session, request: str, backend: str | None = None) -> d
     """The record of ORG/NAME[@REV] `request`: repo, hub, revision, commit, versions (branch ->
     commit), system, and variants (one row each; `loads` marks the one get_kernel loads)."""
 
-    from kbuild.variants import detect_system
 
     repo_id, refs, versions, ref = _pin(session, request)
     system = detect_system(backend)
@@ -39,12 +44,6 @@ def kernel_info(session: Session, request: str, backend: str | None = None) -> d
 def _layer_check(session: Session, repo_id: str, commit: str, variant: str) -> dict | None:
     """{"checked": the verdict line, "differs": the first layer quantity that differs} of the
     variant's published record, read by the runtime's one reader; None when it has none (or offline)."""
-    import hashlib
-
-    from kbuild.errors import HubUnreachable, KernelError, KernelNotFound
-    from kbuild.layer_check_record import UnreadableRecord, read_record
-    from kbuild.repo_layout import layer_check, metadata_file
-
     if session.offline:
         return None
     try:
@@ -68,9 +67,6 @@ def variant_traces(session: Session, request: str, backend: str | None = None, a
     newest vN; `all_versions`: each vN, newest first) judged as get_kernel judges it here, accepted
     best-first with the one it loads marked, then the rejected with the reason (kernels' `variants`
     trace). Only metadata.json is fetched."""
-    from kbuild.refs import KernelRef
-    from kbuild.variants import detect_system
-
     if all_versions and "@" in request:
         raise UsageError(f"kbuild variants: --all-versions lists every vN; {request} names one revision")
     repo_id, refs, versions, ref = _pin(session, request)
@@ -87,9 +83,6 @@ def variant_traces(session: Session, request: str, backend: str | None = None, a
 
 def _pin(session: Session, request: str):
     """(repo id, its refs, its vN branches oldest first, the ref `request` names or the newest vN)."""
-    from kbuild.errors import InvalidRequest
-    from kbuild.refs import KernelRef, check_repo_id, parse_request
-
     repo_id = request.partition("@")[0]
     try:
         check_repo_id(repo_id)

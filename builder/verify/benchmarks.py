@@ -13,19 +13,30 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-
 from builder import resources
-from kbuild_common import proc
 from builder.config.environment import BuilderSettings
-from kbuild_common.errors import UsageError
+from builder.hub.address import parse_hub
+from builder.hub.open import open_hub
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
 from builder.verify.variant_choice import built_variants, check_named, choose, gpu_visible, place, probe_once
+from kbuild.choice import format_trace
+from kbuild.errors import KernelError
+from kbuild.hub_loader import install_kernel, resolve_kernel
+from kbuild.hubs import parse_hub_address
+from kbuild.metadata import VariantMetadata
+from kbuild.refs import parse_request
+from kbuild.repo_layout import variant_folder
+from kbuild.settings import from_environment
+from kbuild.trust import check_trust
+from kbuild_common import proc
+from kbuild_common.errors import UsageError
 
 _RUNNER = "kbuild_bench_runner"  # builder/templates/kbuild_bench_runner.py
 TIMEOUT_S = 3600  # one variant's benchmarks
@@ -79,7 +90,8 @@ class BenchRun:
         """The part of the run that is `kernel`'s."""
         return BenchRun([w for w in self.workloads if w.kernel == kernel], [s for s in self.skipped if s[0] == kernel],
                         [s for s in self.left_out if s[0] == kernel],
-                        {k: v for k, v in self.machines.items() if k.split('/')[0] == kernel}, {kernel: self.roots[kernel]})
+                        {k: v for k, v in self.machines.items() if k.split('/')[0] == kernel},
+                        {kernel: self.roots[kernel]})
 
     def to_json(self) -> dict:
         rows = []
@@ -147,28 +159,14 @@ def bench_published(request: str, hub: str | None, token: str | None, reporter, 
     """`kbuild bench ORG/NAME@REV`: the variant of that pin that get_kernel would load here,
     downloaded and verified by kbuild's loader, against the benchmarks/ published beside it, in
     this Python. Running them runs the repo's code: the loader's trust rule applies."""
-    import sys
-
-    from kbuild.choice import format_trace
-    from kbuild.errors import KernelError
-    from kbuild.hub_loader import install_kernel, resolve_kernel
-    from kbuild.hubs import parse_hub_address
-    from kbuild.metadata import VariantMetadata
-    from kbuild.refs import parse_request
-    from kbuild.repo_layout import variant_folder
-    from kbuild.settings import from_environment
-    from kbuild.trust import check_trust
-
-    from builder.hub.address import parse_hub
-    from builder.hub.open import open_hub
-
     try:
         ref = parse_request(request)
         check_trust(ref.repo_id, parse_hub_address(hub).endpoint, trust_remote_code, from_environment())
         with reporter.phase(f"resolving {request}"):
             found = resolve_kernel(request, hub=hub)
         if found.chosen is None:
-            raise UsageError(f"{request}: no variant at {found.commit[:12]} loads here\n{format_trace(list(found.trace))}")
+            raise UsageError(f"{request}: no variant at {found.commit[:12]} loads here\n"
+                             f"{format_trace(list(found.trace))}")
         where = f"{ref.repo_id}@{found.commit[:12]} {variant_folder(found.chosen)}"
         with reporter.phase(f"fetching {where}"):
             folder = install_kernel(ref.repo_id, revision=found.commit, hub=hub, variant=found.chosen)

@@ -21,11 +21,21 @@ from pathlib import Path
 
 from builder import resources
 from builder.config.environment import BuilderSettings
+from builder.hub.transformers_kernels import read
 from builder.layout import BUILD_DIR, LAYER_CHECK, WORK_DIR
 from builder.project.manifest import load_manifest
 from builder.project.model import LAYER_MAP
 from builder.project.workspace import kernel_dirs
 from builder.verify.variant_choice import built_variants, check_named, choose, gpu_visible, place, probe_once
+from kbuild.choice import format_trace
+from kbuild.errors import KernelError
+from kbuild.hub_loader import install_kernel, resolve_kernel
+from kbuild.hubs import parse_hub_address
+from kbuild.metadata import VariantMetadata
+from kbuild.refs import parse_request
+from kbuild.repo_layout import variant_folder
+from kbuild.settings import from_environment
+from kbuild.trust import check_trust
 from kbuild_common import proc
 from kbuild_common.errors import UsageError
 
@@ -129,8 +139,6 @@ def suite_maps(manifest, python: str) -> list[LayerMap]:
 def transformers_maps(repo_id: str | None, python: str) -> list[LayerMap]:
     """The layers the transformers of `python` binds to `repo_id` by default, with the modes it binds
     them for; a one-line error saying what to pass when it binds none."""
-    from builder.hub.transformers_kernels import read
-
     hint = "pass --map LAYER=KERNEL_LAYER (e.g. --map RMSNorm=RMSNorm) to say which layer it replaces"
     if repo_id is None:
         raise UsageError("check-layers: the kernel names no hub repo id ([general.hub] repo-id) to look up in "
@@ -240,16 +248,6 @@ def check_published(request_text: str, hub: str | None, reporter, request: Check
     """`kbuild check-layers ORG/NAME@REV`: the variant get_kernel would load for the torch of `python`,
     fetched and verified by kbuild's loader (its trust rule applies: checking runs the repo's code), checked
     in `python`."""
-    from kbuild.choice import format_trace
-    from kbuild.errors import KernelError
-    from kbuild.hub_loader import install_kernel, resolve_kernel
-    from kbuild.hubs import parse_hub_address
-    from kbuild.metadata import VariantMetadata
-    from kbuild.refs import parse_request
-    from kbuild.repo_layout import variant_folder
-    from kbuild.settings import from_environment
-    from kbuild.trust import check_trust
-
     try:
         ref = parse_request(request_text)
         check_trust(ref.repo_id, parse_hub_address(hub).endpoint, trust_remote_code, from_environment())

@@ -8,6 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kbuild.errors import IntegrityError, KernelNotFound
+from kbuild.hub_loader import Session, signature_rule
+from kbuild.refs import parse_request
+from kbuild.repo_layout import variant_folder
+from kbuild.settings import from_environment
+from kbuild.signatures.check import verdict
+from kbuild.variants import detect_system
+
 
 @dataclass(frozen=True)
 class SignatureRow:
@@ -46,14 +54,6 @@ class SignatureReport:
 def verify_signatures(request: str, hub: str | None, variant: str | None = None,
                       require: bool | None = None) -> SignatureReport:
     """Every variant at `request` (or only `variant`), fetched and digest-checked, with who signed it."""
-    from kbuild.errors import IntegrityError, KernelNotFound
-    from kbuild.hub_loader import Session, signature_rule
-    from kbuild.refs import parse_request
-    from kbuild.repo_layout import variant_folder
-    from kbuild.settings import from_environment
-    from kbuild.signatures.check import verdict
-    from kbuild.variants import detect_system
-
     ref = parse_request(request)
     settings = from_environment()
     session = Session(hub, settings, require_signature=False)  # report every variant; the rule sets the exit code

@@ -30,16 +30,15 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from filelock import FileLock
 
 from kbuild import repo_layout as layout
 from kbuild.digest import METADATA
 from kbuild.signatures.rules import SignatureSettings
-
 from kbuild_hub import paths
 from kbuild_hub.errors import EntryNotFound, HubError, HubRevisionNotFound
 from kbuild_hub.upstream.client import UpstreamClient, UpstreamMissing, UpstreamUnavailable
@@ -49,7 +48,8 @@ FOLDER = ".upstream"
 _KEY = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _WAIT_S = 60.0  # a reader waits this long for a stalled download's next bytes
 _SNAPSHOTS_HELD = 64  # parsed trees kept in memory: every request of a load reads its commit's
-_CHUNK = 128 << 10  # what a reader is sent at a time: memory per client (kbuild_hub/server/file_chunks.py sends as much)
+# what a reader is sent at a time: memory per client (kbuild_hub/server/file_chunks.py sends as much)
+_CHUNK = 128 << 10
 
 
 class NeverFetched(HubError):
@@ -152,7 +152,8 @@ class UpstreamCache:
             if seen:
                 return Resolved(seen["sha"], stale=f"{self._why()}; {revision} as last seen at "
                                                    f"{_iso(seen['seen'])}")
-            raise NeverFetched(f"{repo_type} {repo_id}@{revision} was never fetched through this hub, and {e}") from None
+            raise NeverFetched(f"{repo_type} {repo_id}@{revision} was never fetched through this hub, "
+                               f"and {e}") from None
         sha = answer["sha"]
         if paths.is_sha(revision):  # a commit is no ref: nothing to remember of it but its tree
             return Resolved(sha)
@@ -172,7 +173,8 @@ class UpstreamCache:
             record = self._read_json(path) or {}
             if "listing" in record:
                 return record["listing"], f"{self._why()}; refs as last seen at {_iso(record['listing_seen'])}"
-            raise NeverFetched(f"the refs of {repo_type} {repo_id} were never fetched through this hub, and {e}") from None
+            raise NeverFetched(f"the refs of {repo_type} {repo_id} were never fetched through this hub, "
+                               f"and {e}") from None
         with self._lock(f"refs:{repo_type}:{repo_id}"):
             record = self._read_json(path) or {}
             record.update(listing=listing, listing_seen=time.time(), upstream=self.upstream)
@@ -212,7 +214,8 @@ class UpstreamCache:
                 if record is None:
                     record = self._fetch_snapshot(repo_type, repo_id, commit)
                     self._write_json(path, record)
-        snap = Snapshot(repo_type, repo_id, commit, record.get("lastModified"), {e["path"]: e for e in record["entries"]})
+        snap = Snapshot(repo_type, repo_id, commit, record.get("lastModified"),
+                        {e["path"]: e for e in record["entries"]})
         with self._guard:  # a commit never changes: the parsed tree is kept for the next request (a few)
             self._snapshots[key] = snap
             while len(self._snapshots) > _SNAPSHOTS_HELD:
@@ -225,7 +228,8 @@ class UpstreamCache:
             info = client.revision(repo_type, repo_id, commit)
             entries = client.tree(repo_type, repo_id, commit)
         except UpstreamUnavailable as e:
-            raise NeverFetched(f"{repo_type} {repo_id}@{commit[:12]} was never fetched through this hub, and {e}") from None
+            raise NeverFetched(f"{repo_type} {repo_id}@{commit[:12]} was never fetched through this hub, "
+                               f"and {e}") from None
         except UpstreamMissing as e:
             raise HubRevisionNotFound(str(e)) from None
         kept = []
@@ -429,7 +433,7 @@ class UpstreamCache:
             f = open(download.part, "rb")
         except FileNotFoundError:  # finished (renamed) between the check and the open
             if download.error is not None:
-                raise download.error
+                raise download.error  # noqa: B904 - the download's own failure, its cause kept
             f = open(download.final, "rb")
         return self._follow_open(download, f, start, end)
 

@@ -34,7 +34,7 @@ def get_kernel(repo: str, version: str, revision: str) -> dict:
     report = {}
     for how, pin in (("version", {"version": int(version)}), ("revision", {"revision": revision})):
         k = kernels.get_kernel(repo, backend="cpu", trust_remote_code=True, **pin)
-        out, ops = ran_ops(lambda: k.rms_norm(x, w, 1e-6))
+        out, ops = ran_ops(lambda k=k: k.rms_norm(x, w, 1e-6))
         report[how] = {"file": k.__file__, "module": k.__name__, "ops": ops,
                        "max_err": (out - ref).abs().max().item()}
     return report
@@ -53,9 +53,10 @@ def layer(repo: str, version: str, layer_name: str) -> dict:
     """transformers' own kernelize (what `use_kernels=True` runs) with a kernels mapping that sends
     the Llama's RMSNorm (`@use_kernel_forward_from_hub("RMSNorm")`) to our repo. KernelConfig can
     not say this: both releases accept only accelerator devices there, never "cpu"."""
-    from kernels import LayerRepository, Mode, use_kernel_mapping
     from transformers import LlamaForCausalLM
     from transformers.integrations.hub_kernels import kernelize
+
+    from kernels import LayerRepository, Mode, use_kernel_mapping
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(tiny_llama(rms_norm_eps=1e-5)).eval()

@@ -13,9 +13,8 @@ import json
 import sys
 from importlib import metadata
 
-from packaging.version import Version
-
 from kernels._internals import backends, variants
+from packaging.version import Version
 
 _VERSIONED = {"cuda": backends.CUDA, "rocm": backends.ROCm, "xpu": backends.XPU, "cann": backends.CANN}
 _PLAIN = {"cpu": backends.CPU, "metal": backends.Metal, "neuron": backends.Neuron, "tpu": backends.TPU}

@@ -45,7 +45,7 @@ ours = model(ids, labels=ids)
 ours.loss.backward()
 calls = {k: kernel.CALLS[k] - before[k] for k in ("RMSNorm", "RotaryPosEmb")}
 grads = [torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-5)
-         for a, b in zip(model.parameters(), reference.parameters())]
+         for a, b in zip(model.parameters(), reference.parameters(), strict=True)]
 print(json.dumps({
     "marked_by": marked_by,
     "rotary_layers": len(rotary_layers),

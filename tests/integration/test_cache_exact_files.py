@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from runtime_hubs import Kernel, new_process, runtime_env, start_server, torch_probes
 
 from kbuild import get_kernel, get_local_kernel, install_kernel
 from kbuild._import import import_package
+from runtime_hubs import Kernel, new_process, runtime_env, start_server, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 

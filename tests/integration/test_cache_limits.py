@@ -8,13 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from hostile_hub import HostileHub
 from hubserver import ServerThread
-from runtime_hubs import Kernel, new_process, runtime_env, start_server, torch_probes
-
 from kbuild import IntegrityError, RepoNotFound, get_kernel, install_kernel
 from kbuild.budget import TOTAL_SLACK
 from kbuild.errors import CacheNotWritable, InvalidSetting, OversizedDownload, VariantTooLarge
+from runtime_hubs import Kernel, new_process, runtime_env, start_server, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 

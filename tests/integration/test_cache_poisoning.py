@@ -6,11 +6,11 @@ cached, or is removed, so no later load by any route (the sha, `@v1`, the lock) 
 from __future__ import annotations
 
 import pytest
-from hostile_hub import HostileHub
-from runtime_hubs import INIT, Kernel, new_process, runtime_env, start_server, torch_probes
 
+from hostile_hub import HostileHub
 from kbuild import IntegrityError, get_kernel, get_locked_kernel, load_kernel
 from kbuild.lockfile import lock_kernel, write_lock
+from runtime_hubs import INIT, Kernel, new_process, runtime_env, start_server, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 

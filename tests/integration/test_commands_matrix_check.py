@@ -1,7 +1,9 @@
 """`kbuild matrix --check` against a real hub: a branch complete, then one missing a variant."""
 
 from __future__ import annotations
+
 import re
+
 from builder.commands.main import main
 from runtime_hubs import runtime_env, torch_probes
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from builder.compile import compile_cache
 from builder.commands.main import main
+from builder.compile import compile_cache
 
 
 def test_nvcc_wrapper_keeps_intermediates_and_threads_outside_the_command_line(tmp_path):

@@ -37,14 +37,14 @@ if not present():
     pytest.skip(ABSENT, allow_module_level=True)
 pytest.importorskip("torch")
 
+from builder.backends.cuda_arch import parse_arch_list
 from builder.commands.main import main
 from builder.compile.graph import write_graph
-from builder.backends.cuda_arch import parse_arch_list
 from builder.config.cascade import Setting
-from builder.plan.planner import load_kernels, plan_kernels, resolve_dependencies
 from builder.config.options import BuildOptions
-from kbuild_common.notices import BuildNotice, reporting
+from builder.plan.planner import load_kernels, plan_kernels, resolve_dependencies
 from builder.report import Reporter
+from kbuild_common.notices import BuildNotice, reporting
 
 IGNORE = shutil.ignore_patterns("build", ".kbuild", "__pycache__", ".pytest_cache")
 CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
@@ -361,7 +361,7 @@ def test_every_cuda_variant_unit_preprocesses_with_kbuilds_flags(cuda_corpus, na
     with ThreadPoolExecutor(2) as pool:
         errors = list(pool.map(preprocess, [u for _, u in units]))
     failures = [f"{variant} [kernel.{unit.section or '<torch binding>'}] {unit.source}:\n    {error}"
-                for (variant, unit), error in zip(units, errors) if error]
+                for (variant, unit), error in zip(units, errors, strict=True) if error]
     with capsys.disabled():
         nvcc = sum(u.tool == "nvcc" for _, u in units)
         print(f"\n{name}: {nvcc} CUDA and {len(units) - nvcc} C++ units of its CUDA variants preprocessed "

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from kbuild_common.errors import ExitCode
-
 from cpu_kernel import write_cpu_kernel
 from hubserver import ServerThread
+from kbuild_common.errors import ExitCode
 
 GOOD = Path(__file__).resolve().parents[1] / "manifests" / "good" / "edition5-compiled"
 BAD = Path(__file__).resolve().parents[1] / "manifests" / "bad" / "unknown-top-level-table"

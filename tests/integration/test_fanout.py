@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +102,7 @@ def run_slices(slices: list[dict], origin: Path, hub: str, tmp_path: Path) -> No
             env.pop(name, None)
         runners.append(subprocess.Popen(["bash", "-c", script], cwd=home / "src", env=env, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True))
-    for entry, runner in zip(slices, runners):
+    for entry, runner in zip(slices, runners, strict=True):
         out, _ = runner.communicate(timeout=1800)
         assert runner.returncode == 0, f"slice {entry['slice']} ({entry['variants']}):\n{out[-4000:]}"
 

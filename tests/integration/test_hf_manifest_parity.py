@@ -19,9 +19,9 @@ import pytest
 
 import hf_envs
 from builder.commands.main import main
-from kbuild_common.errors import ManifestError
 from builder.project.manifest import load_manifest
 from corpus import CORPUS
+from kbuild_common.errors import ManifestError
 
 TESTS = Path(__file__).resolve().parents[1]
 MANIFESTS = TESTS / "manifests"

@@ -19,9 +19,17 @@ import pytest
 
 from kbuild_common import proc
 from kbuild_common.errors import CommandError
-from kbuild_hub import gitstore
 from kbuild_common.notices import BuildNotice
-from kbuild_hub.errors import EntryNotFound, InvalidPath, RefConflict, RepoExists, HubRepoNotFound, HubRevisionNotFound, TooLarge
+from kbuild_hub import gitstore
+from kbuild_hub.errors import (
+    EntryNotFound,
+    HubRepoNotFound,
+    HubRevisionNotFound,
+    InvalidPath,
+    RefConflict,
+    RepoExists,
+    TooLarge,
+)
 from kbuild_hub.gitstore import FileAdd, GitStore, InvalidRevision, TreeEntry, with_retry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -331,7 +339,7 @@ def test_concurrent_publishers_with_retry_all_land(store):
 
     def publish(worker: int) -> None:
         for n in range(3):
-            def attempt():
+            def attempt(n=n):
                 head = store.resolve(*K, "main")
                 return store.commit(*K, "main", add=[FileAdd(f"build/w{worker}/f{n}", b"%d-%d" % (worker, n))],
                                     message=f"w{worker} n{n}", parent=head)

@@ -9,10 +9,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hubserver import TOKEN, ServerThread
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
+
+from hubserver import TOKEN, ServerThread
 
 # hypothesis keeps caches in ./.hypothesis, which pytest would then warn about collecting
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "kbuild-hypothesis")

@@ -14,7 +14,6 @@ from html.parser import HTMLParser
 import pytest
 
 from hubserver import TOKEN, ServerThread
-
 from kbuild_hub.gitstore import FileAdd, GitStore
 
 K = ("kernel", "org/flash")

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from builder.commands.main import main
 from hubserver import TOKEN, ServerThread
 from tiny_kernel import write_kernel
-
-from builder.commands.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 # CI uploads this folder (ci/workflow.yml); KBUILD_TEST_ARTIFACTS moves it

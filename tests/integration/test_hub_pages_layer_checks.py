@@ -13,9 +13,8 @@ import re
 import pytest
 
 from hubserver import ServerThread
-from kbuild_hub.gitstore import FileAdd, GitStore
 from kbuild.layer_check_record import MAX_BYTES
-
+from kbuild_hub.gitstore import FileAdd, GitStore
 from runtime_hubs import Kernel, runtime_env, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name

@@ -25,10 +25,10 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder
-from kbuild_hub.server import listen
-from kbuild_hub.errors import HubError
 
 from hubserver import TOKEN, ServerThread
+from kbuild_hub.errors import HubError
+from kbuild_hub.server import listen
 
 BIG = 12 * 1024 * 1024
 
@@ -160,7 +160,7 @@ def test_downloads(api, hub, published, tmp_path):
 
 
 def test_resolve_headers_and_ranges(hub, published):
-    url = f"/kernels/org/flow/resolve/refs%2Fheads%2Fv1/build/torch-cpu/__init__.py"
+    url = "/kernels/org/flow/resolve/refs%2Fheads%2Fv1/build/torch-cpu/__init__.py"
     status, headers, body = hub.raw("HEAD", url)
     data = published["files"]["build/torch-cpu/__init__.py"]
     assert status == 200 and body == b""

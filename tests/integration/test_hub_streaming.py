@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hubserver import ServerThread
 
+from hubserver import ServerThread
 from kbuild_hub.gitstore import FileAdd
 
 SIZE = 5 << 20

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+from huggingface_hub import HfApi, snapshot_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 from hubserver import TOKEN, ServerThread

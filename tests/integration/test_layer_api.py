@@ -18,15 +18,31 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn
 
-from kbuild import (CUDAProperties, Device, InvalidLayer, KernelizedLayers, KernelizeFallback, LayerRepository,
-                    LocalLayerRepository, LockedLayerRepository, Mode, ROCMProperties, RevisionNotFound, get_kernel,
-                    get_kernelized_layers, get_loaded_kernels, kernelize, register_kernel_mapping,
-                    replace_kernel_forward_from_hub, use_kernel_forward_from_hub, use_kernel_mapping,
-                    use_kernelized_func)
+from kbuild import (
+    CUDAProperties,
+    Device,
+    InvalidLayer,
+    KernelizedLayers,
+    KernelizeFallback,
+    LayerRepository,
+    LocalLayerRepository,
+    LockedLayerRepository,
+    Mode,
+    RevisionNotFound,
+    ROCMProperties,
+    get_kernel,
+    get_kernelized_layers,
+    get_loaded_kernels,
+    kernelize,
+    register_kernel_mapping,
+    replace_kernel_forward_from_hub,
+    use_kernel_forward_from_hub,
+    use_kernel_mapping,
+    use_kernelized_func,
+)
 from kbuild.errors import InvalidRequest
 from kbuild.layers import restore
 from kbuild.layers.mapping import current_mapping
-
 from layer_kernel import publish_layer_kernel
 from runtime_hubs import runtime_env, torch_probes
 

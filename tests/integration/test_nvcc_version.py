@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kbuild_common.errors import ToolchainError
-from builder.toolchains.provision import _nvcc_version
 from builder.backends.cuda_toolkit import find_cuda, nvcc_version
+from builder.toolchains.provision import _nvcc_version
+from kbuild_common.errors import ToolchainError
 
 
 @pytest.fixture
@@ -44,8 +44,8 @@ def test_a_program_that_is_no_nvcc_is_one_clear_error(tmp_path):
 def test_the_build_reads_the_probes_the_toolchain_commands_wrote(system, tmp_path):
     """`kbuild toolchain install` probes through BuilderSettings.probe_dir, a build through
     BuildOptions.probe_dir: one folder, so a build right after an install does not probe again."""
-    from builder.config.options import BuildOptions
     from builder.config.environment import BuilderSettings
+    from builder.config.options import BuildOptions
 
     settings, options = BuilderSettings(cache_dir=tmp_path / "cache"), BuildOptions(tmp_path, cache_dir=tmp_path / "cache")
     assert find_cuda(system.home, settings.probe_dir) == find_cuda(system.home, options.probe_dir)

@@ -26,6 +26,7 @@ ARGS = {
 def wheel_packages() -> list[str]:
     """The top-level packages the wheel holds: pyproject's packages.find patterns over the checkout."""
     import fnmatch
+
     import tomllib
 
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]

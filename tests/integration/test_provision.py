@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from builder.commands.main import main
-from kbuild_common.errors import ToolchainError
-from builder.toolchains.provision import MARKER, ToolchainStore
 from builder.backends.cuda_toolkit import find_cuda
+from builder.commands.main import main
+from builder.toolchains.provision import MARKER, ToolchainStore
 from builder.toolchains.toolchain import probe_torch
 from builder.toolchains.versions import load_versions_table
+from kbuild_common.errors import ToolchainError
 
 CUDA_132 = load_versions_table()["cuda"]["13.2"]["toolkit"]
 

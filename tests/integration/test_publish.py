@@ -237,6 +237,7 @@ def test_publishing_over_http_without_a_valid_token_is_one_line(kernel, server, 
     import sys
 
     from huggingface_hub import HfApi
+
     from hubserver import TOKEN
 
     build(kernel)

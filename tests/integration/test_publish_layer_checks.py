@@ -18,7 +18,6 @@ import pytest
 
 import hf_envs
 from builder.commands.main import main
-
 from runtime_hubs import Kernel, runtime_env, start_server, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name

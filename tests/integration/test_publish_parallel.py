@@ -90,8 +90,9 @@ def server(tmp_path_factory):
 
 
 def test_eight_slices_published_at_once_over_http_all_land(kernel, server, tmp_path):  # noqa: F811
-    from hubserver import TOKEN
     from huggingface_hub import HfApi
+
+    from hubserver import TOKEN
 
     build(kernel)
     names = slices(kernel)

@@ -12,14 +12,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_compile_cache import BUILD_TOML, FILES
 
 from builder.commands.main import main
+from hubserver import TOKEN, ServerThread
 from kbuild import hub_loader
 from kbuild.digest import digest_tree
-
-from hubserver import TOKEN, ServerThread
 from runtime_hubs import git, runtime_env, torch_probes, upload_as_another_builder
-from test_compile_cache import BUILD_TOML, FILES
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 

@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_compile_cache import BUILD_TOML, FILES
 
 from runtime_hubs import git
-from test_compile_cache import BUILD_TOML, FILES
 
 REPO = Path(__file__).resolve().parents[2]
 NOARCH = """[general]

@@ -10,7 +10,6 @@ import pytest
 import kbuild
 from kbuild import errors, get_kernel, get_local_kernel, has_kernel
 from kbuild.loading import find_variant
-
 from runtime_hubs import CPU, ROCM, Kernel, runtime_env, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name

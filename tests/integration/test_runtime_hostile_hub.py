@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
-from runtime_hubs import Kernel, runtime_env, start_server, torch_probes
 
 from kbuild import get_kernel
 from kbuild.hubs.http import SIZE_SLACK
+from runtime_hubs import Kernel, runtime_env, start_server, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name
 

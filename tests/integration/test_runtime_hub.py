@@ -20,9 +20,20 @@ import torch
 import kbuild
 from kbuild import IntegrityError, digest_tree, get_kernel, get_kernel_variants, has_kernel, install_kernel
 from kbuild.errors import OfflineMiss, RevisionNotFound
-
-from runtime_hubs import (CPU, CUDA130, ROCM, Kernel, bare, branch_head, git, new_process, runtime_env, start_server,
-                          torch_probes, upload_as_another_builder)
+from runtime_hubs import (
+    CPU,
+    CUDA130,
+    ROCM,
+    Kernel,
+    bare,
+    branch_head,
+    git,
+    new_process,
+    runtime_env,
+    start_server,
+    torch_probes,
+    upload_as_another_builder,
+)
 
 # The variant a plain get_kernel picks on this machine: a CUDA torch that sees no GPU takes CPU
 # variants first (kbuild.variants.SystemInfo.device_visible); with a GPU, the CUDA one.

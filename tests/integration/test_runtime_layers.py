@@ -15,7 +15,6 @@ from torch import nn
 
 from kbuild import KernelizeFallback, NoVariantFits, kernelize
 from kbuild.layers import restore
-
 from layer_kernel import publish_layer_kernel
 from runtime_hubs import Kernel, runtime_env, torch_probes
 
@@ -120,7 +119,7 @@ def test_a_training_step_matches(hub):
     assert calls(patched)["RMSNorm"] == 5
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-4, atol=1e-6, msg=name)
-    for (name, a), (_, b) in zip(reference.named_parameters(), patched.named_parameters()):
+    for (name, a), (_, b) in zip(reference.named_parameters(), patched.named_parameters(), strict=True):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
 
 

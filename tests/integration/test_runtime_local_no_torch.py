@@ -1,12 +1,12 @@
 """`import kbuild` does not import torch, in a fresh interpreter."""
 
 from __future__ import annotations
+
 import subprocess
 import sys
 from pathlib import Path
 
 import kbuild
-
 
 # --- the runtime stays light ------------------------------------------------------------------
 

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kbuild_common.errors import KbuildError
 from builder.commands.lock import add_parser
 from builder.report import Reporter
 from kbuild import IntegrityError, get_locked_kernel, load_kernel
 from kbuild.errors import OfflineMiss
 from kbuild.lockfile import lock_kernel, read_lock
-
+from kbuild_common.errors import KbuildError
 from runtime_hubs import ROCM, Kernel, branch_head, new_process, runtime_env, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name

@@ -21,7 +21,6 @@ import hf_envs
 from builder.commands.main import main
 from kbuild import get_kernel
 from kbuild.errors import SignatureRefused
-
 from runtime_hubs import Kernel, new_process, runtime_env, start_server, torch_probes, upload_as_another_builder
 from ssh_signers import allowed_signers, fingerprint, keygen
 

@@ -19,10 +19,9 @@ import torch
 
 from builder.commands.main import main
 from kbuild import get_kernel
-from kbuild.signatures import sigstore_bundle as sigstore_signature
 from kbuild.errors import SignatureRefused
+from kbuild.signatures import sigstore_bundle as sigstore_signature
 from kbuild.signatures.sigstore_bundle import SigstoreIdentity, verify
-
 from runtime_hubs import Kernel, runtime_env, torch_probes, upload_as_another_builder
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name

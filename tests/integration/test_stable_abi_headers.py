@@ -22,12 +22,12 @@ from filelock import FileLock
 
 pytest.importorskip("torch")
 
-from builder.compile.graph import write_graph
 from builder.backends.cuda_arch import parse_arch_list
+from builder.compile.graph import write_graph
 from builder.config.cascade import Setting
+from builder.config.options import BuildOptions
 from builder.plan.planner import plan_kernels
 from builder.project.manifest import load_manifest
-from builder.config.options import BuildOptions
 from builder.report import Reporter
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from builder import report
-from builder import resources
+from builder import report, resources
 from builder.compile.ninja_run import run_ninja
 from builder.report import Reporter
 from builder.verify.kernel_tests import skip_reasons

@@ -133,7 +133,7 @@ def hf_results(kbuild_traces) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["kernels"] == "0.19.1"
-    return dict(zip(CASES, out["cases"]))
+    return dict(zip(CASES, out["cases"], strict=True))
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.project.manylinux import policy_error, policy_name
 from builder.commands.main import main
+from builder.project.manylinux import policy_error, policy_name
+from cpu_kernel import write_cpu_kernel
 from kbuild import host_abi
 from kbuild.metadata import AbiFloor
-from cpu_kernel import write_cpu_kernel
 from runtime_hubs import Kernel  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

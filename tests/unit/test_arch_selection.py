@@ -6,18 +6,19 @@ kernels of the corpus; then one real nvcc build, its metadata.json and what publ
 """
 
 from __future__ import annotations
+
 import re
 import warnings
 from dataclasses import replace
 
 import pytest
 
-from builder.config.cascade import Setting
 from builder.backends.cuda_arch import parse_arch_list
-from kbuild_common.errors import ManifestError
-from builder.project.manifest import load_manifest
+from builder.config.cascade import Setting
 from builder.plan.steps import Failure, plan_build
+from builder.project.manifest import load_manifest
 from corpus import corpus_kernel
+from kbuild_common.errors import ManifestError
 from plan_inputs import CPU_214, CU130_214, by_name, gencodes, inputs, linux_x86_64, write_kernel  # noqa: F401 (fixture)
 
 FLAG = "--cuda-archs"

@@ -12,6 +12,7 @@ importing the runtime (the one arrow `builder --> kbuild` stands for the latter)
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -106,7 +107,7 @@ def drawn_arrows(text: str) -> tuple[set[tuple[str, str]], set[str]]:
                 ids.append(m[1])
             groups.append(ids)
         boxes.update(i for ids in groups for i in ids)
-        arrows |= {(a, b) for left, right in zip(groups, groups[1:]) for a in left for b in right}
+        arrows |= {(a, b) for left, right in itertools.pairwise(groups) for a in left for b in right}
     return arrows, boxes
 
 

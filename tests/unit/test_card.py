@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from tiny_kernel import write_kernel
-
 from builder.project.manifest import load_manifest
 from builder.publish.card import render_card
+from tiny_kernel import write_kernel
 
 
 def test_the_usage_line_pins_by_version_for_a_version_branch_and_by_revision_otherwise(tmp_path):

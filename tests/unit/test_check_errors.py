@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from kbuild_common.errors import ManifestError
 from builder.project.manifest import load_manifest
-
+from kbuild_common.errors import ManifestError
 
 # Each mistake on its own line, named by the line it is on: (line, [table] key, a fragment).
 MANY_MISTAKES = """\
@@ -58,7 +57,7 @@ def test_check_prints_every_error_with_file_and_line(tmp_path, monkeypatch, caps
     assert out == "" and "Traceback" not in err
     lines = error_lines(err)
     assert len(lines) == len(EXPECTED), err
-    for line, (number, at, fragment) in zip(lines, EXPECTED):
+    for line, (number, at, fragment) in zip(lines, EXPECTED, strict=True):
         assert line.startswith(f"kbuild: error: build.toml:{number}: {at}: "), line
         assert fragment in line, line
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kbuild_common.errors import ManifestError, UsageError
 from builder.commands.main import COMMANDS, main
 from cpu_kernel import hub_repo, write_noarch_kernel
+from kbuild_common.errors import ManifestError, UsageError
 
 COMMANDS_DIR = Path(__file__).resolve().parents[2] / "builder" / "commands"
 SHARED = {"__init__", "main", "arguments"}  # the package, the dispatcher, the shared arguments
@@ -67,8 +67,8 @@ def break_manifest(kernel: Path) -> None:
 def test_publish_members_refuses_or_skips_each_member_alone(tmp_path):
     from builder.hub.address import parse_hub
     from builder.hub.open import open_hub
-    from builder.publish.publish import PublishError, PublishOptions
     from builder.publish.members import publish_members
+    from builder.publish.publish import PublishError, PublishOptions
     from builder.report import Reporter
 
     ws = workspace(tmp_path, "good", "bad")

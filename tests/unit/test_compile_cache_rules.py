@@ -1,11 +1,11 @@
 """The compile cache's launcher, rules and stats log, read and rendered without compiling."""
 
 from __future__ import annotations
+
 import re
 from pathlib import Path
 
-from builder.compile import compile_cache
-from builder.compile import ninja_file
+from builder.compile import compile_cache, ninja_file
 from builder.compile.compile_cache import CacheStats, CompileCache
 
 # -- pure ---------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import pytest
 
 from builder.compile.sccache_dist import DistStats
 from builder.config.dist import DistSettings, resolve_dist
-from kbuild_common.errors import ManifestError, UsageError
 from builder.project.workspace import workspace_url
+from kbuild_common.errors import ManifestError, UsageError
 
 
 def test_settings_are_checked_and_the_token_stays_secret(tmp_path, capsys, monkeypatch):

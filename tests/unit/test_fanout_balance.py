@@ -1,13 +1,14 @@
 """Fan-out slices balance the estimated compile cost; a CUDA variant costs more with more archs."""
 
 from __future__ import annotations
+
 from pathlib import Path
 
 import pytest
 
-from builder.project.manifest import load_manifest
 from builder.plan.matrix import select
 from builder.plan.slices import Slice, costs, plan_slices
+from builder.project.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 

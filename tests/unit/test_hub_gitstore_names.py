@@ -7,7 +7,6 @@ import pytest
 from kbuild_hub.errors import InvalidPath, InvalidRepoId
 from kbuild_hub.gitstore import GitStore
 
-
 # -- names ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("repo_id", ["org/name", "a/b", "Org-1/na.me_2", "x/" + "a" * 96, "o/name_"])

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from builder.verify.kernel_tests import _outcome_line, not_collected
-from builder.verify.variant_choice import check_named
-from builder.verify.variant_choice import HIDE_GPUS, Target, choose, place
+from builder.verify.variant_choice import HIDE_GPUS, Target, check_named, choose, place
 from kbuild.variants import SystemInfo
 
 # activation built at --cuda-archs 9.0a beside its CPU variant, and a Triton kernel's noarch builds

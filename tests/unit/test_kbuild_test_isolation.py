@@ -12,6 +12,7 @@ import pytest
 
 from builder.config.environment import from_environment
 from builder.verify.kernel_tests import _hub_env, _own_pytest_config
+
 REPO_ID = "kernels-community/relu"
 
 

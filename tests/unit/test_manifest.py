@@ -26,12 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.commands.main import main
 from builder.backends.cuda_arch import Capability
-from kbuild_common.errors import ManifestError
+from builder.commands.main import main
 from builder.project.manifest import load_manifest
 from builder.project.toml_lines import key_lines
-
+from kbuild_common.errors import ManifestError
 
 CORPUS = Path(__file__).resolve().parents[1] / "manifests"
 BAD = sorted(p.name for p in (CORPUS / "bad").iterdir() if p.is_dir())

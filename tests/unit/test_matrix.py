@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from kbuild_common.errors import ManifestError
 from builder.plan.matrix import full_matrix, matrix_variants, select, variant_archs
+from kbuild_common.errors import ManifestError
 from plan_inputs import COMPILED, write_kernel
 
 TABLE = """\

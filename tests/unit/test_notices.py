@@ -9,8 +9,8 @@ import warnings
 
 import pytest
 
-from kbuild_common.notices import BuildNotice, notice, reporting, trace
 from builder.report import Reporter
+from kbuild_common.notices import BuildNotice, notice, reporting, trace
 
 
 def reporter(verbose: bool) -> tuple[Reporter, io.StringIO]:

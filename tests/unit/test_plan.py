@@ -10,15 +10,29 @@ from pathlib import Path
 
 import pytest
 
-from builder.compile import ninja_file
 from builder.backends.cuda_arch import default_capabilities, parse_capability
-from kbuild_common.errors import ManifestError
-from builder.project.manifest import load_manifest
-from builder.plan.steps import Skip, VariantPlan, plan_build
-from builder.project.workspace import kernel_dirs
 from builder.backends.cuda_toolkit import CudaInfo
-from plan_inputs import (COMPILED, CPU_214, CU130_214, HALF_DEFINES, NVCC_130_ARCHS, by_name, cuda_info, gencodes,
-                         inputs, kernel, linux_x86_64, torch_info, unit, write_kernel)  # noqa: F401 (fixtures)
+from builder.compile import ninja_file
+from builder.plan.steps import Skip, VariantPlan, plan_build
+from builder.project.manifest import load_manifest
+from builder.project.workspace import kernel_dirs
+from kbuild_common.errors import ManifestError
+from plan_inputs import (
+    COMPILED,
+    CPU_214,
+    CU130_214,
+    HALF_DEFINES,
+    NVCC_130_ARCHS,
+    by_name,
+    cuda_info,
+    gencodes,
+    inputs,  # noqa: F401 (fixture)
+    kernel,  # noqa: F401 (fixture)
+    linux_x86_64,  # noqa: F401 (fixture)
+    torch_info,
+    unit,
+    write_kernel,
+)
 
 pytestmark = pytest.mark.usefixtures("linux_x86_64")
 

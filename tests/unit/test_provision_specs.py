@@ -1,15 +1,16 @@
 """Toolchain specs, their one-line errors and pruning, without installing anything."""
 
 from __future__ import annotations
+
 import os
 
 import pytest
 
 from builder.commands.main import main
-from kbuild_common.errors import ToolchainError, UsageError
 from builder.toolchains.provision import ToolchainStore
-from builder.toolchains.versions import load_versions_table
 from builder.toolchains.spec import Spec, parse_spec
+from builder.toolchains.versions import load_versions_table
+from kbuild_common.errors import ToolchainError, UsageError
 
 CUDA_132 = load_versions_table()["cuda"]["13.2"]["toolkit"]
 

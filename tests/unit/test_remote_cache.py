@@ -3,6 +3,7 @@ storage. A second "machine" (another folder, its own empty kbuild cache) gets ev
 the first one's server; an unreachable server costs only the hits, with one warning."""
 
 from __future__ import annotations
+
 import shutil
 from functools import partial
 from pathlib import Path
@@ -10,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from builder.commands.main import main
-from kbuild_common.errors import ManifestError, UsageError
 from builder.config.remote_cache import RemoteCache, parse_remote, resolve_remote
 from builder.project.workspace import workspace_url
 from cpu_kernel import write_cpu_kernel
+from kbuild_common.errors import ManifestError, UsageError
 
 SOURCE = "int twice(int x) { return 2 * x; }\nint thrice(int x) { return 3 * x; }\n"
 CPU = "torch214-cxx11-cpu-x86_64-linux"

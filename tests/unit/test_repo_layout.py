@@ -4,8 +4,8 @@ digest), and the in-folder signature older kbuild publishes hold, read when the 
 
 from __future__ import annotations
 
-from builder.publish.publish import LocalVariant, plan_publish
 from builder.hub.backend import RemoteFile
+from builder.publish.publish import LocalVariant, plan_publish
 from kbuild.repo_layout import layer_check, repo_path, variant_of, variant_paths
 
 V = "torch-cpu"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "bench" / "gpu" / "results" / "run11"

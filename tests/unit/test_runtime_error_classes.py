@@ -6,7 +6,6 @@ import pytest
 
 import kbuild
 from kbuild import errors, get_local_kernel
-
 from runtime_hubs import runtime_env, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from kbuild import get_kernel
-
 from runtime_hubs import runtime_env, torch_probes
 
 __all__ = ["runtime_env", "torch_probes"]  # fixtures, used by name

@@ -10,9 +10,9 @@ import pytest
 
 from kbuild import hubs
 from kbuild.choice import resolve as judge
+from kbuild.digest import is_bytecode
 from kbuild.errors import RevisionNotFound
 from kbuild.hub_loader import Resolution, no_fit_message
-from kbuild.digest import is_bytecode
 from kbuild.hubs import cache_folder_name, safe_relpath
 from kbuild.hubs.http import HttpHubReader
 from kbuild.hubs.local_git import LocalGitHub
@@ -21,7 +21,6 @@ from kbuild.refs import KernelRef, Refs, parse_request, resolve
 from kbuild.settings import BUILTIN_TRUSTED_ORGS, Settings, from_environment, parse_local_kernels
 from kbuild.trust import check_trust
 from kbuild.variants import SystemInfo
-
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 REFS = Refs({"main": "a" * 40, "v1": "b" * 40, "v3": "c" * 40, "dev": "d" * 40}, {"release": "e" * 40})

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from builder.backends.cuda_arch import parse_arch_list
 from builder.commands.arguments import build_options
 from builder.commands.main import parser
 from builder.config.cascade import DEFAULT, Setting, resolve
 from builder.config.environment import from_environment
 from builder.config.options import BuildOptions
-from builder.backends.cuda_arch import parse_arch_list
 from kbuild_common.errors import ManifestError, UsageError
 from plan_inputs import COMPILED, write_kernel
 
@@ -134,7 +134,7 @@ def environment_reads(source: str) -> list[int]:
     handing the whole of it to a child process ({**os.environ, ...}) reads no setting."""
     tree = ast.parse(source)
     passed_on = {id(v) for node in ast.walk(tree) if isinstance(node, ast.Dict)
-                 for k, v in zip(node.keys, node.values) if k is None}
+                 for k, v in zip(node.keys, node.values, strict=True) if k is None}
     return [node.lineno for node in ast.walk(tree)
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
             and node.attr in ("environ", "getenv", "environb") and id(node) not in passed_on]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from builder.config.environment import from_environment as builder_settings
-from kbuild_common.errors import UsageError
 from kbuild.errors import InvalidSetting
 from kbuild.signatures.rules import BUILTIN_SIGSTORE, from_environment
 from kbuild.signatures.sigstore_bundle import SigstoreIdentity
+from kbuild_common.errors import UsageError
 
 WORKFLOW = "https://github.com/acme/kernels/.github/workflows/build.yaml@refs/heads/main"
 

@@ -5,12 +5,13 @@ The integration tests are slow: they compile, and one installs torch 2.13.0 into
 """
 
 from __future__ import annotations
+
 from pathlib import Path
 
 import pytest
 
-from builder.project.manifest import load_manifest
 from builder.plan.steps import Skip, plan_build, stable_defines
+from builder.project.manifest import load_manifest
 from plan_inputs import COMPILED, by_name, inputs, linux_x86_64, torch_info, unit, write_kernel  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]

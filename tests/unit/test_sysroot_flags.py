@@ -1,6 +1,7 @@
 """Sysroot names and flags by value: an unknown one is a one-line error, its libraries go first."""
 
 from __future__ import annotations
+
 import shutil
 
 import pytest

@@ -1,16 +1,18 @@
 """The terminal summary and live view rendered in-process: every string as it is, capped skip reasons."""
 
 from __future__ import annotations
+
 import io
 import re
 import time
 from pathlib import Path
 
 import pytest
-
 from rich.console import Console, Group
+
 from builder.report import Reporter, VariantResult, _View
 from builder.verify.kernel_tests import skip_reasons
+
 STABLE_CPU = "torch-stable-abi210-cpu-x86_64-linux"
 HOSTILE = "[/] [bold]x[/bold] :x: [link=http://e]y[/link] \\[z]"  # markup, an emoji code, escapes
 

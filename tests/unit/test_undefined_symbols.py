@@ -5,11 +5,11 @@ demangle) and the objects are never built, so no process runs."""
 from __future__ import annotations
 
 import pytest
+from test_arch_selection import restricted, two_archs
 
 from builder.stage.link_check import LinkCheck
 from builder.stage.undefined_symbols import Symbol, explain
 from plan_inputs import CU130_214, by_name, linux_x86_64  # noqa: F401 (fixture)
-from test_arch_selection import restricted, two_archs
 
 # sage-attention's shape: the binding calls a Blackwell-only section's entry point with no #if around it
 ENTRY = 'extern "C" void blackwell_scale(float* x) { }\n'

@@ -12,8 +12,8 @@ import pytest
 
 from builder.publish.integrity import regular_files, verify_variant
 from kbuild.cache import verify_fetched
-from kbuild.errors import IntegrityError
 from kbuild.digest import digest_tree, git_blob_oid, is_bytecode, variant_files, verify_tree
+from kbuild.errors import IntegrityError
 from kbuild.hubs.base import RemoteFile
 
 # (path, counts): every kind of place bytecode turns up in a variant folder, and look-alikes that
