@@ -82,13 +82,15 @@ if TYPE_CHECKING:
         Mode,
         ROCMProperties,
         get_kernelized_layers,
-        kernelize,
         register_kernel_mapping,
         replace_kernel_forward_from_hub,
         use_kernel_forward_from_hub,
         use_kernel_mapping,
         use_kernelized_func,
     )
+
+    # the function from its module: `.layers` also holds the module of that name, which mypy takes for it
+    from .layers.kernelize import kernelize
     from .loading import LoadedKernel, get_loaded_kernels
     from .local import get_local_kernel
     from .lockfile import get_locked_kernel, load_kernel

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import variants
+from builder.backends.cuda_toolkit import CudaInfo
 from builder.plan.steps import CompileUnit, PlanInputs, VariantPlan
 from builder.project.manifest import Manifest, load_manifest
-from builder.backends.cuda_toolkit import CudaInfo
 from builder.toolchains.toolchain import TorchInfo
+from kbuild import variants
 
 SOURCE_ID = "abc1234"
 CPU_214 = "torch214-cxx11-cpu-x86_64-linux"

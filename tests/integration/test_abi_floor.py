@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from builder.commands.main import main
 from builder.stage.abi_check import library_problems
 from builder.toolchains.binary.elf import ELF
 from builder.toolchains.binary.manylinux_floor import above, floor, needs
-from builder.commands.main import main
+from cpu_kernel import write_cpu_kernel
 from kbuild import get_kernel, get_kernel_variants, has_kernel, host_abi, resolve_kernel
 from kbuild.loading import find_variant
 from kbuild.metadata import VariantMetadata
-from cpu_kernel import write_cpu_kernel
 from runtime_hubs import CUDA130, Kernel, new_process, runtime_env, start_server, torch_probes  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

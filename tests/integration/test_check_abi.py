@@ -10,13 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_arch_selection_build import write_project
 
-from builder.commands.main import main
 from builder.backends.cuda import CUDA
 from builder.backends.cuda_fatbin import FatbinEntry
+from builder.commands.main import main
 from builder.toolchains.binary.elf import ELF
 from kbuild.variants import detect_system
-from test_arch_selection_build import write_project
 
 NVCC = shutil.which("nvcc") or "/usr/local/bin/nvcc"
 needs_nvcc = pytest.mark.skipif(not Path(NVCC).exists(), reason="needs nvcc")

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from builder.commands.main import main
 from builder.project.manylinux import policy_versions
 from builder.toolchains.binary.manylinux_floor import above, floor, needs
-from builder.commands.main import main
 from builder.toolchains.elf_stub import exports, write_stub
 from builder.toolchains.provision import ToolchainStore
-from builder.toolchains.versions import load_versions_table
 from builder.toolchains.sysroot import NEWER, Sysroot
+from builder.toolchains.versions import load_versions_table
 from cpu_kernel import write_cpu_kernel
 from kbuild import host_abi
 
@@ -173,6 +173,7 @@ def distribution_python_with_torch(root: Path) -> Path:
     its site-packages on the path through a .pth file (the same CPython minor, so the same ABI)."""
     subprocess.run([str(DISTRIBUTION_PYTHON), "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
     import sysconfig
+
     import torch
 
     version = subprocess.run([str(root / "bin" / "python"), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],

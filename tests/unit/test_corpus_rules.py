@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from builder.backends.cuda_arch import parse_arch_list, parse_capability
+from builder.backends.cuda_toolkit import cmake_nvcc_flags
+from builder.compile.diagnose import failure_reason
 from builder.compile.graph import nvcc_threads
 from builder.config.cascade import Setting
-from builder.backends.cuda_arch import parse_arch_list, parse_capability
-from builder.project.dependencies import check_dependency, cutlass_for, parse_dependency, pick_cutlass, provider_of
-from builder.compile.diagnose import failure_reason
-from kbuild_common.errors import ManifestError, ToolchainError
-from builder.project.manifest import load_manifest
 from builder.plan.steps import plan_build
+from builder.project.dependencies import check_dependency, cutlass_for, parse_dependency, pick_cutlass, provider_of
+from builder.project.manifest import load_manifest
 from builder.publish.publish import LocalVariant, PublishError, check_publishable
-from builder.backends.cuda_toolkit import cmake_nvcc_flags
 from builder.toolchains.spec import parse_spec
 from builder.toolchains.versions import load_versions_table
 from corpus import ABSENT, CORPUS, present
+from kbuild_common.errors import ManifestError, ToolchainError
 from plan_inputs import CU130_214, by_name, gencodes, inputs, torch_info, unit, write_kernel
 
 FLAG = "--cuda-archs"
