@@ -115,6 +115,12 @@ class Backend:
         """Whether `compiler` takes a seed that keeps its output reproducible (builder/compile/)."""
         return False
 
+    def rebuild_env(self, record: dict, rows: dict, store, home: str | None, probe_dir) -> dict[str, str]:
+        """The environment that gives a rebuild (`kbuild reproduce`) the toolkit a variant's toolchain
+        record names: this machine's (`home`: the folder the user named, CUDA_HOME), else the store's
+        of the recorded release (`rows`: the backend's versions.toml table); {} when it names none."""
+        return {}
+
     # -- planning one variant (builder/plan/steps.py) ------------------------------------------------
 
     def cannot_build(self, inputs) -> str | None:
@@ -179,11 +185,3 @@ class Backend:
     def why_no_matrix_variant(self, m, matrix) -> str | None:
         """Why the matrix holds no variant of this backend for `m`, when the backend knows."""
         return None
-
-    # -- a linked library (builder/stage/abi_report.py) ----------------------------------------------
-
-    def device_code(self, library, binary) -> list:
-        """The device code `library` carries, each entry with its `arch` and `kind` (CUDA: a cubin
-        or PTX per arch); `binary` is the library's format (builder/toolchains/binary/), which
-        reads its sections."""
-        return []

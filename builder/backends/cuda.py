@@ -8,10 +8,9 @@ from pathlib import Path
 
 from builder.backends.base import Backend, in_range
 from builder.backends.cuda_arch import default_capabilities, restrict, select
-from builder.backends.cuda_fatbin import SECTION as FATBIN_SECTION, fatbin_entries
 from builder.backends.cuda_toolkit import (cmake_nvcc_flags, find_cuda, nvcc_origin, nvcc_takes_random_seed,
-                                          recorded_nvcc)
-from kbuild_common.errors import ManifestError
+                                          nvcc_version, recorded_nvcc)
+from kbuild_common.errors import ManifestError, ToolchainError
 
 # torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
 # kernel-builder projects are written without.
@@ -71,6 +70,30 @@ if torch.version.cuda:
 
     def takes_random_seed(self, compiler: str) -> bool:
         return nvcc_takes_random_seed(compiler)
+
+    def rebuild_env(self, record, rows, store, home, probe_dir) -> dict[str, str]:
+        # the recorded nvcc build: the system's, else NVIDIA's wheels of its release through the store
+        nvcc = record.get("nvcc")
+        if not nvcc:
+            return {}
+        wanted = nvcc["version"]
+        found = find_cuda(home, probe_dir)
+        here = nvcc_version(Path(found.nvcc)).build if found else None
+        if here == wanted:
+            return {"CUDA_HOME": found.home}
+        release = ".".join(wanted.split(".")[:2])
+        row = rows.get(release)
+        installed = f"nvcc {here} at {found.home}" if found else "no nvcc"
+        if row is None:
+            raise ToolchainError(f"the variant was built with nvcc {wanted} ({nvcc.get('from')}); here: {installed}, "
+                                 f"and the toolchain store knows no CUDA {release}: install nvcc {wanted}, set CUDA_HOME")
+        stored, _ = store.cuda_home(tuple(int(p) for p in release.split(".")), row["toolkit"], system=False)
+        got = nvcc_version(Path(stored) / "bin" / "nvcc").build
+        if got != wanted:
+            raise ToolchainError(f"the variant was built with nvcc {wanted} ({nvcc.get('from')}); here: {installed}, "
+                                 f"and the toolchain store's CUDA {release} has nvcc {got}: install nvcc {wanted}, "
+                                 "set CUDA_HOME")
+        return {"CUDA_HOME": stored}
 
     # -- planning one variant ------------------------------------------------------------------------
 
@@ -178,9 +201,6 @@ if torch.version.cuda:
             requested = set(default_capabilities(release.version))
         ok, _ = select(sorted(requested), release.archs)
         return [str(c) for c in sorted(ok)]
-
-    def device_code(self, library, binary) -> list:
-        return fatbin_entries(binary.section(library, FATBIN_SECTION))
 
     def _has_device_code(self, sources) -> bool:
         return any(Path(src).suffix in self.source_tools for src in sources)

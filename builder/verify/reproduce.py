@@ -88,9 +88,7 @@ def reproduce(request: str, *, hub: str | None, variant: str | None, source: str
         if recorded.toolchain is not None:
             with reporter.phase("finding the recorded toolchain"):
                 python = _torch_python(recorded.toolchain, python, store, probe_dir, notes)
-                home = _cuda_home(recorded.toolchain, cuda_home, store, probe_dir)
-                if home:
-                    env["CUDA_HOME"] = home
+                env.update(_toolkit_env(recorded.toolchain, store, cuda_home, probe_dir))
                 _compare_tools(recorded.toolchain, cxx, notes)
             env["SOURCE_DATE_EPOCH"] = recorded.toolchain.get("source-date-epoch") or "0"
         with reporter.phase(f"rebuilding {recorded.variant}"):
@@ -203,31 +201,18 @@ def _torch_python(record: dict, python: str, store: ToolchainStore, probe_dir: P
     return python
 
 
-def _cuda_home(record: dict, cuda_home: str | None, store: ToolchainStore, probe_dir: Path) -> str | None:
-    """A CUDA_HOME whose nvcc is the recorded build: the system's, else NVIDIA's wheels through the store."""
-    nvcc = record.get("nvcc")
-    if not nvcc:
-        return None
-    from builder.backends.cuda_toolkit import find_cuda, nvcc_version
+def _toolkit_env(record: dict, store: ToolchainStore, cuda_home: str | None, probe_dir: Path) -> dict[str, str]:
+    """The environment that gives the rebuild each recorded toolkit (CUDA_HOME of the recorded
+    nvcc build): each backend's own rule, with its versions.toml table for the store."""
+    from builder.backends import BACKENDS
     from builder.toolchains.versions import load_versions_table
 
-    wanted = nvcc["version"]
-    found = find_cuda(cuda_home, probe_dir)
-    here = nvcc_version(Path(found.nvcc)).build if found else None
-    if here == wanted:
-        return found.home
-    release = ".".join(wanted.split(".")[:2])
-    spec = load_versions_table().get("cuda", {}).get(release)
-    installed = f"nvcc {here} at {found.home}" if found else "no nvcc"
-    if spec is None:
-        raise ToolchainError(f"the variant was built with nvcc {wanted} ({nvcc.get('from')}); here: {installed}, "
-                             f"and the toolchain store knows no CUDA {release}: install nvcc {wanted}, set CUDA_HOME")
-    home, _ = store.cuda_home(tuple(int(p) for p in release.split(".")), spec["toolkit"], system=False)
-    got = nvcc_version(Path(home) / "bin" / "nvcc").build
-    if got != wanted:
-        raise ToolchainError(f"the variant was built with nvcc {wanted} ({nvcc.get('from')}); here: {installed}, and "
-                             f"the toolchain store's CUDA {release} has nvcc {got}: install nvcc {wanted}, set CUDA_HOME")
-    return home
+    env: dict[str, str] = {}
+    for backend in BACKENDS.values():
+        if backend.needs_toolkit:
+            rows = load_versions_table().get(backend.toolkit_table, {})
+            env.update(backend.rebuild_env(record, rows, store, cuda_home, probe_dir))
+    return env
 
 
 def _compare_tools(record: dict, cxx: str, notes: list[str]) -> None:
