@@ -65,6 +65,11 @@ elif work "creating it"; then
   finished
 fi
 
+# A checkout's commits run .githooks/pre-commit (ruff on the staged files), unless it has hooks of its own
+if [ $check = 0 ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1 && [ -z "$(git config core.hooksPath || true)" ]; then
+  git config core.hooksPath .githooks
+fi
+
 # 2. torch (the CUDA 13.0 build) and kbuild, editable, with its test extra (--build: its build extra)
 step "torch $TORCH and kbuild[$extra] (editable) into .venv"
 # The editable install is setuptools' `compat` mode: the checkout on sys.path (a .pth line), so that a
