@@ -185,3 +185,11 @@ class Backend:
     def why_no_matrix_variant(self, m, matrix) -> str | None:
         """Why the matrix holds no variant of this backend for `m`, when the backend knows."""
         return None
+
+    # -- a linked library (builder/stage/abi_report.py) ----------------------------------------------
+
+    def device_code(self, library, binary) -> list:
+        """The device code `library` carries, each entry with its `arch` and `kind` (CUDA: a cubin
+        or PTX per arch); `binary` is the library's format (builder/toolchains/binary/), which
+        reads its sections."""
+        return []

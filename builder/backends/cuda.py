@@ -8,6 +8,7 @@ from pathlib import Path
 
 from builder.backends.base import Backend, in_range
 from builder.backends.cuda_arch import default_capabilities, restrict, select
+from builder.backends.cuda_fatbin import SECTION as FATBIN_SECTION, fatbin_entries
 from builder.backends.cuda_toolkit import (cmake_nvcc_flags, find_cuda, nvcc_origin, nvcc_takes_random_seed,
                                           nvcc_version, recorded_nvcc)
 from kbuild_common.errors import ManifestError, ToolchainError
@@ -201,6 +202,9 @@ if torch.version.cuda:
             requested = set(default_capabilities(release.version))
         ok, _ = select(sorted(requested), release.archs)
         return [str(c) for c in sorted(ok)]
+
+    def device_code(self, library, binary) -> list:
+        return fatbin_entries(binary.section(library, FATBIN_SECTION))
 
     def _has_device_code(self, sources) -> bool:
         return any(Path(src).suffix in self.source_tools for src in sources)
