@@ -52,42 +52,43 @@ _DOTTED_RE = re.compile(r"(\d+)\.(\d+)")
 # -- the parts of a name: each parses and prints itself -------------------------------------------
 
 @dataclass(frozen=True)
-class Torch:
-    """Compiled against one torch release's C++ API. `cxx11` None: a name without the C++ ABI tag,
-    which fits either ABI (the tag is Linux's: a name elsewhere never has one)."""
+class _Versioned:
+    """A framework named with its (major, minor): `<prefix>XY` in a legacy name, `<prefix>-X.Y` in
+    the 0.19 form."""
 
     version: tuple[int, int]
-    cxx11: bool | None = None
-    kind = COMPILED
+    prefix = ""
 
     def part(self, legacy: bool) -> str:
         maj, mnr = self.version
-        base = f"torch{maj}{mnr}" if legacy else f"torch-{maj}.{mnr}"
+        return f"{self.prefix}{maj}{mnr}" if legacy else f"{self.prefix}-{maj}.{mnr}"
+
+
+@dataclass(frozen=True)
+class Torch(_Versioned):
+    """Compiled against one torch release's C++ API. `cxx11` None: a name without the C++ ABI tag,
+    which fits either ABI (the tag is Linux's: a name elsewhere never has one)."""
+
+    cxx11: bool | None = None
+    kind, prefix = COMPILED, "torch"
+
+    def part(self, legacy: bool) -> str:
+        base = super().part(legacy)
         return base if self.cxx11 is None else f"{base}-{'cxx11' if self.cxx11 else 'cxx98'}"
 
 
 @dataclass(frozen=True)
-class TorchStableAbi:
+class TorchStableAbi(_Versioned):
     """Compiled against torch's stable ABI of `version`: loads into that torch and every later one."""
 
-    version: tuple[int, int]
-    kind = STABLE_ABI
-
-    def part(self, legacy: bool) -> str:
-        maj, mnr = self.version
-        return f"torch-stable-abi{maj}{mnr}" if legacy else f"torch-stable-abi-{maj}.{mnr}"
+    kind, prefix = STABLE_ABI, "torch-stable-abi"
 
 
 @dataclass(frozen=True)
-class TvmFfi:
+class TvmFfi(_Versioned):
     """Compiled against tvm-ffi `version`, which the installed tvm-ffi must equal."""
 
-    version: tuple[int, int]
-    kind = TVM_FFI
-
-    def part(self, legacy: bool) -> str:
-        maj, mnr = self.version
-        return f"tvm-ffi{maj}{mnr}" if legacy else f"tvm-ffi-{maj}.{mnr}"
+    kind, prefix = TVM_FFI, "tvm-ffi"
 
 
 @dataclass(frozen=True)
