@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .digest import variant_files
 from .errors import KernelImportError
@@ -27,7 +28,6 @@ from .errors import KernelImportError
 # Re-entrant: a kernel's __init__ may itself load a kernel it depends on.
 _LOCK = threading.RLock()
 
-TYPE_CHECKING = False  # typing's constant, without importing typing
 if TYPE_CHECKING:
     from ._zip_import import ZipPackage
 

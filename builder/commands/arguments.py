@@ -11,12 +11,12 @@ import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.config.cascade import Setting, resolve, value
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.backends.cuda_arch import Capability
     from builder.config.options import BuildOptions

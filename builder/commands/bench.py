@@ -9,13 +9,13 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import add_kernel_target, add_python, folder, published, python
 from builder.config.environment import from_environment as builder_settings
 from builder.layout import BENCH_DIR
 from kbuild_common.errors import ExitCode, UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from builder.commands.arguments import add_dir, add_python, build_options
 from kbuild_common.errors import ExitCode
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

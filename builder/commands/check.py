@@ -3,9 +3,10 @@ error of each, one line each."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from builder.commands.arguments import add_dir, folder
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

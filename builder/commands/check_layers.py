@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import add_kernel_target, add_python, folder, published, python
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode, UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

@@ -4,10 +4,10 @@ variants) from a kernel or each member of a workspace (builder/stage/clean.py)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import folder
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

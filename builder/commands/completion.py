@@ -3,7 +3,8 @@ never drifts from the commands."""
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from builder.report import Reporter
 

@@ -9,12 +9,12 @@ and whether this machine can load it — the variant `get_kernel` would load is 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import add_hub
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import KbuildError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

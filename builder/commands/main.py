@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
 from builder import __version__
 from builder.commands import (
@@ -40,7 +41,6 @@ from builder.commands import (
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode, KbuildError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

@@ -13,12 +13,12 @@ Each CI job of a fan-out runs `kbuild build . --variant <each of its slice>` and
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import DIR_HELP, HUB_HELP, add_dir, add_hub, folder
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

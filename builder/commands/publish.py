@@ -4,12 +4,12 @@ members each to their own (builder/publish/members.py)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import add_dir, add_hub, folder
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.publish.publish import PublishResult
     from builder.report import Reporter

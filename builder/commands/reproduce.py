@@ -9,11 +9,11 @@ metadata.json records, in a fresh folder, and compare every file with the hub's 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import add_hub, add_python, open_store, python
 from kbuild_common.errors import ExitCode
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

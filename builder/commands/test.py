@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import add_dir, add_python, folder, python
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import ExitCode
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import open_store
 from builder.config.environment import from_environment as builder_settings
 from kbuild_common.errors import KbuildError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

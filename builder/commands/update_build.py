@@ -4,10 +4,11 @@ member's of a workspace) as edition 6, keeping comments and formatting (builder/
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from builder.commands.arguments import add_dir, folder
 from kbuild_common.errors import ExitCode
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

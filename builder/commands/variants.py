@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import add_dir, add_hub, add_python, build_options
 from kbuild_common.errors import KbuildError
@@ -14,7 +15,6 @@ from kbuild_common.errors import KbuildError
 # ORG/NAME[@REV], as kbuild.refs checks it further
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(?:@[^\s]+)?")
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

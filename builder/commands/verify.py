@@ -9,11 +9,11 @@ exit 1 when a variant's files fail their digest, or when the organisation's requ
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from builder.commands.arguments import add_hub
 from kbuild_common.errors import ExitCode, KbuildError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
 

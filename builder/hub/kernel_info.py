@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import TYPE_CHECKING
 
 from kbuild.errors import HubUnreachable, InvalidRequest, KernelError, KernelNotFound
 from kbuild.layer_check_record import UnreadableRecord, read_record
@@ -17,7 +18,6 @@ from kbuild.repo_layout import layer_check, metadata_file
 from kbuild.variants import detect_system
 from kbuild_common.errors import UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kbuild.hub_loader import Session
 

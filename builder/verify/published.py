@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from builder.project.manifest import Manifest
 from kbuild.errors import KernelError
@@ -13,7 +14,6 @@ from kbuild.refs import KernelRef
 from kbuild.variants import detect_system
 from kbuild_common.errors import KbuildError, UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kbuild.hub_loader import Session
 
