@@ -105,7 +105,8 @@ def test_the_copy_differs_by_the_module_and_the_line(kbuild_with_xpu):
     assert diff == ['+     ("builder.backends.xpu", "XPU"),']
 
 
-def run_kbuild(root: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+def run_kbuild(root: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
+    """kbuild from the copy at `root` (its packages ahead of the checkout's)."""
     return subprocess.run([sys.executable, "-m", "builder.commands.main", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=900)
 
@@ -123,13 +124,13 @@ def test_the_new_backend_plans_builds_stages_and_loads(kbuild_with_xpu, tmp_path
     variant = f"torch{series.replace('.', '')}-cxx11-xpu20251-x86_64-linux"
 
     # planned: the matrix holds the variant, built with the overlay's toolkit row
-    listed = run_kbuild(kbuild_with_xpu, env, "variants", str(kernel), "--json")
+    listed = run_kbuild(kbuild_with_xpu, "variants", str(kernel), "--json", env=env)
     assert listed.returncode == 0, listed.stdout + listed.stderr
     (row,) = [r for r in json.loads(listed.stdout) if r.get("variant") == variant]
     assert row["xpu"] == "2025.1" and row["from"]["xpu"].startswith(f"{overlay}:")
 
     # built, checked and staged (the stage imports the library in the torch that built it)
-    built = run_kbuild(kbuild_with_xpu, env, "build", str(kernel), "--variant", variant)
+    built = run_kbuild(kbuild_with_xpu, "build", str(kernel), "--variant", variant, env=env)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     folder = kernel / "build" / variant
     assert json.loads((folder / "metadata.json").read_text())["provenance"]["toolchain"]["torch"]["version"] == \
