@@ -13,11 +13,15 @@ import os
 import time
 from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from dulwich.errors import NotCommitError
 from dulwich.objects import Commit
 from dulwich.refs import DiskRefsContainer
 from dulwich.repo import Repo
+
+if TYPE_CHECKING:
+    from dulwich.refs import Ref
 
 SCANNED = ("refs/heads", "refs/tags")  # what for-each-ref lists by default here
 RACY_S = 2.0  # a stamp younger than this may hide a change made in the same timestamp tick
@@ -30,18 +34,23 @@ def read_refs(repo: Path, *patterns: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for pattern in patterns or SCANNED:
         base = pattern.rstrip("/")
-        exact = container.read_ref(base.encode())  # the pattern may name one ref …
+        exact = container.read_ref(_ref(base))  # the pattern may name one ref …
         if exact is not None and not exact.startswith(b"ref: "):
             found[base] = exact.decode()
-        for raw_name, raw_sha in container.as_dict(base.encode()).items():  # … and prefixes the refs below it
+        for raw_name, raw_sha in container.as_dict(_ref(base)).items():  # … and prefixes the refs below it
             if raw_name:  # b"": the base itself, read above
                 found[f"{base}/{raw_name.decode(errors='surrogateescape')}"] = raw_sha.decode()
     peel = [name for name in found if name.startswith("refs/tags/")]
     if peel:  # a tag may name a tag object: the commit is what callers resolve to
         with closing(Repo(str(repo))) as r:
             for name in peel:
-                found[name] = r.get_peeled(name.encode()).decode()
+                found[name] = r.get_peeled(_ref(name)).decode()
     return dict(sorted(found.items()))  # in for-each-ref's order
+
+
+def _ref(name: str) -> Ref:
+    # dulwich's newer releases type a ref name as Ref, a NewType of bytes (pyproject asks for older ones too)
+    return cast("Ref", name.encode())
 
 
 def refs_stamp(repo: Path, now: float | None = None) -> tuple | None:
@@ -51,7 +60,7 @@ def refs_stamp(repo: Path, now: float | None = None) -> tuple | None:
     leave it unchanged (git's "racy" rule), so the caller reads the refs then. Covers names right
     under refs/heads and refs/tags (vN, main), which is what the pages' index shows."""
     now = time.time() if now is None else now
-    stamp = []
+    stamp: list[tuple[int, int, int] | None] = []
     for name in ("refs/heads", "refs/tags", "packed-refs"):
         try:
             st = os.stat(repo / name)

@@ -23,7 +23,7 @@ def markdown(text: str | None) -> Markup:
     return Markup(nh3.clean(_MARKDOWN.render(text), url_schemes=_SCHEMES, link_rel="noopener noreferrer nofollow"))
 
 
-def size(n: int) -> str:
+def size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -111,7 +111,8 @@ class _Download:
 
     def __init__(self, part: Path, final: Path, size: int):
         self.part, self.final, self.size = part, final, size
-        self.written, self.done, self.error = 0, False, None
+        self.written, self.done = 0, False
+        self.error: HubError | None = None
         self.cond = threading.Condition()
 
 
@@ -233,11 +234,11 @@ class UpstreamCache:
         except UpstreamMissing as e:
             raise HubRevisionNotFound(str(e)) from None
         kept = []
-        for e in entries:
-            if e.get("type") not in ("file", "directory") or not isinstance(e.get("path"), str):
+        for entry in entries:
+            if entry.get("type") not in ("file", "directory") or not isinstance(entry.get("path"), str):
                 continue
-            paths.validate_path(e["path"])  # a hostile upstream's `../x` never reaches the disk
-            kept.append({k: e[k] for k in ("type", "oid", "size", "path", "lfs") if k in e})
+            paths.validate_path(entry["path"])  # a hostile upstream's `../x` never reaches the disk
+            kept.append({k: entry[k] for k in ("type", "oid", "size", "path", "lfs") if k in entry})
         return {"upstream": client.url, "sha": commit, "lastModified": info.get("lastModified"), "entries": kept}
 
     def commits(self, repo_type: str, repo_id: str) -> list[str]:

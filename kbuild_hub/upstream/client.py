@@ -17,10 +17,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from kbuild_hub.errors import HubError
+
+if TYPE_CHECKING:
+    import httpx2
 
 API_WORDS = {"model": "models", "kernel": "kernels", "dataset": "datasets", "space": "spaces"}
 URL_PREFIXES = {"model": "", "kernel": "kernels/", "dataset": "datasets/", "space": "spaces/"}
@@ -53,7 +56,7 @@ class UpstreamClient:
         self._token = token
         self._timeouts = (connect_timeout, read_timeout)
         self._retries = retries
-        self._http = None
+        self._http: httpx2.Client | None = None
         self._guard = threading.Lock()
 
     def __repr__(self) -> str:  # never the token
