@@ -86,6 +86,11 @@ class Backend:
         """The toolkit of `release`, installed into `store` when missing (a matrix build)."""
         raise NotImplementedError(f"{self.name} has no toolkit to provision")
 
+    def install_toolkit(self, store, version: Version, requirement: str, system: bool) -> str:
+        """`kbuild toolchain install <table>-X.Y`: the release's toolkit installed into `store` unless
+        there (`system`: this machine's may serve), said as one line."""
+        raise NotImplementedError(f"{self.name} has no toolkit to install")
+
     def toolkit(self, inputs):
         """The toolkit a variant is planned with, or None."""
         return inputs.toolkits.get(self.name)

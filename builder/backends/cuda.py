@@ -59,6 +59,10 @@ if torch.version.cuda:
                 "cmake_nvcc_flags": cmake_nvcc_flags(Path(probed["cmake_cuda_config"])),
                 "nvidia_include": tuple(probed["nvidia_include"])}
 
+    def install_toolkit(self, store, version, requirement, system) -> str:
+        home, how = store.cuda_home(version, requirement, system=system)
+        return f"{how}, CUDA_HOME={home}"
+
     def toolkit_record(self, toolkit) -> dict:
         return {"nvcc": {"version": recorded_nvcc(toolkit.nvcc), "from": nvcc_origin(Path(toolkit.nvcc))}}
 
