@@ -8,15 +8,15 @@ from dataclasses import dataclass, replace
 
 from .fit import Verdict, judge
 from .variants import (
-    COMPILED,
     DEVICE_NAMES,
-    NOARCH,
     PYTHON_ABIS,
-    SDK,
-    STABLE_ABI,
-    TVM_FFI,
-    UNIVERSAL,
+    Noarch,
+    Sdk,
     SystemInfo,
+    Torch,
+    TorchStableAbi,
+    TvmFfi,
+    Universal,
     Variant,
     parse_variant,
 )
@@ -51,10 +51,10 @@ def resolve(names: list[str], system: SystemInfo) -> list[Candidate]:
             note = f"after CPU variants: no {DEVICE_NAMES.get(system.backend, system.backend)} device is visible"
         candidates.append(Candidate(name, variant, reason, note))
     cpu_first = system.cpu_first
-    accepted = sorted((c for c in candidates if c.accepted),
-                      key=lambda c: (not (cpu_first and c.variant.backend == "cpu"), preference(c.variant), c.name))
+    fitting = [(c, c.variant) for c in candidates if c.accepted and c.variant is not None]
+    fitting.sort(key=lambda cv: (not (cpu_first and cv[1].backend == "cpu"), preference(cv[1]), cv[0].name))
     rejected = sorted((c for c in candidates if not c.accepted), key=lambda c: c.name)
-    return accepted + rejected
+    return [c for c, _ in fitting] + rejected
 
 
 def reject(trace: list[Candidate], name: str, reason: str) -> list[Candidate]:
@@ -95,16 +95,17 @@ def preference(variant: Variant) -> tuple:
     minor = -variant.compute_version[1] if variant.compute_version else 0
     python = variant.min_python
     python_order = (PYTHON_ABIS.index(variant.python_abi), -python[0], -python[1]) if python else (0, 0, 0)
-    if variant.kind == STABLE_ABI:
-        return (0, -variant.torch[0], -variant.torch[1], minor, *python_order)
-    if variant.kind == COMPILED:
-        return (1, 0, 0 if variant.cxx11 is None or variant.os != "linux" else 1, minor, *python_order)
-    if variant.kind == TVM_FFI:
+    framework = variant.framework
+    if isinstance(framework, TorchStableAbi):
+        return (0, -framework.version[0], -framework.version[1], minor, *python_order)
+    if isinstance(framework, Torch):
+        return (1, 0, 0 if framework.cxx11 is None or variant.os != "linux" else 1, minor, *python_order)
+    if isinstance(framework, TvmFfi):
         return (2, 0, 0, minor, *python_order)
-    if variant.kind == SDK and python is not None:
+    if isinstance(framework, Sdk) and python is not None:
         return (3, 0, 0, minor if variant.backend else 1, *python_order)
-    if variant.kind in (NOARCH, UNIVERSAL):
-        return (4, 0, 0, 1 if variant.kind == UNIVERSAL else 0, 0, 0, 0)
+    if isinstance(framework, (Noarch, Universal)):
+        return (4, 0, 0, 1 if isinstance(framework, Universal) else 0, 0, 0, 0)
     return (5 if variant.backend else 6, 0, 0, 0, 0, 0, 0)
 
 

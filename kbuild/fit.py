@@ -16,7 +16,7 @@ from .gpu_arch import Fit, device_fit
 from .host_abi import floor_problem
 from .metadata import READS_KERNELS, VariantMetadata
 from .python_depends import missing
-from .variants import COMPILED, NOARCH, STABLE_ABI, TVM_FFI, UNIVERSAL, SystemInfo, Variant, format_compute
+from .variants import Noarch, SystemInfo, Torch, TorchStableAbi, TvmFfi, Universal, Variant, format_compute
 
 METAL_MIN_MACOS = (26, 0)
 
@@ -38,13 +38,13 @@ def judge(variant: Variant | None, system: SystemInfo, meta: VariantMetadata | N
 # -- by name ---------------------------------------------------------------------------------------
 
 def _name_mismatch(variant: Variant, system: SystemInfo) -> str | None:
-    if variant.kind == UNIVERSAL:
+    if isinstance(variant.framework, Universal):
         return None
     if variant.backend == "cpu" and system.cpu_first:
         return _name_mismatch(variant, system.as_cpu())
     if variant.backend and variant.backend != system.backend:  # an SDK's "" is any backend
         return f"built for {variant.backend}, this system uses {system.backend}"
-    if variant.kind == NOARCH:
+    if isinstance(variant.framework, Noarch):
         if variant.framework.framework == "mlx" and not system.mlx:
             return "an MLX kernel, and MLX is not installed"
         return None
@@ -64,13 +64,16 @@ def _name_mismatch(variant: Variant, system: SystemInfo) -> str | None:
 
 def _framework_mismatch(variant: Variant, system: SystemInfo) -> str | None:
     """The torch (or tvm-ffi) a compiled variant needs against this one's."""
-    built, have = variant.torch, system.torch
-    if variant.kind == STABLE_ABI and have < built:
+    framework, have = variant.framework, system.torch
+    if not isinstance(framework, (Torch, TorchStableAbi, TvmFfi)):
+        return None
+    built = framework.version
+    if isinstance(framework, TorchStableAbi) and have < built:
         return f"needs torch >= {built[0]}.{built[1]}, this is torch {have[0]}.{have[1]}"
-    if variant.kind == TVM_FFI and built != system.tvm_ffi:
+    if isinstance(framework, TvmFfi) and built != system.tvm_ffi:
         tvm = f"tvm-ffi {system.tvm_ffi[0]}.{system.tvm_ffi[1]}" if system.tvm_ffi else "no tvm-ffi installed"
         return f"built for tvm-ffi {built[0]}.{built[1]}, this has {tvm}"
-    if variant.kind == COMPILED:
+    if isinstance(framework, Torch):
         if built != have:
             return f"built for torch {built[0]}.{built[1]}, this is torch {have[0]}.{have[1]}"
         # an untagged name fits either ABI (kernels 0.19's rule)
@@ -96,11 +99,12 @@ def _python_mismatch(variant: Variant, system: SystemInfo) -> str | None:
 
 
 def _compute_mismatch(variant: Variant, system: SystemInfo) -> str | None:
-    built, runtime = variant.compute_version, system.compute_version
-    if built is None:
+    compute, runtime = variant.compute, system.compute_version
+    if compute is None or compute.version is None:
         return None
+    built = compute.version
     if runtime is None:
-        return f"built for {variant.compute.tag}, this torch has no {variant.backend} version"
+        return f"built for {compute.tag}, this torch has no {variant.backend} version"
     if variant.backend in ("cuda", "rocm"):
         # the same major and a minor at most the runtime's (ROCm too, since kernels 0.18)
         if built[0] != runtime[0] or runtime[1] < built[1]:
@@ -108,7 +112,7 @@ def _compute_mismatch(variant: Variant, system: SystemInfo) -> str | None:
             return f"built for {label} {built[0]}.{built[1]}, this torch uses {label} {runtime[0]}.{runtime[1]}"
         return None
     if built != runtime:
-        return f"built for {variant.compute.tag}, this torch uses {format_compute(variant.backend, runtime)}"
+        return f"built for {compute.tag}, this torch uses {format_compute(variant.backend, runtime)}"
     return None
 
 
@@ -125,7 +129,8 @@ def _recorded(meta: VariantMetadata, variant: Variant | None, system: SystemInfo
     backend = _backend(meta, variant, system)
     archs = meta.backend.archs if meta.backend else ()
     # a Python-only build has no device code, so no archs to record: nothing to say about it
-    compiled = variant is None or variant.kind not in (NOARCH, UNIVERSAL)  # a folder the caller named may hold any
+    # a folder the caller named (no variant name) may hold anything
+    compiled = variant is None or not isinstance(variant.framework, (Noarch, Universal))
     device = device_fit(backend, archs, _device_for(backend, system)) if archs or compiled else Fit()
     if device.problem:
         return Verdict(device.problem)

@@ -245,7 +245,7 @@ class Variant:
     def torch(self) -> tuple[int, int] | None:
         """The torch version of a compiled build, the minimum torch of a stable-ABI one, the
         tvm-ffi version of a tvm-ffi one; None for the others."""
-        return self.framework.version if self.kind in ARCH_KINDS else None
+        return self.framework.version if isinstance(self.framework, _Versioned) else None
 
     @property
     def cxx11(self) -> bool | None:
