@@ -10,7 +10,6 @@ transparency-log proof, so no request leaves this machine.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -142,6 +141,8 @@ _VERIFIER: list[Verifier] = []
 def _verifier():
     """One per process: the production trusted root, never refreshed over the network."""
     if not _VERIFIER:
+        import logging  # noqa: PLC0415 - cost: the loader imports logging (20 ms) only with sigstore
+
         from sigstore.verify import Verifier
 
         tuf = logging.getLogger("sigstore._internal.tuf")  # its "offline mode" warning is what was asked for
