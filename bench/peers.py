@@ -2,7 +2,7 @@
 
     python bench/peers.py [--device cuda|cpu] [--tokens 1,4096,32768] [--hidden 4096] [--shapes 4096x1024,...]
                           [--dtypes fp16,bf16] [--workloads rms_norm,silu_and_mul,...]
-                          [--variant-dir rmsnorm=PATH] [--rounds 3] [--timing launch|graph] [--json OUT]
+                          [--variant-dir rmsnorm=PATH] [--rounds 3] [--timing launch|graph|graph-cold] [--json OUT]
 
 kernels/rmsnorm, kernels/activation and kernels/rotary are imported from their built variant folders
 with kbuild's own local loader (`kbuild.get_local_kernel`: the variant that fits this machine, or the
@@ -25,7 +25,9 @@ Timing: on CUDA `triton.testing.do_bench` (L2 flushed before each call, median o
 CPU a perf_counter loop. do_bench's L2 flush hides up to ~60 us of a call's host time on an H200;
 a call that needs more is timed by its host (small shapes, every forward+backward). `--timing graph`
 times the GPU's work alone instead: `do_bench_cudagraph` replays the calls from a CUDA graph (no
-host time, no L2 flush); a peer that cannot be captured is absent, saying why. Peers take turns: `--rounds` rounds, each timing every peer once, the order
+host time, no L2 flush); `--timing graph-cold` the same with an L2 flush captured before each call and
+the flush's own time subtracted (a peer that rewrites its input in place keeps a working set that fits in L2
+warm across replays; one that writes new outputs cannot). A peer that cannot be captured is absent, saying why. Peers take turns: `--rounds` rounds, each timing every peer once, the order
 reversed every other round so a slow spell of the machine falls on all; a peer's figure is the median
 of its rounds. fwd+bwd times the forward and `torch.autograd.grad` together (fresh grads each call).
 Bytes moved are the minimum a kernel must move (read each input once, write each output once; see
@@ -184,7 +186,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="turns each peer gets (median over them)")
     parser.add_argument("--timing", choices=sorted(TIMINGS), default="launch",
                         help="CUDA: launch = each call as the host issues it (do_bench); graph = GPU time alone, "
-                             "replayed from a CUDA graph (do_bench_cudagraph)")
+                             "replayed from a CUDA graph (do_bench_cudagraph); graph-cold = the same, L2 "
+                             "flushed before each call")
     parser.add_argument("--rep-ms", type=float, default=20, help="CUDA: do_bench's timed window per turn")
     parser.add_argument("--cpu-reps", type=int, default=10, help="CPU: calls per turn")
     parser.add_argument("--copy-mib", type=int, help="copy-bandwidth buffer (default 1024 on cuda, 256 on cpu)")
@@ -192,8 +195,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("argument --rounds: must be at least 1")
-    if args.timing == "graph" and args.device != "cuda":
-        parser.error("argument --timing: graph replays CUDA graphs; it needs --device cuda")
+    if args.timing.startswith("graph") and args.device != "cuda":
+        parser.error(f"argument --timing: {args.timing} replays CUDA graphs; it needs --device cuda")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("argument --device: cuda asked for, but torch sees no CUDA device")
     defaults = DEFAULTS[args.device]
@@ -502,15 +505,33 @@ TIMINGS = {
     # GPU time alone: the calls replay from a CUDA graph, so the host's time per call drops out
     # (and inputs small enough stay in L2, for every peer alike)
     "graph": "triton.testing.do_bench_cudagraph median (GPU time; host time and L2 flush left out)",
+    # the same with a cold L2 for every call: a peer that rewrites its input in place (Liger's rotary) keeps a
+    # working set that fits in L2 (40 MiB at 4096 tokens) warm across replays, where one that writes new outputs
+    # cannot; this timing takes that advantage away, so the two timings together say how much of a gap it is
+    "graph-cold": "triton.testing.do_bench_cudagraph median of an L2 flush then the call, less the flush's own "
+                  "median (GPU time; host time left out, L2 cold for every call)",
 }
+
+FLUSH_MIB = 256  # what triton.testing.do_bench zeroes between calls: above any GPU's L2 today
 
 
 def timer(device: str, rep_ms: float, cpu_reps: int, timing: str = "launch") -> Callable[[Callable], float]:
     """fn -> median microseconds of one call."""
-    if device == "cuda" and timing == "graph":
+    if device == "cuda" and timing in ("graph", "graph-cold"):
         from triton.testing import do_bench_cudagraph
 
-        return lambda fn: do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
+        def graph_time(fn):
+            return do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
+        if timing == "graph":
+            return graph_time
+        cache = torch.empty(FLUSH_MIB * 2**20, dtype=torch.int8, device=device)
+
+        def cold(fn):
+            def flushed():
+                cache.zero_()
+                fn()
+            return max(0.0, graph_time(flushed) - graph_time(cache.zero_))
+        return cold
     if device == "cuda":
         from triton.testing import do_bench
 
@@ -563,7 +584,7 @@ def copy_bandwidth(device: str, mib: int, time_one) -> float:
 
 def run_case(case: Case, args, time_one, copy_gbs: float) -> dict:
     kbuild_agrees = check(case, as_tuple(case.reference()))
-    take_turns([case.kbuild] + case.peers, args.rounds, time_one, graph=args.timing == "graph")
+    take_turns([case.kbuild] + case.peers, args.rounds, time_one, graph=args.timing.startswith("graph"))
     ratios = speedups(case.kbuild.us, {p.name: p.us for p in case.peers})
     nbytes = bytes_moved(case.workload, case.tokens, case.hidden, torch.empty(0, dtype=case.dtype).element_size())
     row = {"workload": case.workload, "dtype": _dtype_name(case.dtype), "tokens": case.tokens, "hidden": case.hidden,

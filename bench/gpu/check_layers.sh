@@ -33,6 +33,10 @@ for k in rotary liger-kernels activation; do cp -r .device/kc/$k /tmp/kc-$k && a
 lane kc-rotary /tmp/kc-rotary --cuda-archs 9.0a -j 16 --
 lane kc-liger-kernels /tmp/kc-liger-kernels --
 lane kc-activation /tmp/kc-activation --cuda-archs 9.0a -j 16 --
+# transformers binds activation's layers for inference only; mapped for training too, its CUDA variant's
+# backward is checked as well (the build above is reused)
+lane kc-activation-training /tmp/kc-activation --cuda-archs 9.0a -j 16 -- --map SiLU=Silu \
+  --variant torch-stable-abi210-cu130-x86_64-linux
 lane kbuild-rmsnorm kernels/rmsnorm --cuda-archs 9.0a -j 16 -- --map RMSNorm=RMSNorm
 lane kbuild-rotary kernels/rotary -- --map rotary_pos_emb=RotaryPosEmb
 touch $run/L/done
