@@ -27,7 +27,8 @@ a call that needs more is timed by its host (small shapes, every forward+backwar
 times the GPU's work alone instead: `do_bench_cudagraph` replays the calls from a CUDA graph (no
 host time, no L2 flush); `--timing graph-cold` the same with an L2 flush captured before each call and
 the flush's own time subtracted (a peer that rewrites its input in place keeps a working set that fits in L2
-warm across replays; one that writes new outputs cannot). A peer that cannot be captured is absent, saying why. Peers take turns: `--rounds` rounds, each timing every peer once, the order
+warm across replays; one that writes new outputs cannot). A peer that cannot be captured is absent, saying why.
+Peers take turns: `--rounds` rounds, each timing every peer once, the order
 reversed every other round so a slow spell of the machine falls on all; a peer's figure is the median
 of its rounds. fwd+bwd times the forward and `torch.autograd.grad` together (fresh grads each call).
 Bytes moved are the minimum a kernel must move (read each input once, write each output once; see
@@ -51,12 +52,15 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
-import torch
-import torch.nn.functional as F
+import torch  # noqa: TID253 - a benchmark of torch kernels: torch is what it runs
+import torch.nn.functional as F  # noqa: TID253 - as torch
+
+from kbuild import KernelError, get_local_kernel
 
 REPO = Path(__file__).resolve().parents[1]
 EPS = 1e-6
@@ -146,7 +150,8 @@ def names_from(allowed) -> Callable[[str], list[str]]:
         names = [v.strip() for v in text.split(",") if v.strip()]
         unknown = [n for n in names if n not in allowed]
         if unknown or not names:
-            raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown) or 'empty list'} (choose from {', '.join(allowed)})")
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(unknown) or 'empty list'} (choose from {', '.join(allowed)})")
         return names
     return parse
 
@@ -167,14 +172,16 @@ def shapes(text: str) -> list[tuple[int, int]]:
 def variant_dir(text: str) -> tuple[str, Path]:
     kernel, sep, path = text.partition("=")
     if not sep or kernel not in set(WORKLOADS.values()) or not path:
-        raise argparse.ArgumentTypeError(f"expected KERNEL=PATH with KERNEL one of rmsnorm, activation, rotary, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected KERNEL=PATH with KERNEL one of rmsnorm, activation, rotary, got {text!r}")
     return kernel, Path(path)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/peers.py", description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--tokens", type=positive_ints, help="token counts (default: 1,4096,32768 on cuda, 1,64 on cpu)")
+    parser.add_argument("--tokens", type=positive_ints,
+                        help="token counts (default: 1,4096,32768 on cuda, 1,64 on cpu)")
     parser.add_argument("--hidden", type=positive_ints, help="hidden sizes (default: 4096 on cuda, 256 on cpu)")
     parser.add_argument("--shapes", type=shapes, metavar="TxH,...",
                         help="these (tokens, hidden) pairs instead of every tokens x hidden, e.g. 1x4096,4096x8192")
@@ -221,8 +228,6 @@ def load_kernels(names: set[str], device: str, overrides: dict[str, Path]) -> di
     (its workloads are then reported absent). A missing build folder ends the run: build it first.
     rotary is Triton only (its one variant is torch-cuda): on the CPU it runs under Triton's
     interpreter, as its own tests do, so its CPU figures say nothing about speed."""
-    from kbuild import KernelError, get_local_kernel
-
     loaded = {}
     for name in sorted(names):
         path = overrides.get(name, REPO / "kernels" / name / "build")
@@ -244,11 +249,15 @@ def load_liger(device: str):
     if device != "cuda":
         return {"absent": "Liger's kernels are Triton GPU kernels: they need a CUDA device"}
     try:
-        import liger_kernel
-        from liger_kernel.ops import (LigerFusedAddRMSNormFunction, LigerGELUMulFunction, LigerRMSNormFunction,
-                                      LigerSiLUMulFunction)
-        from liger_kernel.ops.swiglu import LigerFusedGateUpSiLUMulFunction
-        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+        import liger_kernel  # noqa: PLC0415 - optional package: a peer, absent when not installed
+        from liger_kernel.ops import (  # noqa: PLC0415 - optional package
+            LigerFusedAddRMSNormFunction,
+            LigerGELUMulFunction,
+            LigerRMSNormFunction,
+            LigerSiLUMulFunction,
+        )
+        from liger_kernel.ops.swiglu import LigerFusedGateUpSiLUMulFunction  # noqa: PLC0415 - optional package
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb  # noqa: PLC0415 - optional package
     except ImportError as e:
         return {"absent": f"liger_kernel not importable: {e}"}
     version = getattr(liger_kernel, "__version__", None) or _dist_version("liger-kernel")
@@ -258,11 +267,9 @@ def load_liger(device: str):
 
 
 def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        return version(name)
-    except PackageNotFoundError:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
         return None
 
 
@@ -494,7 +501,7 @@ def check(case: Case, reference) -> bool:
         except Exception as e:  # noqa: BLE001 - a peer that fails here is absent, with why
             peer.absent, peer.call = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}", None
             continue
-        peer.max_diff = max((o.float() - r.float()).abs().max().item() for o, r in zip(outs, reference))
+        peer.max_diff = max((o.float() - r.float()).abs().max().item() for o, r in zip(outs, reference, strict=True))
         if not agrees(peer.max_diff, ref_max, case.dtype) and peer is not case.kbuild:
             peer.absent, peer.call = f"differs from eager by {peer.max_diff:.3g}: not timed", None
     return case.kbuild.max_diff is not None and agrees(case.kbuild.max_diff, ref_max, case.dtype)
@@ -518,7 +525,7 @@ FLUSH_MIB = 256  # what triton.testing.do_bench zeroes between calls: above any 
 def timer(device: str, rep_ms: float, cpu_reps: int, timing: str = "launch") -> Callable[[Callable], float]:
     """fn -> median microseconds of one call."""
     if device == "cuda" and timing in ("graph", "graph-cold"):
-        from triton.testing import do_bench_cudagraph
+        from triton.testing import do_bench_cudagraph  # noqa: PLC0415 - optional package: CUDA only
 
         def graph_time(fn):
             return do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") * 1e3
@@ -533,7 +540,7 @@ def timer(device: str, rep_ms: float, cpu_reps: int, timing: str = "launch") -> 
             return max(0.0, graph_time(flushed) - graph_time(cache.zero_))
         return cold
     if device == "cuda":
-        from triton.testing import do_bench
+        from triton.testing import do_bench  # noqa: PLC0415 - optional package: CUDA only
 
         return lambda fn: do_bench(fn, warmup=max(1, rep_ms / 4), rep=rep_ms, return_mode="median") * 1e3
 
@@ -650,7 +657,7 @@ def run(args) -> dict:
 def environment(args, kernels, liger, copy_gbs) -> dict:
     gpu = torch.cuda.get_device_name() if args.device == "cuda" else None
     try:
-        import triton
+        import triton  # noqa: PLC0415 - optional package: a CPU torch comes without it
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
@@ -707,8 +714,8 @@ def print_table(doc: dict) -> None:
     title = (f"kbuild vs peers on {doc['gpu'] or doc['cpu']} (torch {doc['torch']}, liger {doc['liger'] or 'absent'}); "
              f"median us (kbuild's speed-up); copy bandwidth {doc['copy_gb_per_s']:.0f} GB/s; {doc['timing']}")
     try:
-        from rich.console import Console
-        from rich.table import Table
+        from rich.console import Console  # noqa: PLC0415 - optional package: a plain table without it
+        from rich.table import Table  # noqa: PLC0415 - optional package
     except ImportError:
         print(title)
         for cells in [HEADER] + table_rows(doc):

@@ -10,14 +10,23 @@ Prints one row per probe (attempts, outcomes, held or not) and writes them as JS
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
+import hashlib
+import http.client
+import importlib.util
 import json
 import os
+import py_compile
+import random
+import select
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -25,11 +34,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "helpers")]
 
-from hubserver import TOKEN, ServerThread  # noqa: E402
-from runtime_hubs import Kernel, new_process  # noqa: E402
-
 import kbuild  # noqa: E402
-from kbuild import get_kernel, install_kernel  # noqa: E402
+from builder.hub import Upload, open_hub, parse_hub  # noqa: E402
+from hostile_hub import HostileHub  # noqa: E402
+from hubserver import TOKEN, ServerThread  # noqa: E402
+from kbuild import get_kernel, get_locked_kernel, install_kernel, load_kernel  # noqa: E402
+from kbuild.digest import digest_tree  # noqa: E402
+from kbuild.errors import VariantTooLarge  # noqa: E402
+from kbuild.hubs.local_git import LocalGitHub  # noqa: E402
+from kbuild.lockfile import lock_kernel, write_lock  # noqa: E402
+from kbuild.repo_layout import ssh_signature  # noqa: E402
+from kbuild.signatures.ssh import SIGNATURE  # noqa: E402
+from kbuild_hub.gitstore import FileAdd, GitStore  # noqa: E402
+from kbuild_hub.server import ServerConfig, Tokens, build_app, listen  # noqa: E402
+from kbuild_hub.server.connections import Limits, uvicorn_config  # noqa: E402
+from runtime_hubs import INIT, Kernel, new_process  # noqa: E402
 
 
 class ProbeMissed(Exception):
@@ -111,9 +130,6 @@ def probe_cache_same_size_edit(world: World) -> str:
 
 
 def probe_cache_planted_pyc(world: World) -> str:
-    import importlib.util
-    import py_compile
-
     path = _cached(world)
     init = path / "__init__.py"
     evil = world.root / "evil.py"
@@ -126,8 +142,6 @@ def probe_cache_planted_pyc(world: World) -> str:
 
 
 def probe_cache_forged_record(world: World) -> str:
-    from kbuild.digest import digest_tree
-
     path = _cached(world)
     ops = path / "_ops.py"
     ops.write_text(ops.read_text() + "import os  # injected\n")
@@ -173,8 +187,6 @@ def probe_idle_connections(world: World) -> str:
 
 
 def probe_parallel_publish(world: World, n: int = 8) -> str:
-    from kbuild.digest import digest_tree
-
     names = []
     for i in range(n):
         target = world.kernel.variant(f"torch-slice{i}")
@@ -184,8 +196,9 @@ def probe_parallel_publish(world: World, n: int = 8) -> str:
         meta["digest"]["files"] = digest_tree(target)
         (target / "metadata.json").write_text(json.dumps(meta))
         names.append(target.name)
-    procs = [subprocess.Popen([sys.executable, "-m", "builder.commands.main", "publish", str(world.kernel.root), "--hub",
-                               str(world.hub), "--variant", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [subprocess.Popen([sys.executable, "-m", "builder.commands.main", "publish", str(world.kernel.root),
+                               "--hub", str(world.hub), "--variant", name],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for name in names]
     failed = sum(p.wait() != 0 for p in procs)
     return "all landed" if not failed else f"{failed} of {n} failed"
@@ -222,13 +235,7 @@ class _LimitedServer:
     BIG = 8 << 20
 
     def __init__(self, root: Path, limits=None, **config):
-        import threading
-
         import uvicorn
-
-        from kbuild_hub.gitstore import FileAdd, GitStore
-        from kbuild_hub.server import ServerConfig, Tokens, build_app, listen
-        from kbuild_hub.server.connections import Limits, uvicorn_config
 
         limits = limits or Limits()
         store = GitStore(root)  # without the served limits: the fixture may be larger
@@ -274,7 +281,8 @@ class _LimitedServer:
         """'served' when each of `n` real requests answers 200 within 1 s."""
         good = 0
         for _ in range(n):
-            status, seconds = self.request(b"GET /api/kernels/org/big/refs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            status, seconds = self.request(b"GET /api/kernels/org/big/refs HTTP/1.1\r\n"
+                                           b"Host: x\r\nConnection: close\r\n\r\n")
             good += status == 200 and seconds < 1.0
             time.sleep(0.1)
         return "served" if good == n else f"{good}/{n} served within 1 s"
@@ -293,7 +301,8 @@ def _hold(server: _LimitedServer, n: int, start: bytes, rcvbuf: int | None = Non
     return held
 
 
-def _served_while_held(world: World, start: bytes, n: int = 600, trickle: bytes = b"", rcvbuf: int | None = None) -> str:
+def _served_while_held(world: World, start: bytes, n: int = 600, trickle: bytes = b"",
+                       rcvbuf: int | None = None) -> str:
     with _LimitedServer(world.root / "served") as server:
         held = _hold(server, n, start, rcvbuf)
         time.sleep(1.0)
@@ -325,8 +334,6 @@ def probe_serve_slowloris(world: World) -> str:
 def probe_serve_non_reading_downloads(world: World) -> str:
     """100 downloads started and never read: no process each, real requests served, and every
     one of them closed by the send timeout."""
-    from kbuild_hub.server.connections import Limits
-
     with _LimitedServer(world.root / "served", Limits(send_timeout=2.0)) as server:
         held = _hold(server, 100, b"GET /kernels/org/big/resolve/main/big.bin HTTP/1.1\r\nHost: x\r\n\r\n", 4096)
         time.sleep(1.0)
@@ -350,12 +357,12 @@ def probe_serve_oversized_upload(world: World) -> str:
         declared, _ = server.request(b"POST /api/kernels/org/big/commit/main HTTP/1.1\r\n" + auth +
                                      b"Content-Length: 1073741824\r\n\r\n")
         with server.connect() as s:
-            s.sendall(b"POST /api/kernels/org/big/commit/main HTTP/1.1\r\n" + auth + b"Transfer-Encoding: chunked\r\n\r\n")
+            s.sendall(b"POST /api/kernels/org/big/commit/main HTTP/1.1\r\n" + auth +
+                      b"Transfer-Encoding: chunked\r\n\r\n")
             head = b'{"key": "header", "value": {"summary": "x"}}\n{"key": "file", "value": {"path": "a", "content": "'
 
             def chunk(data: bytes) -> bytes:
                 return b"%x\r\n%s\r\n" % (len(data), data)
-            import select
 
             sent, answer = 0, b""
             try:
@@ -374,8 +381,6 @@ def probe_serve_oversized_upload(world: World) -> str:
 
 def probe_serve_malformed_bodies(world: World) -> str:
     """The campaign's malformed preupload bodies: each a 4xx naming its field, none a 500."""
-    import http.client
-
     bodies = ['{"files": [1]}', '{"files": [null]}', '{"files": [[]]}', '{"files": ["a"]}',
               '{"files": [{"path": "\\ud800", "size": 1}]}']
     with _LimitedServer(world.root / "served") as server:
@@ -423,8 +428,6 @@ def probe_cache_linked_ops_folder(world: World) -> str:
 
 
 def probe_cache_planted_entry(world: World) -> str:
-    import random
-
     path = _cached(world)
     plant = random.choice(["pth", "folder", "fifo", "package"])
     if plant == "pth":
@@ -443,11 +446,7 @@ class _HttpWorld:
     a lock file written while it was honest."""
 
     def __init__(self, world: World):
-        from hostile_hub import HostileHub
         from huggingface_hub import constants
-
-        from kbuild.lockfile import lock_kernel, write_lock
-        from runtime_hubs import INIT
 
         constants.HF_HUB_DISABLE_TELEMETRY = True  # nothing but 127.0.0.1
         self.server = ServerThread(world.root / "served")
@@ -461,8 +460,6 @@ class _HttpWorld:
         write_lock(self.lockfile, [locked])
 
     def load(self, route: str):
-        from kbuild import get_locked_kernel, load_kernel
-
         new_process()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -539,8 +536,6 @@ def probe_hostile_hub_cached_then_locked(world: World) -> str:
 
 
 def probe_listing_over_the_cap(world: World) -> str:
-    from kbuild.errors import VariantTooLarge
-
     http = _HttpWorld(world)
     try:
         http.hub.hostile, http.hub.claim_size = True, 5 << 30  # 5 GiB a file: 15 GiB for the variant
@@ -612,8 +607,6 @@ def probe_read_only_empty_cache(world: World) -> str:
 
 def _loader_reads(world: World, rel: str) -> bytes | None:
     """The bytes kbuild's loader fetches as the variant's file `rel` from the hub's org/tiny@v1, or None."""
-    from kbuild.hubs.local_git import LocalGitHub
-
     hub = LocalGitHub(world.hub)
     commit = hub.refs("org/tiny").branches["v1"]
     variant = _variant(world).name
@@ -623,9 +616,6 @@ def _loader_reads(world: World, rel: str) -> bytes | None:
 
 def _signature_read(world: World, planted: bytes | None) -> None:
     """ProbeMissed unless the loader reads `planted` as the variant's signature (None: no signature)."""
-    from kbuild.repo_layout import ssh_signature
-    from kbuild.signatures.ssh import SIGNATURE
-
     read = _loader_reads(world, SIGNATURE)
     if read != planted:
         said = "no signature" if read is None else "another signature"
@@ -666,10 +656,6 @@ def _refused_uncached(world: World, expect: str) -> str:
 def _signer(signature: bytes) -> str:
     """The public key inside an SSH signature, as `ssh-keygen -Y check-novalidate` does not need one:
     its fingerprint, read from the signature's own blob."""
-    import base64
-    import hashlib
-    import struct
-
     blob = base64.b64decode(b"".join(line for line in signature.splitlines() if not line.startswith(b"-----")))
     key_len = struct.unpack(">I", blob[10:14])[0]  # "SSHSIG", version, then the public key as a string
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob[14:14 + key_len]).digest()).decode().rstrip("=")
@@ -700,9 +686,6 @@ def probe_signature_unlisted_key(world: World) -> str:
 def probe_signature_over_other_digests(world: World) -> str:
     """alice's good signature of another build's metadata.json, published where this build's
     signature lives (kbuild.repo_layout.ssh_signature: signatures/<variant>/, since 0fde50f)."""
-    from builder.hub import Upload, open_hub, parse_hub
-    from kbuild.repo_layout import ssh_signature
-
     keys = _keys(world)
     world.kernel.publish(world.hub, "--sign", "--sign-key", str(keys["alice"]))
     variant = _variant(world)
