@@ -9,6 +9,7 @@ class HubError(KbuildError):
     exit_code = ExitCode.HUB
     http_status = 400
     error_code: str | None = None
+    headers: dict[str, str] | None = None  # sent with its response (server/files.py: a 404's commit, a 416's size)
 
 
 class InvalidRepoId(HubError):

@@ -5,8 +5,8 @@ pages' (pages/routes.py) are both lists of them, and the server matches a reques
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from kbuild.layer_check_record import MAX_BYTES, UnreadableRecord, read_record
 from kbuild.metadata import VariantMetadata
 from kbuild.repo_layout import BUILD, LAYER_CHECKS, layer_check, metadata_file, repo_path
 from kbuild.variants import NOARCH, STABLE_ABI, parse_variant
-
 from kbuild_hub.errors import HubError
 
 KERNEL = "kernel"

@@ -14,7 +14,6 @@ from starlette.responses import HTMLResponse, Response
 from kbuild.errors import KernelError
 from kbuild.hub_loader import get_kernel_variants
 from kbuild.variants import SystemInfo
-
 from kbuild_hub.errors import HubError, HubRepoNotFound, HubRevisionNotFound
 from kbuild_hub.pages.model import KERNEL, Catalog, mirrored_summaries
 from kbuild_hub.pages.render import page

@@ -8,15 +8,20 @@ into the hub folder is what the next request sees.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
-from typing import Callable
+from collections.abc import Callable
 
+from kbuild.signatures.rules import from_environment
 from kbuild_hub.errors import HubError
+from kbuild_hub.gitstore import GitStore
 from kbuild_hub.serve_options import ServeOptions, Upstream
 from kbuild_hub.server.app import HubApp
 from kbuild_hub.server.context import Hub, ServerConfig
 from kbuild_hub.tokens import Tokens, load_tokens
+from kbuild_hub.upstream.cache import FOLDER, UpstreamCache
+from kbuild_hub.upstream.client import UpstreamClient
 from kbuild_hub.upstream.policy import UpstreamPolicy
 
 LISTEN_BACKLOG = 2048
@@ -30,14 +35,6 @@ def build_app(config: ServerConfig, log: Callable[[str], None] = lambda line: No
     """The app over `config.root`; with `upstream`, repos this hub lacks come from that hub
     (kbuild_hub/upstream/). A hub folder that holds a cache of an earlier upstream serves it,
     read-only, also without one."""
-    import os
-
-    from kbuild.signatures.rules import from_environment
-
-    from kbuild_hub.gitstore import GitStore
-    from kbuild_hub.upstream.cache import FOLDER, UpstreamCache
-    from kbuild_hub.upstream.client import UpstreamClient
-
     cache = None
     if upstream is not None or (config.root / FOLDER).is_dir():
         client = None if upstream is None else UpstreamClient(
@@ -70,7 +67,7 @@ def serve(options: ServeOptions, log: Callable[[str], None] | None = None) -> No
         log(f"  in front of {upstream.url} (token: {'yes' if upstream.token else 'none'}): repos this hub lacks "
             f"come from there, verified, cached in {root / '.upstream'}")
     log(f"  use it with HF_ENDPOINT={url} or HfApi(endpoint={url!r}, token=...)")
-    from kbuild_hub.server.connections import Limits, uvicorn_config
+    from kbuild_hub.server.connections import Limits, uvicorn_config  # noqa: PLC0415 - cost: uvicorn, only serving needs it
 
     limits = Limits() if options.max_per_client is None else Limits(max_per_client=options.max_per_client)
     server = uvicorn.Server(uvicorn_config(app, options.header_timeout, options.max_connections, limits))

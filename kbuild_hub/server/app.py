@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import parse_qs
 
 import anyio.from_thread
@@ -17,12 +17,10 @@ from starlette.responses import JSONResponse, Response
 from kbuild.hubs.identity import KBUILD_HUB_HEADER, KBUILD_HUB_VALUE
 from kbuild_hub.errors import HubError, TooLarge
 from kbuild_hub.pages.routes import PAGE_ROUTES, sign_in_page
-from kbuild_hub.server import commits
-from kbuild_hub.server import files
-from kbuild_hub.server import repos
+from kbuild_hub.route import Route
+from kbuild_hub.server import commits, files, repos
 from kbuild_hub.server.auth import Forbidden, Unauthorized, check_access, request_token
 from kbuild_hub.server.context import Call, Hub
-from kbuild_hub.route import Route
 from kbuild_hub.server.routing import match, resolve_target, split_raw_path
 
 JSON_BODY_MAX = 16 << 20
@@ -105,8 +103,8 @@ class HubApp:
         found = match(ROUTES, request.method, segments)
         if found is not None:
             route, params = found.route, found.params
-        elif request.method in ("GET", "HEAD") and (params := resolve_target(segments)) is not None:
-            route = RESOLVE
+        elif request.method in ("GET", "HEAD") and (target := resolve_target(segments)) is not None:
+            route, params = RESOLVE, target
         else:
             raise NotFound(f"no such endpoint: {request.method} {request.url.path}")
         token = request_token(request.headers.get("authorization"))
@@ -156,7 +154,7 @@ class RequestBodyReader(io.RawIOBase):
     waits on the event loop for the next chunk. Over `limit` bytes in all → TooLarge."""
 
     def __init__(self, request: Request, limit: int | None):
-        self._chunks, self._limit = request.stream().__aiter__(), limit
+        self._chunks, self._limit = request.stream(), limit  # an async generator: its own iterator
         self._pending, self._total, self._done = b"", 0, False
 
     def readable(self) -> bool:
@@ -205,7 +203,7 @@ def error_response(e: HubError, method: str, status: int | None = None) -> Respo
     """Non-2xx with `X-Error-Code` / `X-Error-Message` (what huggingface_hub maps to its error
     classes) and a JSON `{"error": …}` body."""
     message = str(e) + (f" (hint: {e.hint})" if e.hint else "")
-    headers = {"X-Error-Message": _header_safe(message), **getattr(e, "headers", {})}
+    headers = {"X-Error-Message": _header_safe(message), **(e.headers or {})}
     if e.error_code:
         headers["X-Error-Code"] = e.error_code
     status = status or e.http_status

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from kbuild_hub.errors import HubError, RefConflict, HubRevisionNotFound, TooLarge
+from kbuild_hub.errors import HubError, HubRevisionNotFound, RefConflict, TooLarge
 from kbuild_hub.server.context import Call, Hub, repo_url
 from kbuild_hub.server.payload import parse_commit
 from kbuild_hub.server.routing import branch_name, check_ref

@@ -11,12 +11,13 @@ full server makes room by closing the oldest connection of the address that hold
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import h11
-import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+import uvicorn  # noqa: TID253 - cost: this module subclasses uvicorn's protocol; serve() alone imports it, deferred
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle  # noqa: TID253 - cost: as uvicorn above
 
 HEADER_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 512
@@ -33,7 +34,7 @@ class Limits:
     # after an early answer (413, an error mid-upload), this much of the unread body is read and
     # dropped, so a client that sends before it reads still gets the answer; then the connection goes
     discard_max: int = 64 << 20
-    keep_alive: float = KEEP_ALIVE_S  # idle between requests
+    keep_alive: int = KEEP_ALIVE_S  # idle between requests (uvicorn's timeout_keep_alive: whole seconds)
     max_connections: int = MAX_CONNECTIONS
     max_per_client: int = MAX_PER_CLIENT
     tick: float = 0.5  # how often the body clock looks
@@ -47,7 +48,7 @@ class Registry:
         self.by_address: dict[str, OrderedDict] = {}
         self.total = 0
 
-    def admit(self, protocol: "GuardedH11", address: str) -> bool:
+    def admit(self, protocol: GuardedH11, address: str) -> bool:
         """Register `protocol`; False (and nothing registered) when its address is at its cap or
         the server is full of connections from addresses that hold no more than it does."""
         mine = self.by_address.get(address)
@@ -64,7 +65,7 @@ class Registry:
         self.total += 1
         return True
 
-    def forget(self, protocol: "GuardedH11", address: str) -> None:
+    def forget(self, protocol: GuardedH11, address: str) -> None:
         held = self.by_address.get(address)
         if held is not None and held.pop(protocol, False) is None:
             self.total -= 1
@@ -74,7 +75,13 @@ class Registry:
 
 class GuardedH11(H11Protocol):
     limits = Limits()
-    registry: Registry | None = None  # one per server: uvicorn_config makes a subclass with its own
+    registry: Registry  # one per server: uvicorn_config makes a subclass with its own
+    _header_timer: asyncio.TimerHandle | None
+    _body_timer: asyncio.TimerHandle | None
+    _send_timer: asyncio.TimerHandle | None
+    _body_bytes: int  # of the request on the body clock, and the seconds that clock ran
+    _body_active: float
+    _discarding: RequestResponseCycle | None  # the request whose unread body is being read and dropped
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)

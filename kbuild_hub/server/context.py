@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from kbuild_hub.blobfiles import BlobFiles
 from kbuild_hub.errors import HubRepoNotFound

@@ -6,8 +6,8 @@ plain-file copies (kbuild_hub/server/sources.py, LocalSource).
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 import anyio.to_thread
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from kbuild_hub.errors import HubError, TooLarge
 from kbuild_hub.gitstore import FileAdd
@@ -118,9 +119,10 @@ class _Base64Sink:
 
     def __init__(self, spill: Path, max_size: int | None, number: int):
         self.spill, self.max_size, self.number = spill, max_size, number
-        self.pending, self.size, self.memory, self.file = b"", 0, bytearray(), None
+        self.pending, self.size, self.memory = b"", 0, bytearray()
+        self.file: BinaryIO | None = None  # the spill, once the content outgrows memory
 
-    def __enter__(self) -> "_Base64Sink":
+    def __enter__(self) -> _Base64Sink:
         return self
 
     def __exit__(self, *exc) -> None:

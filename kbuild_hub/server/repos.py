@@ -5,11 +5,11 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 
 from kbuild_hub.errors import HubError, InvalidRepoId, RefConflict, RepoExists
-from kbuild_hub.upstream.policy import ShadowsUpstream
 from kbuild_hub.server.context import Call, Hub, repo_url
 from kbuild_hub.server.routing import API_TYPES, branch_name, check_ref
 from kbuild_hub.server.sources import MIRROR_HEADER, STALE_HEADER, local_orgs, source
 from kbuild_hub.upstream.client import UpstreamUnavailable
+from kbuild_hub.upstream.policy import ShadowsUpstream
 
 USER = "kbuild"
 
@@ -94,7 +94,7 @@ def _refuse_shadowing(hub: Hub, repo_type: str, repo_id: str) -> None:
 def list_repos(hub: Hub, call: Call) -> JSONResponse:
     author, search = call.query.get("author"), call.query.get("search")
     out = []
-    for repo_type, repo_id in hub.store.list_repos(call.repo_type):
+    for _repo_type, repo_id in hub.store.list_repos(call.repo_type):
         if author and repo_id.split("/")[0] != author or search and search.lower() not in repo_id.lower():
             continue
         out.append({"id": repo_id, "author": repo_id.split("/")[0], "private": not hub.config.public_read})

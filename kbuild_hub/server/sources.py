@@ -5,8 +5,8 @@ routes stay the same whichever answers (docs/upstream.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from kbuild_hub.errors import EntryNotFound, HubRepoNotFound
 from kbuild_hub.server.context import Call, Hub, iso_date
@@ -51,7 +51,8 @@ class LocalSource:
         }, None
 
     def list_tree(self, commit: str, path: str, recursive: bool) -> list[dict]:
-        return [_entry(e) for e in self.store.list_tree(self.repo_type, self.repo_id, commit, path, recursive=recursive)]
+        entries = self.store.list_tree(self.repo_type, self.repo_id, commit, path, recursive=recursive)
+        return [_entry(e) for e in entries]
 
     def paths_info(self, commit: str, asked: list[str]) -> list[dict]:
         return [_entry(e) for e in self.store.files_info(self.repo_type, self.repo_id, commit, asked)]

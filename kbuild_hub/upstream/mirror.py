@@ -13,11 +13,11 @@ again, so a mirror interrupted or rerun continues where it stopped.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 
 from kbuild.repo_layout import folder_variant, metadata_file, variant_folder, variant_of
-
 from kbuild_hub.errors import HubError
 from kbuild_hub.upstream.cache import Snapshot, UpstreamCache, file_size
 from kbuild_hub.upstream.client import UpstreamMissing, UpstreamRefused
@@ -115,7 +115,8 @@ class Mirror:
     def items(self, target: Target, variants: set[str] | None) -> list[Item]:
         """What to fetch at the target: every file, but for a kernel only the named variants'
         folders under build/ (with their signatures under signatures/) when `variants` is given."""
-        snap, files, by_variant = target.snap, [], {}
+        snap, files = target.snap, []
+        by_variant: dict[str, tuple[int, int]] = {}  # a variant's file count and bytes
         for path, entry in sorted(snap.entries.items()):
             if entry.get("type") != "file":
                 continue
@@ -147,8 +148,6 @@ class Mirror:
     def lock_mismatches(self, target: Target, variants: set[str] | None) -> list[str]:
         """The variants a kbuild lock file records whose metadata.json here is not the one it
         locked (sha256), or that the commit lacks: a lock pins content, not only a commit id."""
-        import hashlib
-
         wrong = []
         for variant, expected in target.request.locked:
             if variants is not None and variant not in variants:
@@ -186,6 +185,6 @@ def _default_revision(repo_type: str, listing: dict) -> str:
     branches = [b.get("name", "") for b in listing.get("branches") or [] if isinstance(b, dict)]
     versions = [int(m.group(1)) for name in branches if (m := _VERSION_BRANCH.fullmatch(name))]
     if not versions:
-        raise HubError(f"no version branch (v1, v2, …) to mirror; its branches: {', '.join(sorted(branches)) or 'none'}; "
-                       "name a revision with REPO@REV")
+        named = ", ".join(sorted(branches)) or "none"
+        raise HubError(f"no version branch (v1, v2, …) to mirror; its branches: {named}; name a revision with REPO@REV")
     return f"v{max(versions)}"
