@@ -48,6 +48,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "helpers"))
+from dist_model import model  # noqa: E402
+
+from builder import WORK_DIR, Reporter  # noqa: E402
+from builder.commands import build_options  # noqa: E402
+from builder.commands import parser as kbuild_parser  # noqa: E402
+from builder.compile import run_graph  # noqa: E402
+from builder.plan import plan_kernels  # noqa: E402
+from redis_server import keys, redis_server  # noqa: E402
+from sccache_dist import sccache_dist  # noqa: E402
 
 # flash-attn2's named set: every hdim-128 unit (forward, backward, split-KV; fp16 and bf16; causal
 # or not) and the hdim-64 forward ones. About 5 minutes on 16 vCPUs at one arch (corpus runs 5-6:
@@ -60,13 +69,8 @@ _RESULT = "DIST-COMPILE-RESULT "
 # --- one row, in its own process (pinned and with its own HOME by the driver) -----------------
 
 def _worker(spec: dict) -> dict:
-    from builder import WORK_DIR, Reporter
-    from builder.commands import build_options, parser
-    from builder.compile import run_graph
-    from builder.plan import plan_kernels
-
     argv = ["build", spec["folder"], "--cuda-archs", spec["archs"], "-j", str(spec["jobs"])]
-    options = build_options(parser().parse_args(argv + (["--dist", spec["dist"]] if spec.get("dist") else [])))
+    options = build_options(kbuild_parser().parse_args(argv + (["--dist", spec["dist"]] if spec.get("dist") else [])))
     reporter = Reporter(plain=True, stream=sys.stderr)
     began = time.monotonic()
     plans, _ = plan_kernels(options, reporter, {})
@@ -265,13 +269,11 @@ def main() -> None:
                  f"this run may use {len(cores)}")
     spec = {"archs": args.cuda_archs, "globs": args.units}
     toolchains = os.environ.get("KBUILD_TOOLCHAINS") or str(Path.home() / ".cache" / "kbuild" / "toolchains")
-    from redis_server import keys, redis_server
-    from sccache_dist import sccache_dist
-
     rows: dict = {}
     if args.keep and args.keep.exists() and any(args.keep.iterdir()):
         sys.exit(f"--keep {args.keep}: expected an empty or new folder")
-    with (nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory(prefix="kbuild-dist-compile-")) as tmp:
+    keep = nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory(prefix="kbuild-dist-compile-")
+    with keep as tmp:
         root = Path(tmp).resolve()
         with redis_server(root / "redis") as redis:
             if "local" in args.rows:
@@ -282,7 +284,8 @@ def main() -> None:
                 rows["local"]["redis_entries"] = keys(redis)
             if "half" in args.rows:
                 rows["half"] = _row("half", _copy_kernel(kernel, root / "m2" / kernel.name),
-                                    _env(root / "m2" / "cache", KBUILD_REMOTE_CACHE="off", KBUILD_TOOLCHAINS=toolchains),
+                                    _env(root / "m2" / "cache", KBUILD_REMOTE_CACHE="off",
+                                         KBUILD_TOOLCHAINS=toolchains),
                                     {**spec, "jobs": args.machine_cpus + 2}, machines[0])
             if "dist" in args.rows:
                 with sccache_dist(root / "cluster", servers=2, cpus=machines[:2]) as cluster:
@@ -305,7 +308,6 @@ def main() -> None:
             ratios[f"{top}/{bottom}"] = round(rows[top]["compile_seconds"] / rows[bottom]["compile_seconds"], 3)
     result = {"kernel": kernel.name, "units": args.units, "cuda_archs": args.cuda_archs, "host_cpus": len(cores),
               "machine_cpus": args.machine_cpus, "rows": rows, "ratios": ratios, "objects": _compare(rows)}
-    from dist_model import model
     if "local" in rows:
         result["model"] = model(kernel, rows["local"], rows.get("dist"), len(cores))
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -38,6 +38,10 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # builder/, for release_jobs
+from builder.plan import matrix_variants, select, variant_archs  # noqa: E402
+from builder.project import load_manifest  # noqa: E402
+
 
 def makespan(durations: list[float], slots: int) -> float:
     """Longest-first list scheduling onto `slots` cores (within 4/3 of the best schedule)."""
@@ -49,9 +53,6 @@ def makespan(durations: list[float], slots: int) -> float:
 
 def release_jobs(kernel: Path) -> dict:
     """The kernel's CUDA units and, per CUDA variant of the default matrix, the archs it compiles."""
-    from builder.plan import matrix_variants, select, variant_archs
-    from builder.project import load_manifest
-
     m = load_manifest(kernel / "build.toml")
     units = sorted({s for section in m.kernels_for("cuda") for s in section.src if s.endswith(".cu")})
     variants = {}
@@ -83,7 +84,7 @@ def model(kernel: Path, local: dict, dist: dict | None, cores: int,
                       "compile_seconds": round(compile_s, 1), "client_seconds": round(client_s, 1),
                       "bound": "client" if client_s > compile_s else "compile"}
     base = figures[1]["seconds"]
-    for n, f in figures.items():
+    for f in figures.values():
         f["seconds"] = round(f["seconds"], 1)
         f["ratio"] = round(f["seconds"] / base, 3)
     longest = max(times)
@@ -127,7 +128,8 @@ def _summary(result: dict, figures: dict) -> list[str]:
              f"unit mean {result['mean_unit_seconds']} core-s, longest {result['longest_unit_seconds']} core-s "
              f"({result['measured_units']} measured; wall x {result['unit_cost_scale']})"]
     for n, f in figures.items():
-        extra = "" if n == 1 else f" (bound: {f['bound']}; compile {f['compile_seconds']} s, client {f['client_seconds']} s)"
+        extra = "" if n == 1 else (f" (bound: {f['bound']}; compile {f['compile_seconds']} s, "
+                                   f"client {f['client_seconds']} s)")
         lines.append(f"  {n:3} machine(s) of {result['cores_per_machine']} cores: {f['seconds']:9.1f} s  "
                      f"{f['ratio']:.3f}x of one{extra}")
     eight = figures.get(8)
@@ -171,5 +173,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # builder/, for release_jobs
     sys.exit(main())
