@@ -28,6 +28,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from builder.config import from_environment  # noqa: E402
+from builder.toolchains import ToolchainStore, load_versions_table  # noqa: E402
+from kbuild.variants import COMPILED, parse_variant  # noqa: E402
+
 KBUILD = [sys.executable, "-m", "builder.commands.main"]
 DEFAULT_VARIANTS = (  # every compiled first-party variant of the matrix (rotary is Python only)
     *(f"torch-stable-abi210-{c}-x86_64-linux" for c in ("cpu", "cu130", "cu132")),
@@ -45,7 +49,8 @@ def workspace(dest: Path) -> Path:
 
 
 def build(ws: Path, variants, archs: str, extra=()) -> float:
-    cmd = [*KBUILD, "build", str(ws), "--no-cache", "--cuda-archs", archs, *[a for v in variants for a in ("--variant", v)], *extra]
+    cmd = [*KBUILD, "build", str(ws), "--no-cache", "--cuda-archs", archs,
+           *[a for v in variants for a in ("--variant", v)], *extra]
     start = time.monotonic()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     print(done.stdout + done.stderr, file=sys.stderr)
@@ -77,10 +82,6 @@ def cpu_tests(ws: Path, names) -> dict[str, str]:
 
 
 def _python_for(variant: str) -> list[str]:
-    from builder.config import from_environment
-    from builder.toolchains import ToolchainStore, load_versions_table
-    from kbuild.variants import COMPILED, parse_variant
-
     parsed = parse_variant(variant)
     release = parsed.torch  # (2, 13); a stable-ABI variant loads in this environment's torch
     import torch
@@ -114,14 +115,17 @@ def main() -> int:
         before, after = floors(host), floors(old)
         tests = cpu_tests(old, after)
     rows = []
-    print("| variant | host build (glibc 2.36, gcc 12) | `--manylinux 2_28` (sysroot) | its tests here, manylinux build |")
+    print("| variant | host build (glibc 2.36, gcc 12) | `--manylinux 2_28` (sysroot) "
+          "| its tests here, manylinux build |")
     print("|---|---|---|---|")
     for name in sorted(set(before) | set(after)):
         rows.append({"variant": name, "before": before.get(name), "after": after.get(name), "tests": tests.get(name)})
-        print(f"| {name} | {describe(before.get(name))} | {describe(after.get(name))} | {tests.get(name, 'CUDA: no GPU here')} |")
+        print(f"| {name} | {describe(before.get(name))} | {describe(after.get(name))} "
+              f"| {tests.get(name, 'CUDA: no GPU here')} |")
     print(f"\nbuild wall time: host {host_s:.1f} s, manylinux {old_s:.1f} s (--cuda-archs {args.cuda_archs})")
-    args.out.write_text(json.dumps({"variants": rows, "host_build_s": round(host_s, 1),
-                                    "manylinux_build_s": round(old_s, 1), "cuda_archs": args.cuda_archs}, indent=2) + "\n")
+    doc = {"variants": rows, "host_build_s": round(host_s, 1), "manylinux_build_s": round(old_s, 1),
+           "cuda_archs": args.cuda_archs}
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
     return 0 if after and all(r["after"] for r in rows) else 1
 
 
