@@ -19,6 +19,7 @@ fails when the table in RESULTS.md differs from what the JSON says (tests/unit/t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -58,7 +59,8 @@ def peer_rows(docs: list[dict]) -> list[str]:
     """One line per (workload, dtype, shape): kbuild's median and each peer's with kbuild's speed-up
     over it, the best peer, and the bandwidth kbuild reached as a share of the measured copy."""
     present = [p for p in PEERS if any(r["peers"][p]["us"] is not None for d in docs for r in d["rows"])]
-    out = ["| workload | dtype | tokens x hidden | kbuild us | " + " | ".join(f"{p} us (kbuild's speed-up)" for p in present)
+    out = ["| workload | dtype | tokens x hidden | kbuild us | "
+           + " | ".join(f"{p} us (kbuild's speed-up)" for p in present)
            + " | vs best peer | % of copy | check |",
            "|---|---|---|---|" + "---|" * len(present) + "---|---|---|"]
     for doc in docs:
@@ -100,23 +102,25 @@ def front_rows(doc: dict) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:
         vs = r.get("vs_direct")
-        ratio = lambda key: f" ({vs[key]:.2f}x)" if vs else ""  # noqa: E731
+        ratio = lambda key, vs=vs: f" ({vs[key]:.2f}x)" if vs else ""  # noqa: E731
         mine, up = r["serving_rss_mb"], r["upstream_rss_mb"]
         upstream = f"{up['peak_own']:.1f}; {up['peak']:.1f}" if vs else "(the serving hub)"
         first = r["first_byte_s"]
         out.append(f"| {r['run']} | {r['seconds']:.2f} s{ratio('seconds')} | "
                    f"{r['per_client_mb_s']['median']:.2f}{ratio('per_client_mb_s')} | "
                    f"{first['median']:.2f} s ({first['max']:.2f} s) | "
-                   f"{mine['peak_own']:.1f}{ratio('serving_peak_rss_own')}; {mine['peak']:.1f} | {mine['idle_own']:.1f} | "
+                   f"{mine['peak_own']:.1f}{ratio('serving_peak_rss_own')}; {mine['peak']:.1f} | "
+                   f"{mine['idle_own']:.1f} | "
                    f"{upstream} | {r['upstream_file_gets']} | "
                    f"{r['verified']}/{r['clients']} |")
     for r in doc["rows"]:
         if get := r.get("upstream_get"):
             began = get["ended_after_clients_started_s"] - get["send_s"]
             out.append("")
-            out.append(f"{r['run']}: the upstream sent the file once, in {get['send_s']:.2f} s, from {began:.2f} s to "
-                       f"{get['ended_after_clients_started_s']:.2f} s after the first client's request; the first "
-                       f"client byte reached its client at {get['first_client_byte_after_clients_started_s']:.2f} s, and "
+            out.append(f"{r['run']}: the upstream sent the file once, in {get['send_s']:.2f} s, "
+                       f"from {began:.2f} s to {get['ended_after_clients_started_s']:.2f} s after the first "
+                       f"client's request; the first client byte reached its client at "
+                       f"{get['first_client_byte_after_clients_started_s']:.2f} s, and "
                        f"{get['clients_with_first_byte_before_it_ended']} of {r['clients']} clients had their first "
                        f"byte before the upstream had sent its last.")
     return out
@@ -200,8 +204,6 @@ def dist_rows(doc: dict) -> list[str]:
 
 def truth_rows(found: list[dict]) -> list[str]:
     """bench/gpu/kbuild_test_truth.py's rows, in the table that script writes."""
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("kbuild_test_truth",
                                                   Path(__file__).resolve().parent / "gpu" / "kbuild_test_truth.py")
     module = importlib.util.module_from_spec(spec)
@@ -242,7 +244,7 @@ def kind_of(path: Path) -> tuple[str, dict]:
 
 
 def table(paths: list[Path], before: Path | None = None) -> str:
-    kinds, docs = zip(*(kind_of(p) for p in paths))
+    kinds, docs = zip(*(kind_of(p) for p in paths), strict=True)
     if before is not None:
         earlier = kind_of(before)
         if len(docs) != 1 or kinds[0] != "peers" or earlier[0] != "peers":
@@ -277,8 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         print(made)
         return 0
     if made not in args.check.read_text():
-        print(f"{args.check}: its table of {', '.join(map(str, args.json))} is not what the JSON says; expected:\n{made}",
-              file=sys.stderr)
+        print(f"{args.check}: its table of {', '.join(map(str, args.json))} is not what the JSON says; "
+              f"expected:\n{made}", file=sys.stderr)
         return 1
     return 0
 
