@@ -37,6 +37,8 @@ from pathlib import Path
 
 from hub_load import REPO, PeakSampler, download, free_port, make_file, run_clients, wait_until_up
 
+from kbuild_hub.gitstore import FileAdd, GitStore
+
 REPO_ID, FILE = "org/load", "data.bin"
 _LOGGED = re.compile(r"^(?P<method>[A-Z]+) (?P<path>\S+) (?P<status>\d+) (?P<ms>[\d.]+)ms$")
 
@@ -142,8 +144,6 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4, help="client processes the clients are spread over")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    from kbuild_hub.gitstore import FileAdd, GitStore
-
     size, load = args.size_mb << 20, os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kbuild-hub-front-load-") as tmp:
         tmp = Path(tmp)

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.client
 import json
 import multiprocessing
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +29,7 @@ from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
+from kbuild_hub.gitstore import FileAdd, GitStore  # noqa: E402
 
 STATIC = """
 import sys, uvicorn
@@ -53,8 +56,6 @@ def make_file(path: Path, size: int) -> str:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -113,8 +114,6 @@ class PeakSampler:
 def download(url: str) -> tuple[int, str, float, float, float]:
     """(status, sha256 of the body, start, end, time its first body byte arrived) of one GET, read
     1 MB at a time (times from time.time(), comparable across processes of this machine)."""
-    import http.client
-
     started = time.time()
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
@@ -149,8 +148,6 @@ def run_clients(url: str, clients: int, processes: int) -> tuple[float, list[tup
 
 
 def wait_until_up(url: str, child: subprocess.Popen) -> None:
-    import http.client
-
     parts = urlsplit(url)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -174,9 +171,9 @@ def measure(name: str, command: list[str], url: str, args, sha: str, size: int) 
         with PeakSampler(child.pid) as rss:
             seconds, results = run_clients(url, args.clients, args.processes)
         ok = sum(status == 200 and got == sha for status, got, *_ in results)
-        row = {"server": name, "clients": args.clients, "file_bytes": size, "verified": ok, "seconds": round(seconds, 2),
-               "throughput_mb_s": round(ok * size / seconds / 1e6, 1), "idle_rss_mb": round(rss.idle / 1e6, 1),
-               "peak_rss_mb": round(rss.peak / 1e6, 1)}
+        row = {"server": name, "clients": args.clients, "file_bytes": size, "verified": ok,
+               "seconds": round(seconds, 2), "throughput_mb_s": round(ok * size / seconds / 1e6, 1),
+               "idle_rss_mb": round(rss.idle / 1e6, 1), "peak_rss_mb": round(rss.peak / 1e6, 1)}
         print(json.dumps(row), flush=True)
         return row
     finally:
@@ -191,8 +188,6 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4, help="client processes the clients are spread over")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    from kbuild_hub.gitstore import FileAdd, GitStore
-
     size = args.size_mb << 20
     with tempfile.TemporaryDirectory(prefix="kbuild-hub-load-") as tmp:
         tmp = Path(tmp)
