@@ -25,6 +25,7 @@ import argparse
 import http.client
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,8 @@ sys.path[:0] = [str(REPO)]
 from kbuild_hub.gitstore import FileAdd, GitStore  # noqa: E402
 
 TARGET_MS = 50.0
-VARIANTS = ("torch-stable-abi210-cu130-x86_64-linux", "torch214-cxx11-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux")
+VARIANTS = ("torch-stable-abi210-cu130-x86_64-linux", "torch214-cxx11-cpu-x86_64-linux",
+            "torch213-cxx11-cpu-x86_64-linux")
 CARD = "# {name}\n\nA kernel of the page benchmark.\n\n```python\nget_kernel(\"{repo}@v1\")\n```\n"
 
 
@@ -71,8 +73,8 @@ def make_hub(root: Path, repos: int, versions: int) -> list[str]:
         repo_id = f"org{r % 10}/kernel{r:03d}"
         name = f"kernel{r:03d}"
         store.create_repo("kernel", repo_id)
-        main = store.commit("kernel", repo_id, "main", add=[FileAdd("README.md", CARD.format(name=name, repo=repo_id).encode())],
-                            message="card", parent=None)
+        card = FileAdd("README.md", CARD.format(name=name, repo=repo_id).encode())
+        main = store.commit("kernel", repo_id, "main", add=[card], message="card", parent=None)
         for v in range(1, versions + 1):
             adds = [f for variant in VARIANTS for f in variant_files(name, variant, r * 100 + v)]
             if v % 2:
@@ -140,8 +142,6 @@ def main() -> None:
         token = Path(tmp) / "token"
         token.write_text("kb_bench_token\n")
         token.chmod(0o600)
-        import socket
-
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -161,9 +161,12 @@ def main() -> None:
                 (f"kernel /{repo}", [f"/{repo}"], f"refs + {len(versions)} build/ trees",
                  [f"{api}/refs"] + [f"{api}/tree/{v}/build?recursive=true" for v in versions]),
                 ("variant page", [f"/{repo}/tree/{newest}/{variant}"], "its tree + metadata.json",
-                 [f"{api}/tree/{newest}/build/{variant}", f"/kernels/{repo}/resolve/{newest}/build/{variant}/metadata.json"]),
-                ("fit page", [f"/{repo}/fit?version={newest}&torch=2.14&cuda=13.0&arch=9.0"], "its tree + metadata.json",
-                 [f"{api}/tree/{newest}/build?recursive=true", f"/kernels/{repo}/resolve/{newest}/build/{variant}/metadata.json"]),
+                 [f"{api}/tree/{newest}/build/{variant}",
+                  f"/kernels/{repo}/resolve/{newest}/build/{variant}/metadata.json"]),
+                ("fit page", [f"/{repo}/fit?version={newest}&torch=2.14&cuda=13.0&arch=9.0"],
+                 "its tree + metadata.json",
+                 [f"{api}/tree/{newest}/build?recursive=true",
+                  f"/kernels/{repo}/resolve/{newest}/build/{variant}/metadata.json"]),
             ]
             rows = []
             for page, page_paths, baseline, api_paths in pairs:
@@ -176,7 +179,8 @@ def main() -> None:
             child.terminate()
             child.wait(10)
 
-    print(f"\n{'page':<28} {'cold':>9} {'median':>9} {'p95':>9} | {'JSON API of the same data':<28} {'median':>9}  page/API")
+    print(f"\n{'page':<28} {'cold':>9} {'median':>9} {'p95':>9} | "
+          f"{'JSON API of the same data':<28} {'median':>9}  page/API")
     for r in rows:
         p, a = r["page_timing"], r["api_timing"]
         print(f"{r['page'][:28]:<28} {p['cold_ms']:>7.1f}ms {p['median_ms']:>7.1f}ms {p['p95_ms']:>7.1f}ms | "
