@@ -117,7 +117,7 @@ def start_server(work: Path, trusted: str = ORG):
             break
         except OSError:
             if time.time() > deadline or server.poll() is not None:
-                raise RuntimeError(f"kbuild hub serve did not start:\n{log.read_text()}")
+                raise RuntimeError(f"kbuild hub serve did not start:\n{log.read_text()}") from None
             time.sleep(0.1)
     return server, url, log
 
@@ -146,8 +146,8 @@ def publish_kernel(work: Path, url: str, size_mb: int) -> str:
     token = (work / "hub" / ".token").read_text().split()[0]
     env = {**os.environ, "HF_TOKEN": token, "KBUILD_CACHE": str(work / "build-cache")}
     for cmd in (["build", str(src)], ["publish", str(src), "--hub", url, "--json"]):
-        done = subprocess.run([sys.executable, "-m", "builder.commands.main", *cmd], cwd=ROOT, env=env, capture_output=True,
-                              text=True)
+        done = subprocess.run([sys.executable, "-m", "builder.commands.main", *cmd], cwd=ROOT, env=env,
+                              capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"kbuild {cmd[0]} failed:\n{done.stdout}\n{done.stderr}")
     return json.loads(done.stdout[done.stdout.index("{"):])["commit"]
@@ -166,7 +166,8 @@ def measure(loader: str, env: dict, work: Path, log: Path, sha: str, args) -> di
     mod = "kbuild" if loader == "kbuild" else "kernels"
     imports = [run_python(IMPORT.format(mod=mod), env).split() for _ in range(args.runs)]
     row = {"import_ms": ms(statistics.median(float(i[0]) for i in imports)),
-           "import_get_ms": ms(statistics.median(float(i[1]) for i in imports)), "import_torch": imports[0][2] == "True"}
+           "import_get_ms": ms(statistics.median(float(i[1]) for i in imports)),
+           "import_torch": imports[0][2] == "True"}
     cold = []
     for _ in range(args.runs):
         for cache in ("kbuild-cache", "hf-home"):
@@ -219,9 +220,9 @@ def ms(seconds: float) -> float:
 # -- the table -------------------------------------------------------------------------------------
 
 def render(rows: dict, args, sha: str) -> str:
+    import huggingface_hub
     import torch
 
-    import huggingface_hub
     import kernels
 
     k, h = rows["kbuild"], rows["kernels"]
