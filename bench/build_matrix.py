@@ -38,8 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -372,7 +373,7 @@ def report(r: dict) -> None:
     header = ("figure", "kbuild", "baseline", "ratio", "target")
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(5)]
     for row in [header, tuple("-" * n for n in widths), *rows]:
-        say("  ".join(str(c).ljust(n) for c, n in zip(row, widths)).rstrip())
+        say("  ".join(str(c).ljust(n) for c, n in zip(row, widths, strict=True)).rstrip())
 
 
 if __name__ == "__main__":

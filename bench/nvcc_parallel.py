@@ -43,7 +43,8 @@ from builder.plan import plan_kernels  # noqa: E402
 
 _BASELINE = r"""
 import json, sys, time, torch.utils.cpp_extension as ce
-name, src, build, flags, includes = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5])
+name, src, build = sys.argv[1:4]
+flags, includes = json.loads(sys.argv[4]), json.loads(sys.argv[5])
 start = time.monotonic()
 try:
     ce.load(name, [src], extra_cuda_cflags=flags, extra_include_paths=includes, build_directory=build, verbose=False)
@@ -111,7 +112,7 @@ def _rows_json(rows: list[dict], baselines: list[dict], cores: int) -> list[dict
     """What is known now: each unit's kbuild figure (once measured) and its baseline's, finished
     (`ratio`) or still running (`ratio_at_most`)."""
     out = []
-    for row, base in zip(rows, baselines):
+    for row, base in zip(rows, baselines, strict=True):
         entry = {k: v for k, v in row.items() if k != "unit"}
         if base.get("seconds") is not None:
             entry["baseline"] = {"seconds": base["seconds"], "error": base.get("error", "")}
@@ -145,7 +146,8 @@ def main() -> None:
     parser.add_argument("units", nargs="+", metavar="KERNEL_DIR:UNIT")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "nvcc_parallel_results.json")
     parser.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
-                        help="stop waiting for baselines after this many seconds; report bounds for those still running")
+                        help="stop waiting for baselines after this many seconds; "
+                             "report bounds for those still running")
     parser.add_argument("--baseline-steps", action="store_true",
                         help="record the baselines' nvcc phases as they finish (nvcc --time): a baseline cut "
                              "short then shows which archs it got through")

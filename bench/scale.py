@@ -119,7 +119,8 @@ def main() -> None:
             rows[name]["ratio_to_one"] = round(rows[name]["seconds"] / rows["one"]["seconds"], 3)
         result = {"kernels": args.kernels, "matrix": matrix, "jobs": args.jobs, "cores": os.cpu_count(),
                   "cores_per_machine": k, "machines": machine,
-                  "torch_cuda_arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"), **rows}  # narrows what kbuild compiles
+                  # TORCH_CUDA_ARCH_LIST narrows what kbuild compiles
+                  "torch_cuda_arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"), **rows}
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 
     with tempfile.TemporaryDirectory(prefix="kbuild-scale-") as tmp:
