@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-import torch
+import torch  # noqa: TID253 - its lib/ folder is where the library's torch symbols resolve
 
 from builder.stage import load_errors, unresolved_symbols
 from builder.toolchains import for_os

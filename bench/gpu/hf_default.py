@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import sys
 import time
+import traceback
+from importlib.metadata import version
 
-import torch
+import torch  # noqa: TID253 - runs on the GPU image: torch is what it measures
 
 DTYPE = torch.float32  # gradients compared in fp32: a difference is the kernel's, not rounding
 IDS_SHAPE = (2, 256)
@@ -76,8 +78,9 @@ def steps(model, ids, n=3) -> tuple[list[float], dict[str, torch.Tensor]]:
 
 def layer_checks() -> dict:
     """Each kernels-community layer transformers binds, against transformers' own code, forward and backward."""
-    from kernels import get_kernel
     from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
+
+    from kernels import get_kernel
 
     out = {}
     torch.manual_seed(2)
@@ -93,7 +96,8 @@ def layer_checks() -> dict:
         gx_ref, gw_ref = torch.autograd.grad(ref, (x, norm.weight), dy)
         got = liger.layers.LigerRMSNorm.forward(norm, x)
         gx, gw = torch.autograd.grad(got, (x, norm.weight), dy)
-        out[f"liger_rmsnorm_{str(dtype)[6:]}"] = {"out": rel(got, ref), "grad_x": rel(gx, gx_ref), "grad_w": rel(gw, gw_ref)}
+        out[f"liger_rmsnorm_{str(dtype)[6:]}"] = {"out": rel(got, ref), "grad_x": rel(gx, gx_ref),
+                                                  "grad_w": rel(gw, gw_ref)}
     # kernels-community rotary's apply_rotary_transformers (the layer transformers binds for rotary_pos_emb)
     rotary = get_kernel("kernels-community/rotary", version=2)
     b, h, kvh, s, d = 2, 16, 4, 256, 64
@@ -127,15 +131,12 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def train(folder: str, out_path: str) -> dict:
     """Each part writes what it found to `out_path` as it ends; a part that fails records its error
     and the next still runs."""
-    from importlib.metadata import version
-
     report = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
               "versions": {d: version(d) for d in ("transformers", "kernels", "huggingface_hub")}}
     for name, part in (("default", default_kernelization), ("seed1", seed1), ("layers", lambda _: layer_checks())):
         try:
             report[name] = part(folder)
         except Exception as e:  # noqa: BLE001 - recorded, and the next part runs
-            import traceback
             report[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
         with open(out_path, "w") as f:
             json.dump(report, f, indent=2)

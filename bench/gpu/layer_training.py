@@ -14,12 +14,19 @@ import json
 import sys
 import time
 
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-from transformers.models.llama.modeling_llama import LlamaRMSNorm
+import torch  # noqa: TID253 - a training step on the GPU image: torch is what it runs
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: TID253 - as torch
+from transformers.models.llama.modeling_llama import LlamaRMSNorm  # noqa: TID253 - as torch
 
-from kbuild import (CUDAProperties, Device, LayerRepository, Mode, kernelize, register_kernel_mapping,
-                    replace_kernel_forward_from_hub)
+from kbuild import (
+    CUDAProperties,
+    Device,
+    LayerRepository,
+    Mode,
+    kernelize,
+    register_kernel_mapping,
+    replace_kernel_forward_from_hub,
+)
 
 if getattr(LlamaRMSNorm, "kernel_layer_name", None) is None:  # transformers marks it only when `kernels` is there
     replace_kernel_forward_from_hub(LlamaRMSNorm, "RMSNorm")
@@ -58,12 +65,13 @@ norms = [m for m in patched.modules() if isinstance(m, LlamaRMSNorm)]
 bound = sorted({m.forward.__func__.__module__ + "." + m.forward.__func__.__qualname__ for m in norms})
 
 ids = torch.randint(0, config.vocab_size, (4, 1024 if GPU else 64), device=device)
-result = {"dtype": str(dtype).removeprefix("torch."), "gpu": torch.cuda.get_device_name() if GPU else None, "capability": here, "torch": torch.__version__,
-          "norms": len(norms), "bound": bound, "kernelize_s": round(kernelize_s, 3), "steps": []}
+result = {"dtype": str(dtype).removeprefix("torch."), "gpu": torch.cuda.get_device_name() if GPU else None,
+          "capability": here, "torch": torch.__version__, "norms": len(norms), "bound": bound,
+          "kernelize_s": round(kernelize_s, 3), "steps": []}
 optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-4) for m in (reference, patched)]
 for step in range(3):
     losses, grads = [], []
-    for model, optimizer in zip((reference, patched), optimizers):
+    for model, optimizer in zip((reference, patched), optimizers, strict=True):
         optimizer.zero_grad(set_to_none=True)
         if step == 0 and model is patched:
             activities = [torch.profiler.ProfilerActivity.CPU] + [torch.profiler.ProfilerActivity.CUDA] * GPU

@@ -53,9 +53,11 @@ import os
 import statistics
 import time
 
-import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
-from transformers.models.qwen3 import modeling_qwen3
+import torch  # noqa: TID253 - a training step on the GPU image: torch is what it runs
+from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: TID253 - as torch
+from transformers.models.qwen3 import modeling_qwen3  # noqa: TID253 - as torch
+
+import kbuild  # its names load on first use: the layer API only when a kbuild configuration runs
 
 GPU = torch.cuda.is_available()
 DEVICE, DTYPE = ("cuda", torch.bfloat16) if GPU else ("cpu", torch.float32)
@@ -125,7 +127,6 @@ def mark_qwen3_for_kbuild() -> None:
     it), marked with kbuild's decorators: Qwen3RMSNorm, the function apply_rotary_pos_emb, and
     Qwen3Attention carrying it. Before the model is built (use_kernelized_func acts in __init__);
     restored_qwen3_module undoes it."""
-    import kbuild
     if getattr(modeling_qwen3.Qwen3RMSNorm, "kernel_layer_name", None) is None:
         kbuild.replace_kernel_forward_from_hub(modeling_qwen3.Qwen3RMSNorm, "RMSNorm")
     if getattr(modeling_qwen3.apply_rotary_pos_emb, "kernel_layer_name", None) is None:
@@ -136,16 +137,13 @@ def mark_qwen3_for_kbuild() -> None:
 
 
 def kernelize_through_kbuild(model, args) -> None:
-    import kbuild
-    from kbuild import LocalLayerRepository, Mode
-
     def source(local: str | None, repo: str, layer: str):
-        return {DEVICE: LocalLayerRepository(local, layer_name=layer)} if local else f"{repo}@v1:{layer}"
+        return {DEVICE: kbuild.LocalLayerRepository(local, layer_name=layer)} if local else f"{repo}@v1:{layer}"
     mapping = {"RMSNorm": source(args.local_rmsnorm, RMSNORM_REPO, "RMSNorm")}
     if GPU:  # kbuild/rotary is Triton: a torch-cuda variant only
         mapping["rotary_pos_emb"] = source(args.local_rotary, ROTARY_REPO, "RotaryPosEmb")
     # the default fallback: other names transformers marks (e.g. SiLU) keep their own forward
-    kbuild.kernelize(model, mapping, mode=Mode.TRAINING, device=DEVICE)
+    kbuild.kernelize(model, mapping, mode=kbuild.Mode.TRAINING, device=DEVICE)
 
 
 def bound_rotary_forwards(model) -> list[str]:
@@ -157,7 +155,8 @@ def bound_rotary_forwards(model) -> list[str]:
 
 def bound_norm_forwards(model) -> list[str]:
     norms = [m for m in model.modules() if isinstance(m, modeling_qwen3.Qwen3RMSNorm)]
-    return sorted({f"{f.__module__}.{f.__qualname__}" for f in (getattr(m.forward, "__func__", m.forward) for m in norms)})
+    forwards = (getattr(m.forward, "__func__", m.forward) for m in norms)
+    return sorted({f"{f.__module__}.{f.__qualname__}" for f in forwards})
 
 
 def kbuild_path(args) -> str:
@@ -182,11 +181,14 @@ def apply_kbuild(model, args) -> dict:
     rotary_left = GPU and (not rotary or any("RotaryPosEmb" not in f for f in rotary))
     if any("Qwen3RMSNorm" in f for f in norms) or rotary_left:
         raise RuntimeError(f"kernelize left a layer of Qwen3's own: norms {norms}, rotary {rotary}")
-    cpu_only = {} if GPU else {"rotary_pos_emb": "kbuild/rotary is Triton, built as torch-cuda only: no variant for cpu"}
+    cpu_only = {} if GPU else {
+        "rotary_pos_emb": "kbuild/rotary is Triton, built as torch-cuda only: no variant for cpu"}
     return {"path": path, "kernelize_s": round(time.perf_counter() - t0, 3),
             "mapped": ["RMSNorm", "rotary_pos_emb"] if GPU else ["RMSNorm"],
             "transformers_hub_names": marked, "norm_forwards": norms, "rotary_forwards": rotary,
-            "not_mapped": {**cpu_only, "SiLU": "marked (the MLP's act_fn); kbuild/activation has SiluAndMul on [.., 2d], not an elementwise SiLU",
+            "not_mapped": {**cpu_only,
+                           "SiLU": "marked (the MLP's act_fn); kbuild/activation has SiluAndMul on [.., 2d], "
+                                   "not an elementwise SiLU",
                            "Qwen3MLP / SwiGLU": "not marked for the hub by transformers 5.17",
                            "lm_head + loss": "not marked for Qwen3; kbuild has no fused linear cross-entropy"}}
 
@@ -195,7 +197,7 @@ def liger_qwen3():
     if not GPU:
         raise Absent("no GPU: Liger-Kernel's kernels are Triton, CUDA only")
     try:
-        from liger_kernel.transformers import apply_liger_kernel_to_qwen3
+        from liger_kernel.transformers import apply_liger_kernel_to_qwen3  # noqa: PLC0415 - optional package
     except Exception as error:  # noqa: BLE001 - any import failure is the reason it is absent
         raise Absent(f"liger_kernel not importable: {type(error).__name__}: {error}") from None
     return apply_liger_kernel_to_qwen3
@@ -209,7 +211,8 @@ def apply_liger_same(model, args) -> dict:
 
 def apply_liger_default(model, args) -> dict:
     liger_qwen3()(model=model)
-    return {"mapped": ["RMSNorm", "rotary_pos_emb", "SwiGLU MLP", "fused linear cross-entropy"], "liger_flags": "defaults"}
+    return {"mapped": ["RMSNorm", "rotary_pos_emb", "SwiGLU MLP", "fused linear cross-entropy"],
+            "liger_flags": "defaults"}
 
 
 CONFIGS = {"eager": apply_eager, "kbuild": apply_kbuild, "liger_same": apply_liger_same,
@@ -308,7 +311,8 @@ class SavedActivations:
 
     def report(self) -> dict:
         ranked = lambda d: dict(sorted(d.items(), key=lambda kv: -kv[1]))  # noqa: E731
-        return {"total": sum(self.by_group.values()), "by_group": ranked(self.by_group), "by_class": ranked(self.by_class)}
+        return {"total": sum(self.by_group.values()), "by_group": ranked(self.by_group),
+                "by_class": ranked(self.by_class)}
 
 
 class Peaks:
