@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from builder.backends.base import Backend, ToolkitRelease, in_range
+from builder.backends.base import Backend, CompileRule, ToolkitRelease, in_range
 
 # The compiled backends, one line each: (the module, the Backend it defines), in the order kbuild names them.
 _TABLE = (
@@ -17,8 +17,10 @@ _TABLE = (
 )
 BACKENDS: dict[str, Backend] = {b.name: b for b in (getattr(import_module(m), name) for m, name in _TABLE)}
 COMPILED_BACKENDS = tuple(BACKENDS)
-# a source suffix -> (its compile rule, the backend that owns it), beyond the host C++ compiler's
-DEVICE_SOURCES = {suffix: (tool, b) for b in BACKENDS.values() for suffix, tool in b.source_tools.items()}
+# a source suffix -> (its compile rule's name, the backend that owns it), beyond the host C++ compiler's
+DEVICE_SOURCES = {suffix: (rule.tool, b) for b in BACKENDS.values() for suffix, rule in b.source_tools.items()}
+# each backend's compile rules by name, in the table's order (builder/compile/ninja_file.py writes them)
+COMPILE_RULES = {rule.tool: rule for b in BACKENDS.values() for rule in b.source_tools.values()}
 
 
 def compiled(name: str) -> Backend | None:
@@ -31,5 +33,5 @@ def not_compiled(name: str) -> str:
     return f"{name} kernels cannot be compiled on this machine (kbuild compiles {' and '.join(COMPILED_BACKENDS)})"
 
 
-__all__ = ["BACKENDS", "COMPILED_BACKENDS", "DEVICE_SOURCES", "Backend", "ToolkitRelease", "compiled", "in_range",
-           "not_compiled"]
+__all__ = ["BACKENDS", "COMPILED_BACKENDS", "COMPILE_RULES", "DEVICE_SOURCES", "Backend", "CompileRule",
+           "ToolkitRelease", "compiled", "in_range", "not_compiled"]

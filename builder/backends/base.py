@@ -14,9 +14,42 @@ returned.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 Version = tuple[int, int]
+
+# how gcc (and a compiler that speaks like it) writes a unit's header dependencies for ninja
+GCC_DEPFILE = "-MMD -MF $out.d"
+
+
+@dataclass(frozen=True)
+class CompileRule:
+    """One compile rule of the ninja graph (builder/compile/ninja_file.py writes it): the host C++
+    compiler's, or a backend's for its own sources (`Backend.source_tools`). Its command runs the
+    compiler (the variable `$<tool>`) behind the compile cache's launcher with the unit's flags, the
+    prefix maps that keep the project's folder out of the object (handed to the host compiler as
+    `host_option` says) and the flags a unit gets from its own path, and writes $out.d as gcc does."""
+
+    tool: str  # the rule's name, and the ninja variable naming its compiler: "nvcc"
+    label: str  # how its steps' status lines begin: "NVCC"
+    depfile: str = GCC_DEPFILE  # the options that make the compiler write $out.d
+    host_option: str = ""  # what hands one option on to the host compiler ("-Xcompiler"); "": none needed
+    # the flags a unit gets from its path: (source, the folder whose .kbuild/ holds the graph, whether
+    # its compiler takes a seed) -> flags; None: the rule has none
+    source_flags: Callable[[Path, Path | None, bool], list[str]] | None = None
+
+    def command(self) -> str:
+        source = f" ${self.tool}_source" if self.source_flags else ""
+        return (f"$launcher ${self.tool} {self.depfile} $flags ${self.tool}_reproducible $header_maps{source} "
+                "-c $in -o $out")
+
+    def host(self, options: Iterable[str]) -> list[str]:
+        """Options of the host compiler, as this rule's compiler passes them on."""
+        if not self.host_option:
+            return list(options)
+        return [x for option in options for x in (self.host_option, option)]
 
 
 @dataclass(frozen=True)
@@ -65,7 +98,7 @@ class Backend:
     # tells the backend's compiler (CUDA: its nvcc flags, the headers of its nvidia wheels)
     torch_probe: str = ""
     # source suffix -> the compile rule it takes, beyond the host C++ compiler's
-    source_tools: dict[str, str] = {}
+    source_tools: dict[str, CompileRule] = {}
 
     @property
     def needs_toolkit(self) -> bool:
@@ -119,6 +152,10 @@ class Backend:
     def takes_random_seed(self, compiler: str) -> bool:
         """Whether `compiler` takes a seed that keeps its output reproducible (builder/compile/)."""
         return False
+
+    def cache_wrapper(self, compiler: str) -> str:
+        """The script the compile cache runs in place of one of `cached_compilers` (builder/compile/graph.py)."""
+        raise NotImplementedError(f"{self.name} has no compiler the compile cache wraps")
 
     def rebuild_env(self, record: dict, rows: dict, store, home: str | None, probe_dir) -> dict[str, str]:
         """The environment that gives a rebuild (`kbuild reproduce`) the toolkit a variant's toolchain

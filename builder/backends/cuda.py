@@ -11,6 +11,7 @@ from builder.backends.cuda_arch import default_capabilities, restrict, select
 from builder.backends.cuda_fatbin import SECTION as FATBIN_SECTION, fatbin_entries
 from builder.backends.cuda_toolkit import (cmake_nvcc_flags, find_cuda, nvcc_origin, nvcc_takes_random_seed,
                                           nvcc_version, recorded_nvcc)
+from builder.backends.nvcc_rule import NVCC, nvcc_script
 from kbuild_common.errors import ManifestError, ToolchainError
 
 # torch's COMMON_NVCC_FLAGS minus the defines that disable half/bfloat16 operators, which
@@ -24,7 +25,7 @@ _DROPPED_NVCC_FLAGS = {
 class Cuda(Backend):
     name = "cuda"
     device = "cuda"
-    source_tools = {".cu": "nvcc"}
+    source_tools = {".cu": NVCC}
     toolkit_table = "cuda"
     toolkit_label = "CUDA"
     toolkit_row = {"toolkit": (str, "pip requirement of nvcc, like \"cuda-toolkit[nvcc,cccl]==13.2.*\""),
@@ -75,6 +76,9 @@ if torch.version.cuda:
 
     def takes_random_seed(self, compiler: str) -> bool:
         return nvcc_takes_random_seed(compiler)
+
+    def cache_wrapper(self, compiler: str) -> str:
+        return nvcc_script(compiler)
 
     def rebuild_env(self, record, rows, store, home, probe_dir) -> dict[str, str]:
         # the recorded nvcc build: the system's, else NVIDIA's wheels of its release through the store

@@ -1,6 +1,6 @@
 """One ninja graph for every job of a build: written (with the compile cache's launcher and the
-nvcc wrappers, or sccache's when compiles are distributed), then run with nvcc's threads sized to
-the cores ninja leaves idle.
+wrappers the backends give their compilers, or sccache's when compiles are distributed), then run
+with nvcc's threads sized to the cores ninja leaves idle.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _compile_cache(options: BuildOptions, reporter: Reporter) -> CompileCache | 
 def write_graph(options: BuildOptions, plans: list[ToolchainPlan], cache: CompileCache | None,
                 sccache: str | None = None) -> tuple[Path, ninja_file.Graph]:
     """build.ninja for `plans`; compiles run through ccache (`cache`), or through `sccache` when they
-    are distributed (then nvcc runs as itself: sccache takes it apart into its steps)."""
+    are distributed (then a backend's compiler runs as itself: sccache takes nvcc apart into its steps)."""
     work = options.folder / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
     for j in plans:
@@ -124,7 +124,7 @@ def write_graph(options: BuildOptions, plans: list[ToolchainPlan], cache: Compil
             continue
         # under its own name: ccache recognises a compiler by its name
         wrapper = work / "bin" / c.folder / c.name
-        compile_cache.install_script(wrapper, compile_cache.nvcc_script(c.program))
+        compile_cache.install_script(wrapper, c.wrapper)
         wrappers[c.program] = str(wrapper)
     launcher = work / "bin" / "compile"
     compile_cache.install_script(launcher, dist.launcher_script(sccache) if sccache

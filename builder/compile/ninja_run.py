@@ -100,7 +100,7 @@ def _read(child, reporter, owners: dict[str, tuple[str, ...]]) -> tuple[NinjaOut
         if m := _STATUS.match(line):
             done, total, what = int(m[1]), int(m[2]), m[3]
             outcome.steps_run = done
-            outcome.compiles_run += what.startswith(("CXX", "NVCC"))
+            outcome.compiles_run += not what.startswith("LINK ")  # a step that does not link compiles, any rule
             variants = owners.get(what, ())
             reporter.job_done(done, total, what, variants[0] if variants else None)
             outcome.steps.append((what, variants, ""))

@@ -113,7 +113,7 @@ class Toolchain:
     def cached_compilers(self) -> list[CachedCompiler]:
         """The toolkits' compilers the compile cache wraps (builder/compile/graph.py)."""
         return [CachedCompiler(program, name, f"{backend}-{toolkit.version[0]}.{toolkit.version[1]}",
-                               BACKENDS[backend].takes_random_seed(program))
+                               BACKENDS[backend].takes_random_seed(program), BACKENDS[backend].cache_wrapper(program))
                 for backend, toolkit in self.toolkits.items()
                 for program, name in BACKENDS[backend].cached_compilers(toolkit).items()]
 
@@ -124,6 +124,7 @@ class CachedCompiler:
     name: str  # what ccache recognises it by: "nvcc"
     folder: str  # the toolkit's own folder of wrappers: "cuda-13.0"
     seeded: bool  # it takes a seed that keeps its output reproducible (--frandom-seed)
+    wrapper: str  # the script the compile cache runs in its place, under its name (its backend's)
 
 
 def find_toolchain(options: BuildOptions) -> Toolchain:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from builder.backends.nvcc_rule import nvcc_script
 from builder.commands.main import main
 from builder.compile import compile_cache
 
@@ -27,7 +28,7 @@ def test_nvcc_wrapper_keeps_intermediates_and_threads_outside_the_command_line(t
     fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\nexit 3\n')
     fake.chmod(0o755)
     wrapper = tmp_path / "bin" / "nvcc"
-    compile_cache.install_script(wrapper, compile_cache.nvcc_script(str(fake)))
+    compile_cache.install_script(wrapper, nvcc_script(str(fake)))
     env = {k: v for k, v in os.environ.items() if k != "KBUILD_NVCC_THREADS"} | {"TMPDIR": str(tmp_path)}
     plain = subprocess.run([str(wrapper), "-c", "a b.cu"], env=env, capture_output=True, text=True)
     args = plain.stdout.splitlines()

@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from builder.backends import CompileRule
+from builder.backends.nvcc_rule import NVCC, nvcc_source_flags
 from builder.compile import compile_cache, ninja_file
 from builder.compile.compile_cache import CacheStats, CompileCache
+from builder.plan.steps import plan_build
+from plan_inputs import COMPILED, inputs, write_kernel
 
 # -- pure ---------------------------------------------------------------------------------------
 
@@ -36,7 +40,9 @@ def test_launcher_sets_a_shareable_content_keyed_cache(tmp_path):
 
 def test_rules_run_compilers_through_the_launcher_with_prefix_maps(tmp_path):
     root = tmp_path / "a b"
-    text = re.sub(r" \$\n +", " ", ninja_file.render([], "c++", "/x/nvcc", root=root,
+    m = write_kernel(root, COMPILED.format(backends='["cpu", "cuda"]', cuda_extra="", torch_extra=""))
+    plans = list(plan_build(inputs(m)).variants)  # a .cu unit: the graph has nvcc's rule
+    text = re.sub(r" \$\n +", " ", ninja_file.render(plans, "c++", {"/opt/cuda-13.0/bin/nvcc": "/x/nvcc"}, root=root,
                                                      launcher=str(tmp_path / "bin" / "launch er")).text)
     assert f"launcher = '{tmp_path}/bin/launch er'" in text
     assert f"cxx_reproducible = '-ffile-prefix-map={root}/=../'" in text
@@ -48,7 +54,19 @@ def test_rules_run_compilers_through_the_launcher_with_prefix_maps(tmp_path):
                                          "-I/env/lib/site-packages/torch/include/torch/csrc/api/include"]) == [
         ("/env/lib/site-packages/", "")]
     # nvcc hashes the source's absolute path into anonymous-namespace names: pass a relative one
-    assert ninja_file._nvcc_source_flags(root / "k" / "a.cu", root) == ["-Xcudafe", "--orig_src_path_name=../k/a.cu"]
-    assert ninja_file._nvcc_source_flags(Path("/elsewhere/a.cu"), root) == []
+    assert nvcc_source_flags(root / "k" / "a.cu", root) == ["-Xcudafe", "--orig_src_path_name=../k/a.cu"]
+    assert nvcc_source_flags(Path("/elsewhere/a.cu"), root) == []
     bare = ninja_file.render([], "c++", None).text
     assert "launcher = \n" in bare and "cxx_reproducible = \n" in bare
+
+
+def test_a_rule_is_written_from_what_its_backend_says():
+    # a compiler that speaks gcc's options: its depfile, the prefix maps as they are, no flags from a unit's path
+    gcc_like = CompileRule("xpu", "XPU")
+    assert gcc_like.command() == "$launcher $xpu -MMD -MF $out.d $flags $xpu_reproducible $header_maps -c $in -o $out"
+    assert gcc_like.host(["-ffile-prefix-map=/a/=../"]) == ["-ffile-prefix-map=/a/=../"]
+    # nvcc writes its own depfile, passes each host option through -Xcompiler, and takes flags from a unit's path
+    assert NVCC.command() == ("$launcher $nvcc --generate-dependencies-with-compile --dependency-output $out.d "
+                              "$flags $nvcc_reproducible $header_maps $nvcc_source -c $in -o $out")
+    assert NVCC.host(["-ffile-prefix-map=/a/=../"]) == ["-Xcompiler", "-ffile-prefix-map=/a/=../"]
+    assert "rule nvcc" not in ninja_file.render([], "c++").text  # a backend's rule is written once a unit uses it

@@ -337,7 +337,8 @@ def test_ninja_render(tmp_path):
     m = write_kernel(tmp_path / "my kernel", toml)
     plan = plan_build(inputs(m))
     noarch = VariantPlan(plan.variants[0].variant, "_x_cpu_abc1234", m.root, ("py",))  # not compiled: no edges
-    graph = ninja_file.render([*plan.variants, noarch], cxx="c++", nvcc="/opt/cuda-13.0/bin/nvcc")
+    graph = ninja_file.render([*plan.variants, noarch], cxx="c++",
+                              compilers={"/opt/cuda-13.0/bin/nvcc": "/opt/cuda-13.0/bin/nvcc"})
     text = graph.text
     lines = unwrap(text)
     for rule in ("cxx", "nvcc", "link"):
@@ -371,8 +372,9 @@ def test_nvcc_units_are_seeded_by_their_path_when_nvcc_takes_a_seed(tmp_path):
     cu = [u for v in plan.variants for u in v.units if u.tool == "nvcc"]
     assert cu
     nvcc = cu[0].compiler
-    plain = ninja_file.render(list(plan.variants), cxx="c++", nvcc=nvcc, root=m.root).text
-    seeded = ninja_file.render(list(plan.variants), cxx="c++", nvcc=nvcc, root=m.root, seeded=frozenset({nvcc})).text
+    plain = ninja_file.render(list(plan.variants), cxx="c++", compilers={nvcc: nvcc}, root=m.root).text
+    seeded = ninja_file.render(list(plan.variants), cxx="c++", compilers={nvcc: nvcc}, root=m.root,
+                              seeded=frozenset({nvcc})).text
     assert "-frandom-seed" not in plain
     for u in cu:  # the same relative path nvcc is told to name the source by: no folder in it
         rel = f"../{u.source.relative_to(m.root).as_posix()}"
@@ -383,7 +385,7 @@ def test_nvcc_units_are_seeded_by_their_path_when_nvcc_takes_a_seed(tmp_path):
 
 def test_ninja_render_without_nvcc_has_no_nvcc_rule(kernel):
     plan = plan_build(inputs(kernel(), torch_info(cuda=None)))
-    text = ninja_file.render(list(plan.variants), cxx="/usr/bin/g++", nvcc=None).text
+    text = ninja_file.render(list(plan.variants), cxx="/usr/bin/g++", compilers=None).text
     assert "rule nvcc" not in text and "cxx = /usr/bin/g++" in text
     assert [line for line in unwrap(text) if line.startswith("build ")][-1] == (
         f"build {plan.variants[0].ops_name}-{plan.variants[0].name}: phony {plan.variants[0].library}")
@@ -484,7 +486,7 @@ def test_ninja_render_runs_identical_compiles_once(kernel):
     plans = [v for t in ("2.13.0", "2.14.1") for v in plan_build(inputs(kernel(), torch_info(t))).variants]
     cuda = [v for v in plans if v.variant.backend == "cuda"]
     assert len(cuda) == 2
-    graph = ninja_file.render(plans, cxx="c++", nvcc={"/opt/cuda-13.0/bin/nvcc": "/w/bin/cuda-13.0/nvcc"})
+    graph = ninja_file.render(plans, cxx="c++", compilers={"/opt/cuda-13.0/bin/nvcc": "/w/bin/cuda-13.0/nvcc"})
     text = unwrap(graph.text)
     compiles = [line for line in text if line.startswith("build ") and ": nvcc " in line]
     assert len(compiles) == 1 and str(cuda[0].units[-1].output) in compiles[0]
