@@ -16,14 +16,24 @@ import threading
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
+from typing import NoReturn
 
 from . import choice, fit, hubs
-from .signatures import check as signature
 from .cache import Expect, KernelCache, Unverifiable, no_digest_message
 from .choice import Candidate, format_trace
-from .errors import (HubUnreachable, IntegrityError, InvalidMetadata, KernelNotFound, MissingPin, NoVariantFits,
-                     OfflineMiss, RepoNotFound, RevisionNotFound, SignatureRefused)
+from .errors import (
+    HubUnreachable,
+    IntegrityError,
+    InvalidMetadata,
+    KernelNotFound,
+    MissingPin,
+    NoVariantFits,
+    OfflineMiss,
+    RepoNotFound,
+    RevisionNotFound,
+    SignatureRefused,
+)
 from .gpu_arch import describe_device
 from .kernel_deps import KernelPin, LoadOne
 from .loading import find_variant, load_variant
@@ -31,6 +41,7 @@ from .metadata import VariantMetadata
 from .refs import KernelRef, Refs, parse_request, resolve
 from .repo_layout import metadata_file, variant_folder
 from .settings import Settings, from_environment
+from .signatures import check as signature
 from .trust import check_trust
 from .variants import SystemInfo, detect_system
 
@@ -99,8 +110,7 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
             signature.requirement_check(signers, rule, f"{ref.repo_id} from LOCAL_KERNELS ({folder})")(folder)
         return load_variant(folder, load_dependency=dependency, owner=ref.repo_id)
     session = Session(hub, settings, allow_no_digest, require_signature)
-    endpoint = None if session.reader.local else session.reader.endpoint
-    check_trust(ref.repo_id, endpoint, trust_remote_code, settings)
+    check_trust(ref.repo_id, session.reader.endpoint, trust_remote_code, settings)
     return session.load_best(session.resolve(ref, target), dependency)
 
 
@@ -197,7 +207,7 @@ class Session:
         self.settings = settings
         self.allow_no_digest = allow_no_digest
         self.require_signature = require_signature  # the argument; the settings' rule applies when None
-        self.reader = hub if hasattr(hub, "refs") else hubs.open(hub or settings.hub, settings.token)
+        self.reader = _reader(hub, settings)
         self.cache = KernelCache(settings.kernels_cache)
         self.offline = settings.offline and not self.reader.local
 
@@ -420,9 +430,10 @@ class Session:
     def load_best(self, found: Resolution, dependency: LoadOne | None = None) -> ModuleType:
         key = (self.reader.key, found.ref.repo_id, found.commit, found.chosen)
         # under a signature rule the cached copy is checked again (an import made without the rule proves nothing)
-        module = _LOADED.get(key) if found.chosen and not self.signature_rule(found.ref.repo_id)[0].required else None
-        if module is not None and key in _METADATA and fit.judge(found.best.variant, found.system,
-                                                                 _METADATA[key]).reason is None:
+        best = found.best
+        module = _LOADED.get(key) if best and not self.signature_rule(found.ref.repo_id)[0].required else None
+        if module is not None and best and key in _METADATA and fit.judge(best.variant, found.system,
+                                                                          _METADATA[key]).reason is None:
             return module  # loaded before, and its metadata (read then) fits this system too
         variant, folder = self.install_best(found)
         return self.load(found.ref.repo_id, found.commit, variant, folder=folder, dependency=dependency)
@@ -447,7 +458,7 @@ class Session:
                 _LOADED[key] = module
         return module
 
-    def raise_no_fit(self, found: Resolution):
+    def raise_no_fit(self, found: Resolution) -> NoReturn:
         raise NoVariantFits(no_fit_message(found, self.fitting_versions(found)))
 
     def fitting_versions(self, found: Resolution) -> dict[int, str]:
@@ -469,6 +480,14 @@ class Session:
             if best is not None:
                 fits[version] = best
         return fits
+
+
+def _reader(hub: str | Path | hubs.HubReader | None, settings: Settings) -> hubs.HubReader:
+    """The reader a Session reads through: `hub` itself when it is one, else the one its address
+    (or the settings' hub) names."""
+    if hub is None or isinstance(hub, (str, Path)):
+        return hubs.open(hub or settings.hub, settings.token)
+    return hub
 
 
 def signature_rule(settings: Settings, repo_id: str, require_signature: bool | None):
@@ -517,7 +536,8 @@ def _json(raw: bytes, where: str):
 
 def _warn(message: str) -> None:
     """A warning attributed to the first caller outside kbuild."""
-    frame, level = sys._getframe(1), 2
+    frame: FrameType | None = sys._getframe(1)
+    level = 2
     while frame is not None and frame.f_globals.get("__name__", "").startswith("kbuild."):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, stacklevel=level)

@@ -53,7 +53,7 @@ def lock_kernel(request: str, *, revision: str | None = None, version: int | Non
     session = Session(hub, settings or from_environment())
     # Asked now, not from this process's memory: a lock records what the hub says at lock time.
     commit = ref.revision if ref.is_commit else resolve(ref, session.refs(ref.repo_id), session.reader.describe())
-    variants = {}
+    variants: dict[str, str | None] = {}
     for name in session.variants(ref.repo_id, commit):
         try:
             data = session.reader.read_file(ref.repo_id, commit, metadata_file(name))
@@ -65,7 +65,8 @@ def lock_kernel(request: str, *, revision: str | None = None, version: int | Non
 
 
 def write_lock(path: Path, kernels: list[LockedKernel]) -> None:
-    data = {"kbuild-lock": FORMAT, "kernels": {k.repo_id: k.to_json() for k in sorted(kernels, key=lambda k: k.repo_id)}}
+    by_repo = {k.repo_id: k.to_json() for k in sorted(kernels, key=lambda k: k.repo_id)}
+    data = {"kbuild-lock": FORMAT, "kernels": by_repo}
     Path(path).write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
@@ -78,8 +79,8 @@ def read_lock(path: Path) -> dict[str, LockedKernel]:
     except ValueError as e:
         raise InvalidLockFile(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict) or data.get("kbuild-lock") != FORMAT or not isinstance(data.get("kernels"), dict):
-        raise InvalidLockFile(f"{path}: not a kbuild lock file (expected {{\"kbuild-lock\": {FORMAT}, \"kernels\": {{…}}}}); "
-                         "write one with `kbuild lock`")
+        raise InvalidLockFile(f"{path}: not a kbuild lock file (expected {{\"kbuild-lock\": {FORMAT}, "
+                              "\"kernels\": {…}}); write one with `kbuild lock`")
     locked = {}
     for repo_id, entry in data["kernels"].items():
         try:

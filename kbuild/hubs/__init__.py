@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 from ..errors import HubClientMissing
 from .base import HubAddress, HubReader, RemoteFile, cache_folder_name, parse_hub_address, safe_relpath
@@ -17,18 +18,18 @@ __all__ = ["HubAddress", "HubReader", "RemoteFile", "cache_folder_name", "open",
            "safe_relpath"]
 
 
-def open(hub: str | None, token: str | None = None) -> HubReader:  # noqa: A001 - hubs.open(address)
+def open(hub: str | Path | None, token: str | None = None) -> HubReader:  # noqa: A001 - hubs.open(address)
     """The reader for hub address `hub` (parse_hub_address: a folder, file://, http(s)://, or None
     for the default local hub)."""
     address = parse_hub_address(hub)
     if address.endpoint:
         _require_hub_client(address.endpoint)
-        from .http import HttpHubReader
+        from .http import HttpHubReader  # noqa: PLC0415 - cost: concurrent.futures and logging, for an HTTP hub only
 
         return HttpHubReader(address.endpoint, token)
-    from .local_git import LocalGitHub
+    from .local_git import LocalGitHub  # noqa: PLC0415 - cost: kbuild --help imports kbuild.hubs, not subprocess
 
-    return LocalGitHub(address.local)
+    return LocalGitHub(address.folder)
 
 
 def _require_hub_client(endpoint: str) -> None:

@@ -10,8 +10,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from urllib.parse import unquote, urlparse
 from typing import Protocol
+from urllib.parse import unquote, urlparse
 
 from ..errors import BadHubContent, InvalidRequest
 from ..refs import Refs
@@ -31,6 +31,10 @@ class RemoteFile:
 class HubReader(Protocol):
     key: str  # names this hub's part of the cache (cache_folder_name)
     local: bool  # True when reading makes no network request
+
+    @property
+    def endpoint(self) -> str | None:
+        """An HTTP hub's URL, which the trust check names; None for a local hub."""
 
     def describe(self) -> str: ...
 
@@ -58,13 +62,19 @@ class HubReader(Protocol):
 
 @dataclass(frozen=True)
 class HubAddress:
-    """Where a hub is: a local git hub's folder, or an HTTP endpoint."""
+    """Where a hub is: a local git hub's folder, or an HTTP endpoint (neither: the default local
+    hub, as parse_hub_address(None) says)."""
 
     local: Path | None = None
     endpoint: str | None = None
 
+    @property
+    def folder(self) -> Path:
+        """The local hub's folder (for an address without an endpoint)."""
+        return self.local or DEFAULT_LOCAL_HUB
+
     def __str__(self) -> str:
-        return str(self.local) if self.local else self.endpoint
+        return self.endpoint if self.endpoint else str(self.folder)
 
 
 def parse_hub_address(value: str | Path | None) -> HubAddress:

@@ -13,15 +13,27 @@ import io
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from ..budget import ByteBudget, variant_budget
 from ..digest import is_bytecode
-from ..errors import (BadHubContent, HubAccessDenied, HubRequestFailed, HubUnreachable, KernelNotFound,
-                      OversizedDownload, RepoNotFound, RevisionNotFound)
+from ..errors import (
+    BadHubContent,
+    HubAccessDenied,
+    HubRequestFailed,
+    HubUnreachable,
+    KernelNotFound,
+    OversizedDownload,
+    RepoNotFound,
+    RevisionNotFound,
+)
 from ..refs import Refs
 from ..repo_layout import listed_variants, variant_folder, variant_paths, variant_prefix
 from .base import RemoteFile, cache_folder_name, safe_relpath
 from .identity import is_kbuild_hub, token_hint, unreachable_hint
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 REPO_TYPE = "kernel"
 PARALLEL_DOWNLOADS = 8
@@ -37,7 +49,7 @@ class HttpHubReader:
         self.endpoint = endpoint
         self.token = token
         self.key = cache_folder_name("http", endpoint)
-        self._api = None
+        self._api: HfApi | None = None
         self._trees: dict[tuple[str, str], list] = {}  # (repo, commit) -> its listing, oldest first
         self._trees_lock = threading.Lock()
 
@@ -45,7 +57,7 @@ class HttpHubReader:
         return f"hub {self.endpoint}"
 
     @property
-    def api(self):
+    def api(self) -> HfApi:
         if self._api is None:
             from huggingface_hub import HfApi  # deferred: `import kbuild` stays light
 
@@ -138,7 +150,7 @@ class HttpHubReader:
             raise KernelNotFound(f"{repo_id}@{commit[:12]} has no files under {prefix} on {self.describe()}")
         return files
 
-    def _download(self, repo_id: str, commit: str, path: str, target, size: int | None = None,
+    def _download(self, repo_id: str, commit: str, path: str, target: Path | BinaryIO, size: int | None = None,
                   budget: ByteBudget | None = None) -> None:
         """One GET of the file's resolve URL (huggingface_hub's http_get: retries, resumes, follows
         the Hub's redirects to its storage) into a path or a binary file object; every byte is
@@ -150,15 +162,20 @@ class HttpHubReader:
         url = hf_hub_url(repo_id, path, repo_type=REPO_TYPE, revision=commit, endpoint=self.endpoint)
         headers = build_hf_headers(token=self.token, library_name="kbuild")
         limit = (size if size is not None else READ_LIMIT) + SIZE_SLACK
+        what = f"{self.describe()}: {path} of {repo_id}@{commit[:12]}"
         with _errors(self, repo_id, f"download {path} at {commit[:12]} of"):
             if isinstance(target, Path):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with open(target, "wb") as f:
-                    http_get(url, _Capped(f, limit, f"{self.describe()}: {path} of {repo_id}@{commit[:12]}", budget),
-                             headers=headers, expected_size=size, displayed_filename=path.rsplit("/", 1)[-1])
+                    http_get(url, _capped(f, limit, what, budget), headers=headers, expected_size=size,
+                             displayed_filename=path.rsplit("/", 1)[-1])
             else:
-                http_get(url, _Capped(target, limit, f"{self.describe()}: {path} of {repo_id}@{commit[:12]}"),
-                         headers=headers, expected_size=size)
+                http_get(url, _capped(target, limit, what), headers=headers, expected_size=size)
+
+
+def _capped(f: BinaryIO, limit: int, what: str, budget: ByteBudget | None = None) -> BinaryIO:
+    # a binary file by delegation (_Capped.__getattr__), which a type checker cannot follow
+    return cast(BinaryIO, _Capped(f, limit, what, budget))
 
 
 class _Capped:
@@ -166,7 +183,7 @@ class _Capped:
     at 110 bytes and streams gigabytes fills no disk (the download stops at the listed size plus
     a small slack; huggingface_hub only compares sizes once everything has been written)."""
 
-    def __init__(self, f, limit: int, what: str, budget: ByteBudget | None = None):
+    def __init__(self, f: BinaryIO, limit: int, what: str, budget: ByteBudget | None = None):
         self._f, self._limit, self._what, self._written, self._budget = f, limit, what, 0, budget
 
     def write(self, data) -> int:

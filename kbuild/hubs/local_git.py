@@ -33,6 +33,7 @@ class LocalGitHub:
     """A local git hub, read through `BareRepo`: no network, no server."""
 
     local = True
+    endpoint = None  # nothing remote: a local hub's kernels need no trust (kbuild/trust.py)
 
     def __init__(self, root: Path):
         self.root = Path(root).expanduser().absolute()
