@@ -40,9 +40,10 @@ import os
 import re
 import shutil
 import stat
+import sys
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 from .cache_contents import strays
 from .digest import METADATA, SIGNATURES, file_digest, git_blob_oid, verify_tree
@@ -51,6 +52,12 @@ from .hubs.base import RemoteFile
 from .metadata import VariantMetadata
 from .refs import Refs
 from .repo_layout import variant_folder
+from .settings import config_file
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+else:
+    import fcntl
 
 MARKER_VERSION = 2
 _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?\Z")  # sha1 or sha256 object ids
@@ -339,8 +346,6 @@ def _signed(folder: Path, marker) -> bool:
 
 
 def signing_key_path() -> Path:
-    from .settings import config_file
-
     return config_file().parent / "cache.key"
 
 
@@ -440,9 +445,7 @@ def file_lock(path: Path):
     """An exclusive lock between processes (fcntl on POSIX, msvcrt on Windows); blocks until held."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as f:
-        if os.name == "nt":  # pragma: no cover - exercised on Windows only
-            import msvcrt
-
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             f.seek(0)
             while True:
                 try:
@@ -456,8 +459,6 @@ def file_lock(path: Path):
                 f.seek(0)
                 msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
         else:
-            import fcntl
-
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             try:
                 yield

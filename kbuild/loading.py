@@ -15,11 +15,11 @@ from types import ModuleType
 
 from . import choice, fit
 from ._import import import_package, import_zip_package, loaded_from
+from .choice import Candidate, format_trace
 from .digest import BYTECODE_DIR, variant_files, verify_tree
 from .errors import KernelImportError, KernelNotFound, NoVariantFits
 from .kernel_deps import LoadOne, load_dependencies, serving
 from .metadata import VariantMetadata
-from .choice import Candidate, format_trace
 from .variants import SystemInfo
 
 

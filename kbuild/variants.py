@@ -22,7 +22,8 @@ from packaging.version import InvalidVersion, Version
 
 from . import gpu_arch as arch_rules
 from . import host_abi
-from .errors import InvalidRequest, TorchMissing
+from .errors import InvalidRequest, KernelError, TorchMissing
+from .settings import gpu_arch_override
 
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu", "neuron", "tpu", "cann")
 
@@ -279,7 +280,7 @@ class Variant:
 
 
 def format_compute(backend: str, version: tuple[int, int] | None) -> str:
-    if backend in _VERSIONED:
+    if backend in _VERSIONED and version is not None:
         return f"{_VERSIONED[backend]}{version[0]}{version[1]}"
     return backend
 
@@ -412,7 +413,7 @@ class SystemInfo:
     # Python's installed packages say nothing about a variant's python-depends there
     python_env: bool = True
     # the running CPython (major, minor): a 0.19-form name's `cpython-3.N` is a minimum
-    python: tuple[int, int] = tuple(sys.version_info[:2])
+    python: tuple[int, int] = (sys.version_info.major, sys.version_info.minor)
     # the installed tvm-ffi's (major, minor), which a tvm-ffi variant must equal; None: none
     tvm_ffi: tuple[int, int] | None = None
     # whether MLX is installed, which an `mlx-<backend>` variant needs
@@ -469,9 +470,7 @@ def detect_system(backend: str | None = None) -> SystemInfo:
         raise TorchMissing(f"kbuild loads kernels into torch, and this Python ({sys.executable}) has no "
                                   "torch: install it (pip install torch)", name="torch") from None
 
-    from .settings import gpu_arch_override
-
-    version = tuple(int(p) for p in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+    version = _major_minor(torch.__version__)
     cxx11 = bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
     native, compute = _native_backend(torch)
     visible = True
@@ -494,6 +493,13 @@ def detect_system(backend: str | None = None) -> SystemInfo:
     return SystemInfo(version, backend, compute, host_cpu(), host_os(), cxx11, host_abi.glibc(), host_abi.libstdcxx(),
                       device_visible=visible, gpu_arch=device, free_threaded=free_threaded_python(),
                       tvm_ffi=_tvm_ffi_version(), mlx=importlib.util.find_spec("mlx") is not None, macos=_macos())
+
+
+def _major_minor(torch_version: str) -> tuple[int, int]:
+    m = _DOTTED_RE.match(torch_version)
+    if m is None:
+        raise KernelError(f"this torch's version {torch_version!r} does not start with MAJOR.MINOR")
+    return int(m[1]), int(m[2])
 
 
 def _tvm_ffi_version() -> tuple[int, int] | None:
