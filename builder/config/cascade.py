@@ -9,8 +9,9 @@ result is then a Setting whose value is None, its origin the variable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from kbuild_common.errors import ManifestError, UsageError
 

@@ -3,25 +3,30 @@ resolved once per command into a frozen record. The runtime's counterpart is kbu
 whose hub rule (KBUILD_HUB, else HF_ENDPOINT, else the local hub), token and cache folder the
 builder shares, so `publish`, `lock` and `get_kernel` can never disagree.
 
-| variable | meaning |
-|---|---|
-| `KBUILD_CACHE` | kbuild's cache (default ~/.cache/kbuild): probes, the compile cache, kernels |
-| `KBUILD_TOOLCHAINS` | the toolchain store (default ~/.cache/kbuild/toolchains) |
-| `KBUILD_TORCH_INDEX` | where CUDA builds of torch come from (default PyPI); `kbuild toolchain check-index` asks it which torch releases exist |
-| `KBUILD_VERSIONS` | an overlay versions table merged over kbuild's own (default `$XDG_CONFIG_HOME/kbuild/versions.toml` when it exists; `off`: none) |
-| `CUDA_HOME`, `CUDA_PATH` | the system nvcc's CUDA (else /usr/local/cuda, else nvcc on PATH) |
-| `CXX` | the C++ compiler (default c++) |
-| `CCACHE_DIR` | the compile cache's folder (default <cache>/compile) |
-| `SOURCE_DATE_EPOCH` | what `__DATE__`/`__TIME__` expand to (default 0) |
-| `TORCH_CUDA_ARCH_LIST` | the CUDA archs to build when `--cuda-archs` is not given |
-| `NVCC_THREADS` | threads per nvcc (default: sized from the free cores) |
-| `KBUILD_DIST_SCHEDULER`, `KBUILD_DIST_TOKEN` | distributed compiles: the sccache-dist scheduler (`off`), else the workspace's `[workspace.dist] scheduler`; its client token |
-| `KBUILD_SIGNING_KEY` | the SSH key `kbuild publish --sign` signs with (after `--sign-key`, before the signatures file's `sign-key`, kbuild/signatures/rules.py) |
-| `KBUILD_REMOTE_CACHE` | the shared compile cache (`redis://host:port`, …; `off`), else the workspace's `[workspace.cache] remote` |
-| `CI` | plain log lines instead of a live progress display |
-| `PYTHONPATH`, `LOCAL_KERNELS`, `HF_HUB_OFFLINE` | kept for a kernel's tests: `kbuild test` adds its own entries to the caller's |
-| `KBUILD_HUB`, `HF_ENDPOINT`, `HF_TOKEN` | the hub and its token (kbuild/settings.py) |
-| `KBUILD_HUB_UPSTREAM` | `kbuild hub serve`'s upstream hub when `--upstream` does not name one (docs/upstream.md); `off`: none |
+- `KBUILD_CACHE`: kbuild's cache (default ~/.cache/kbuild): probes, the compile cache, kernels
+- `KBUILD_TOOLCHAINS`: the toolchain store (default ~/.cache/kbuild/toolchains)
+- `KBUILD_TORCH_INDEX`: where CUDA builds of torch come from (default PyPI); `kbuild toolchain check-index` asks
+  it which torch releases exist
+- `KBUILD_VERSIONS`: an overlay versions table merged over kbuild's own (default
+  `$XDG_CONFIG_HOME/kbuild/versions.toml` when it exists; `off`: none)
+- `CUDA_HOME`, `CUDA_PATH`: the system nvcc's CUDA (else /usr/local/cuda, else nvcc on PATH)
+- `CXX`: the C++ compiler (default c++)
+- `CCACHE_DIR`: the compile cache's folder (default <cache>/compile)
+- `SOURCE_DATE_EPOCH`: what `__DATE__`/`__TIME__` expand to (default 0)
+- `TORCH_CUDA_ARCH_LIST`: the CUDA archs to build when `--cuda-archs` is not given
+- `NVCC_THREADS`: threads per nvcc (default: sized from the free cores)
+- `KBUILD_DIST_SCHEDULER`, `KBUILD_DIST_TOKEN`: distributed compiles: the sccache-dist scheduler (`off`), else
+  the workspace's `[workspace.dist] scheduler`; its client token
+- `KBUILD_SIGNING_KEY`: the SSH key `kbuild publish --sign` signs with (after `--sign-key`, before the
+  signatures file's `sign-key`, kbuild/signatures/rules.py)
+- `KBUILD_REMOTE_CACHE`: the shared compile cache (`redis://host:port`, …; `off`), else the workspace's
+  `[workspace.cache] remote`
+- `CI`: plain log lines instead of a live progress display
+- `PYTHONPATH`, `LOCAL_KERNELS`, `HF_HUB_OFFLINE`: kept for a kernel's tests: `kbuild test` adds its own entries
+  to the caller's
+- `KBUILD_HUB`, `HF_ENDPOINT`, `HF_TOKEN`: the hub and its token (kbuild/settings.py)
+- `KBUILD_HUB_UPSTREAM`: `kbuild hub serve`'s upstream hub when `--upstream` does not name one
+  (docs/upstream.md); `off`: none
 """
 
 from __future__ import annotations
@@ -30,9 +35,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild import settings as runtime
-
 from builder.config.cascade import DEFAULT, Setting, resolve
+from builder.hub.address import parse_hub
+from kbuild import settings as runtime
 from kbuild_common.errors import UsageError
 
 PYPI = "https://pypi.org/simple"
@@ -94,8 +99,6 @@ class BuilderSettings:
         return self._hub(flag)[1]
 
     def _hub(self, flag: str | None):
-        from builder.hub.address import parse_hub  # the hub package loads only for hub commands
-
         env = (self.hub_from, self.hub) if self.hub_from else None
         setting = resolve(flag=("--hub", flag), env=env) or Setting(None, f"{DEFAULT} ({runtime.DEFAULT_LOCAL_HUB})")
         return setting, parse_hub(setting.value, setting.origin)

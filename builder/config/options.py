@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-from kbuild.settings import DEFAULT_CACHE
+from typing import TYPE_CHECKING
 
 from builder.config.cascade import Setting, resolve
 from builder.config.dist import DistSettings
-from builder.config.remote_cache import RemoteCache
 from builder.config.environment import DEFAULT_TOOLCHAINS, PROBES, PYPI
+from builder.config.remote_cache import RemoteCache
+from kbuild.settings import DEFAULT_CACHE
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.backends.cuda_arch import Capability
     from builder.project.manifest import Manifest
@@ -70,7 +69,7 @@ def manylinux_policy(flag: str | None, manifest: Manifest | None = None) -> Sett
 
 
 def _checked_policy(text: str, origin: str, error: type) -> str:
-    from builder.project.manylinux import policy_error  # auditwheel's policies: only builds naming one pay
+    from builder.project.manylinux import policy_error  # noqa: PLC0415 - cost: auditwheel's policies (~50 ms), only builds naming one pay
 
     if problem := policy_error(text):
         raise error(f"{origin}: {problem}")

@@ -4,9 +4,9 @@ environment's when its torch or nvcc is unusable."""
 from __future__ import annotations
 
 from builder.config.options import BuildOptions
-from kbuild_common.errors import ToolchainError
 from builder.plan.planner import variant_rows
 from builder.toolchains.toolchain import find_toolchain
+from kbuild_common.errors import ToolchainError
 
 
 def variant_listing(options: BuildOptions) -> tuple[list[dict], str | None]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild.variants import Compute, Noarch, Platform, Torch, TorchStableAbi, Variant
-
 from builder.backends import BACKENDS, ToolkitRelease, compiled, in_range, not_compiled
-from kbuild_common.errors import ManifestError
-from builder.project.manifest import Manifest
 from builder.plan.steps import stable_abi
+from builder.project.manifest import Manifest
 from builder.toolchains.versions import SOURCE, read_table
+from kbuild.variants import Compute, Noarch, Platform, Torch, TorchStableAbi, Variant
+from kbuild_common.errors import ManifestError
 
 Version = tuple[int, int]
 # backend -> the versions.toml table of its toolkit, which is also its key in a torch row and in [default]
@@ -199,7 +198,8 @@ def _why_none(m: Manifest, backend: str, matrix: Matrix) -> str:
         return why
     abi = stable_abi(m, backend)
     if abi:
-        return f"no torch of the matrix ({torches}) is >= the stable ABI {_dotted(abi)} and inside [torch] minver/maxver"
+        return (f"no torch of the matrix ({torches}) is >= the stable ABI {_dotted(abi)} "
+                "and inside [torch] minver/maxver")
     return f"no torch of the matrix ({torches}) is inside [torch] minver/maxver"
 
 

@@ -7,26 +7,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kbuild.variants import parse_variant
-
-from builder.project.manylinux import policy_glibc
-from builder.backends.cuda_arch import Capability
 from builder.backends import BACKENDS, compiled
-from builder.project.dependencies import parse_dependency, pick_cutlass
-from kbuild_common.errors import KbuildError, ToolchainError
-from kbuild_common.notices import notice
-from builder.project.gitid import SourceId, source_id
-from builder.layout import WORK_DIR
-from builder.project.manifest import Manifest, check_python_package, load_manifest
-from builder.plan.matrix import Target, full_matrix, matrix_variants, select, variant_archs
+from builder.backends.cuda_arch import Capability
 from builder.config.cascade import Setting, value
 from builder.config.options import BuildOptions
+from builder.layout import WORK_DIR
+from builder.plan.matrix import Target, full_matrix, matrix_variants, select, variant_archs
 from builder.plan.steps import BuildPlan, PlanInputs, Skip, plan_build
+from builder.project.dependencies import parse_dependency, pick_cutlass
+from builder.project.gitid import SourceId, source_id
+from builder.project.manifest import Manifest, check_python_package, load_manifest
+from builder.project.manylinux import policy_glibc
+from builder.project.workspace import kernel_dirs, workspace_matrix
 from builder.report import Reporter, VariantResult
+from builder.toolchains.provision import ToolchainStore
 from builder.toolchains.sysroot import Sysroot
 from builder.toolchains.toolchain import Toolchain, find_toolchain, probe_torch
 from builder.toolchains.versions import load_versions_table
-from builder.project.workspace import kernel_dirs, workspace_matrix
+from kbuild.variants import parse_variant
+from kbuild_common.errors import KbuildError, ToolchainError
+from kbuild_common.notices import notice
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,6 @@ def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, Source
     [general] manylinux) builds against, provisioned once per glibc release: Resolved.sysroots."""
     if not options.sysroot:
         return {}
-    from builder.toolchains.provision import ToolchainStore  # only builds that need it pay
-
     found: dict[str, Sysroot] = {}
     sysroots = {}
     for m, _ in kernels:
@@ -142,8 +140,6 @@ def resolve_sysroots(options: BuildOptions, kernels: list[tuple[Manifest, Source
 
 def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple[str, ...]:
     """The include folders of the nvidia-cutlass release for `dep` (cutlass_X_Y), installed once."""
-    from builder.toolchains.provision import ToolchainStore  # only builds that need it pay
-
     table = load_versions_table().get("cutlass", {})
     release = pick_cutlass(dep.version, table.get("releases", []))
     if release is None:
@@ -155,7 +151,8 @@ def _cutlass_includes(dep, where: str, options: BuildOptions, reporter) -> tuple
     return store.cutlass_includes(release.release, table["requirement"].format(release=release.release))
 
 
-def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tuple[list[ToolchainPlan], list[VariantResult]]:
+def plan_kernels(options: BuildOptions, reporter: Reporter,
+                 sources: dict) -> tuple[list[ToolchainPlan], list[VariantResult]]:
     """Plan every selected variant with the toolchain it needs. Without `--all` or `--variant`
     that is this environment's toolchain; otherwise each variant of the matrix that this
     environment cannot build gets a provisioned one. A toolchain that cannot be provisioned
@@ -181,7 +178,8 @@ def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tu
         options, kernels, None if options.all_variants else _backends_of(options.variants), reporter))
     by_target: dict = {}
     for m, source in kernels:
-        here = plan_build(_inputs(m, current, source, resolved, archs), options.variants, isolate=True) if current else None
+        here = (plan_build(_inputs(m, current, source, resolved, archs), options.variants, isolate=True)
+                if current else None)
         done = {v.name for v in here.variants} | {f.variant for f in here.failed} if here else set()
         if here and (here.variants or here.failed):
             plans.append(ToolchainPlan(replace(here, skipped=()), current))
@@ -210,12 +208,14 @@ def plan_kernels(options: BuildOptions, reporter: Reporter, sources: dict) -> tu
                 continue
             plan = plan_build(_inputs(m, toolchain, source, resolved, archs), (name,), isolate=True)
             # Only what stops this variant: the toolchain was made for it, not for the other backends.
-            plans.append(ToolchainPlan(replace(plan, skipped=tuple(s for s in plan.skipped if s.backend == name)), toolchain))
+            stops = tuple(s for s in plan.skipped if s.backend == name)
+            plans.append(ToolchainPlan(replace(plan, skipped=stops), toolchain))
     return _planned(_prune_skips(plans, wanted), failed, resolved, archs, reporter)
 
 
 def _planned(plans: list[ToolchainPlan], failed: list[VariantResult], resolved: Resolved,
-             archs: Setting[tuple[Capability, ...]] | None, reporter: Reporter) -> tuple[list[ToolchainPlan], list[VariantResult]]:
+             archs: Setting[tuple[Capability, ...]] | None,
+             reporter: Reporter) -> tuple[list[ToolchainPlan], list[VariantResult]]:
     """The plans with their sysroots, and every failed row so far: bad manifests, then the variants
     that could not be planned. Sections --cuda-archs left out get one warning each."""
     failed += [VariantResult(j.plan.manifest.name, f.variant, "failed", reason=f.reason)
@@ -268,10 +268,6 @@ def _current_toolchain(options: BuildOptions) -> Toolchain | None:
 
 def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tuple[Toolchain, str | None]:
     """The toolchain for `target`, installing what is missing; (placeholder, reason) on failure."""
-    from builder.toolchains.provision import (
-        ToolchainStore,  # only builds that provision pay for its imports
-    )
-
     store = ToolchainStore(options.toolchains_dir, torch_index=options.torch_index, log=reporter.info,
                            probe_dir=options.probe_dir)
     try:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.backends import DEVICE_SOURCES
-from builder.project.manifest import Manifest, load_manifest
 from builder.plan.matrix import Matrix, MatrixVariant, matrix_variants, select, variant_archs
+from builder.project.manifest import Manifest, load_manifest
 from builder.project.workspace import kernel_dirs, workspace_matrix
 
 CU_PER_ARCH = 2.0
@@ -80,4 +80,4 @@ def plan_slices(per_variant: dict[str, dict[str, float]], n: int) -> list[Slice]
         loads[i] += sum(per_variant[name].values())
     return [Slice(tuple(sorted(names)), round(load, 1),
                   tuple(sorted({k for name in names for k in per_variant[name]})))
-            for names, load in sorted(zip(bins, loads), key=lambda pair: -pair[1])]
+            for names, load in sorted(zip(bins, loads, strict=True), key=lambda pair: -pair[1])]

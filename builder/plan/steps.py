@@ -9,15 +9,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from kbuild.variants import Compute, Noarch, Platform, Torch, TorchStableAbi, Variant
-
 from builder.backends import DEVICE_SOURCES, compiled, in_range, not_compiled
 from builder.backends.cuda_arch import Capability
 from builder.config.cascade import Setting
 from builder.project.dependencies import parse_dependency
-from kbuild_common.errors import KbuildError, ToolchainError
 from builder.project.manifest import KernelSection, Manifest
 from builder.toolchains.toolchain import TorchInfo
+from kbuild.variants import Compute, Noarch, Platform, Torch, TorchStableAbi, Variant
+from kbuild_common.errors import KbuildError, ToolchainError
 
 if TYPE_CHECKING:
     from builder.toolchains.sysroot import Sysroot

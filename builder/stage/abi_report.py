@@ -18,13 +18,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild.variants import STABLE_ABI, Variant, host_os, parse_variant
-
-from kbuild_common.errors import UsageError
 from builder.backends import BACKENDS, compiled
 from builder.stage.abi_check import library_problems
 from builder.stage.link_check import LinkCheck, unresolved_symbols
 from builder.toolchains.binary import BinaryFormat, for_os
+from kbuild.variants import STABLE_ABI, Variant, host_os, parse_variant
+from kbuild_common.errors import UsageError
 
 
 @dataclass
@@ -117,7 +116,8 @@ def _library(lib: Path, binary: BinaryFormat, backends: list, stable: bool, poli
     problems = library_violations(lib, binary, stable, policy, abi3)
     link = unresolved_symbols(lib, binary, search) if search is not None else None
     if link and link.undefined:
-        shown = ", ".join(link.undefined[:3]) + (f" and {len(link.undefined) - 3} more" if len(link.undefined) > 3 else "")
+        more = len(link.undefined) - 3
+        shown = ", ".join(link.undefined[:3]) + (f" and {more} more" if more > 0 else "")
         problems.append(f"{lib.name} cannot load: undefined symbol(s) {shown}, defined by no library it loads")
     return LibraryReport(lib, found.policy, found.needs, "abi3" if abi3 else "full", entries, link, problems)
 

@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.project.gitid import source_id
-from builder.project.gitid import stale_reason
 from builder.layout import BUILD_DIR, WORK_DIR
+from builder.project.gitid import source_id, stale_reason
 from builder.project.workspace import kernel_dirs
 
 

@@ -6,23 +6,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbuild.metadata import VariantMetadata
-from kbuild.variants import STABLE_ABI
-
 from builder.backends import compiled
+from builder.compile.diagnose import failure_reason, first_error
+from builder.layout import BUILD_DIR
+from builder.project.gitid import source_id
+from builder.project.manifest import Manifest
+from builder.report import VariantResult
 from builder.stage.abi_report import library_violations
 from builder.stage.link_check import unresolved_symbols
 from builder.stage.undefined_symbols import explain
-from builder.compile.diagnose import failure_reason, first_error
-from kbuild_common.errors import BuildError
-from builder.project.gitid import source_id
-from builder.toolchains.toolchain import Toolchain
-from builder.layout import BUILD_DIR
-from builder.project.manifest import Manifest
-from builder.report import VariantResult
 from builder.stage.variant_folder import Provenance, stage_variant
 from builder.toolchains.binary import BinaryFormat, for_os
 from builder.toolchains.sysroot import Sysroot
+from builder.toolchains.toolchain import Toolchain
+from kbuild.metadata import VariantMetadata
+from kbuild.variants import STABLE_ABI
+from kbuild_common.errors import BuildError
 
 
 def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolchain: Toolchain,

@@ -2,20 +2,21 @@
 `provenance.toolchain` (docs/formats.md, "metadata.json") so that anyone can rebuild it and compare:
 torch (version, and the digest of the installed wheel's files), the backend's toolkit (its own
 record, builder/backends/: nvcc's exact build, and whether it came from NVIDIA's wheels or the
-system), the C++ compiler, the glibc sysroot and manylinux policy, ninja, the manifest's edition and SOURCE_DATE_EPOCH. Only versions and digests:
-no path, user, host, time or job count, so the same toolchain on another machine records the same.
+system), the C++ compiler, the glibc sysroot and manylinux policy, ninja, the manifest's edition and
+SOURCE_DATE_EPOCH. Only versions and digests: no path, user, host, time or job count, so the same toolchain on
+another machine records the same.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
+from typing import TYPE_CHECKING
 
-from kbuild_common import proc
 from builder.backends import compiled
 from builder.compile.ninja_run import ninja_binary
 from builder.toolchains.sysroot import Sysroot, compiler_id
+from kbuild_common import proc
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.toolchains.toolchain import Toolchain
 
@@ -36,12 +37,12 @@ def toolchain_record(toolchain: Toolchain, backend: str, *, cxx: str, edition: i
     return record
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiler(cxx: str) -> str:
     """The C++ compiler as recorded: its `--version` line."""
     return compiler_id(cxx)
 
 
-@lru_cache(maxsize=None)
+@cache
 def ninja_version() -> str:
     return proc.run([ninja_binary(), "--version"], timeout=60, what="ninja --version").stdout.strip()

@@ -14,13 +14,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbuild_common import proc
-from kbuild_common.errors import CommandError
-from builder.plan.steps import SOURCE_SUFFIXES, VariantPlan
 from builder.backends.cuda_arch import parse_capability
+from builder.plan.steps import SOURCE_SUFFIXES, VariantPlan
 from builder.project.manifest import KernelSection, Manifest
 from builder.stage.link_check import LinkCheck
 from builder.toolchains.binary import for_os
+from kbuild_common import proc
+from kbuild_common.errors import CommandError
 
 SHOWN = 8  # symbols listed under the reason; the rest are counted
 
@@ -135,7 +135,7 @@ def demangle(symbols: list[str]) -> dict[str, str]:
         out = proc.run(["c++filt", *mangled], timeout=60, what="c++filt").stdout.splitlines()
     except CommandError:
         return {}
-    return dict(zip(mangled, out)) if len(out) == len(mangled) else {}
+    return dict(zip(mangled, out, strict=True)) if len(out) == len(mangled) else {}
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -13,15 +13,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder import __version__, resources
+from builder.plan.steps import VariantPlan
+from builder.project.gitid import SourceId
+from builder.stage.zip_layout import layout_metadata, pack_python
+from builder.toolchains.binary import for_os
 from kbuild.digest import digest_tree, is_bytecode
 from kbuild.metadata import PARTIAL_ARCHS
-
-from builder import __version__
-from builder import resources
-from builder.toolchains.binary import for_os
-from builder.stage.zip_layout import layout_metadata, pack_python
-from builder.project.gitid import SourceId
-from builder.plan.steps import VariantPlan
 
 # backend key beside archs-partial: the kernel sections a --cuda-archs build left out (they list
 # none of its archs), each with the capabilities it lists; nothing in the variant calls into them

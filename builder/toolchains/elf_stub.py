@@ -11,8 +11,8 @@ stubs the same way, from symbol lists.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from builder.toolchains.binary import UnreadableLibrary, gnu_versions
 from builder.toolchains.binary.gnu_versions import Export

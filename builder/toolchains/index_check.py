@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomlkit
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -93,7 +94,8 @@ def lacking(index: PackageIndex, table: VersionsTable, python: tuple[int, int] =
         wheel_cuda = torch_cuda(requires_dist(index.metadata(wheel)))
         cuda = tuple(sorted(set(wheel_cuda) | set(row["cuda"] if row else ()), key=Version))
         new_cuda = tuple(c for c in cuda if c not in table.data.get("cuda", {}))
-        out.append(Lacking(series, release, cuda, wheel.filename, wheel_cuda, row["version"] if row else None, new_cuda))
+        table_release = row["version"] if row else None
+        out.append(Lacking(series, release, cuda, wheel.filename, wheel_cuda, table_release, new_cuda))
     return out
 
 
@@ -130,8 +132,6 @@ def _nearest_cuda(table: VersionsTable, cuda: str) -> tuple[str, list[str]]:
 def write_overlay(path: Path, found: list[Lacking], table: VersionsTable, origin: str) -> None:
     """Add (or replace) the rows in the overlay at `path`, keeping what else it holds; written to a
     temporary file beside it, checked as a versions table, then moved into place."""
-    import tomlkit
-
     try:
         old = path.read_text(encoding="utf-8") if path.exists() else ""
         doc = tomlkit.parse(old)

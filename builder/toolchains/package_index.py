@@ -15,9 +15,9 @@ import json
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.parser import HeaderParser
-from typing import Callable
 from urllib.parse import urljoin
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename

@@ -23,16 +23,16 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
+from builder.backends.cuda_toolkit import find_cuda, nvcc_version
+from builder.config.environment import PYPI
+from builder.toolchains.toolchain import TorchInfo, probe_torch
 from kbuild_common import proc
 from kbuild_common.errors import KbuildError, ToolchainError
-from builder.config.environment import PYPI
-from builder.backends.cuda_toolkit import find_cuda, nvcc_version
-from builder.toolchains.toolchain import TorchInfo, probe_torch
 
 MARKER = "kbuild-toolchain.json"
 _TORCH_VERSION = re.compile(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
@@ -241,7 +241,7 @@ class ToolchainStore:
         """The sysroot for glibc `glibc` ("2.28") and the C++ compiler `cxx`, assembled from
         `requirement` (zig) if missing or made for another compiler. Zig itself is only needed
         while assembling and is not kept."""
-        from builder.toolchains.sysroot import compiler_id
+        from builder.toolchains.sysroot import compiler_id  # noqa: PLC0415 - cost: auditwheel's policies (~50 ms), only sysroots pay
 
         name = f"sysroot-{glibc}"
         dest = self.root / name
@@ -258,7 +258,7 @@ class ToolchainStore:
                     and marker.get("compiler") == compiler)
 
     def _install_sysroot(self, name: str, glibc: str, requirement: str, cxx: str) -> None:
-        from builder.toolchains.sysroot import assemble
+        from builder.toolchains.sysroot import assemble  # noqa: PLC0415 - cost: auditwheel's policies (~50 ms), only sysroots pay
 
         dest = self.root / name
         self._log(f"building {name} from {requirement} into {dest}")
@@ -332,7 +332,7 @@ class ToolchainStore:
 
     @contextmanager
     def _locked(self, name: str, wait: bool = True) -> Iterator[None]:
-        from filelock import FileLock, Timeout
+        from filelock import FileLock, Timeout  # noqa: PLC0415 - cost: filelock and asyncio (~40 ms), only installs pay
 
         self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / f".{name}.lock"))
@@ -350,7 +350,7 @@ class ToolchainStore:
             lock.release()
 
     def _busy(self, name: str) -> bool:
-        from filelock import FileLock, Timeout
+        from filelock import FileLock, Timeout  # noqa: PLC0415 - cost: filelock and asyncio (~40 ms), only installs pay
 
         lock = FileLock(str(self.root / f".{name}.lock"))
         try:

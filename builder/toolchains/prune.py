@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbuild_common.errors import UsageError
 from builder.toolchains.provision import ToolchainStore, disk_usage
+from kbuild_common.errors import UsageError
 
 
 @dataclass(frozen=True)

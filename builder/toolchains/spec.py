@@ -1,19 +1,19 @@
-"""The toolchains a user names (`kbuild toolchain install SPEC...`): a SPEC is torch-X.Y (the
-release versions.toml pins), torch-X.Y.Z, either with +cuda for the CUDA build from the store's
-torch index, a backend's toolkit by its table and release (cuda-X.Y: builder/backends/), cutlass-X.Y (the headers of PyPI's nvidia-cutlass X.Y, a release
-versions.toml lists) or sysroot-X.Y (glibc X.Y headers and link stubs for manylinux_X_Y builds,
-sysroot.py); each is parsed against versions.toml and installed into a ToolchainStore."""
+"""The toolchains a user names (`kbuild toolchain install SPEC...`): a SPEC is torch-X.Y (the release
+versions.toml pins), torch-X.Y.Z, either with +cuda for the CUDA build from the store's torch index, a
+backend's toolkit by its table and release (cuda-X.Y: builder/backends/), cutlass-X.Y (the headers of PyPI's
+nvidia-cutlass X.Y, a release versions.toml lists) or sysroot-X.Y (glibc X.Y headers and link stubs for
+manylinux_X_Y builds, sysroot.py); each is parsed against versions.toml and installed into a
+ToolchainStore."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from kbuild_common.errors import UsageError
 from builder.backends import BACKENDS
 from builder.project.dependencies import cutlass_for
 from builder.toolchains.provision import ToolchainStore
-
+from kbuild_common.errors import UsageError
 
 _TOOLKITS = {b.toolkit_table: b for b in BACKENDS.values() if b.toolkit_table}  # "cuda" -> the CUDA backend
 
@@ -46,7 +46,7 @@ def parse_spec(text: str, table: dict) -> Spec:
         if release := cutlass_for(text, cutlass.get("releases", [])):
             return Spec("cutlass", release.release, requirement=cutlass["requirement"].format(release=release.release))
     elif m := re.fullmatch(r"sysroot-(\d+)\.(\d+)", text):
-        from builder.project.manylinux import policy_error  # auditwheel: not needed to build the parser
+        from builder.project.manylinux import policy_error  # noqa: PLC0415 - cost: auditwheel (~50 ms), only a sysroot spec pays
 
         if "sysroot" in table and not policy_error(f"{m[1]}_{m[2]}"):
             return Spec("sysroot", f"{m[1]}.{m[2]}", requirement=table["sysroot"]["requirement"])

@@ -23,14 +23,14 @@ import os
 import platform
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from builder.project.manylinux import policy_versions
 from builder.toolchains import elf_stub
 from builder.toolchains.binary import UnreadableLibrary
 from builder.toolchains.binary.gnu_versions import unversioned_imports
-from builder.project.manylinux import policy_versions
 from kbuild_common import proc
 from kbuild_common.errors import CommandError, ToolchainError
 
@@ -128,7 +128,7 @@ def assemble(zig: Path, dest: Path, glibc: str, cxx: str = "c++", log: Callable[
     runtime = dest / "kbuild"
     runtime.mkdir()
     kept = {}
-    for family, lib in (("GLIBCXX", "libstdc++.so.6"), ("GCC", "libgcc_s.so.1")):
+    for lib in ("libstdc++.so.6", "libgcc_s.so.1"):  # held to the policy's GLIBCXX and GCC versions
         real = Path(os.path.realpath(_compiler_file(cxx, lib)))
         kept[lib] = elf_stub.write_stub(real, runtime / lib, lambda v: _allowed(v, versions), cc=cxx)
     shutil.copy2(_compiler_file(cxx, "libstdc++.a"), runtime / NONSHARED)

@@ -13,13 +13,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kbuild_common import proc
 from builder.backends import BACKENDS
 from builder.backends.cuda_arch import Capability, parse_capability
+from kbuild_common import proc
 from kbuild_common.errors import CommandError, ToolchainError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.config.options import BuildOptions
 
@@ -47,7 +47,8 @@ import hashlib
 from importlib import metadata
 record = metadata.distribution("torch").read_text("RECORD") or ""
 own = sorted(",".join(line.split(",")[:2]) for line in record.splitlines()
-             if line.count(",") >= 2 and line.split(",")[1] and not line.startswith("../") and "__pycache__/" not in line)
+             if line.count(",") >= 2 and line.split(",")[1] and not line.startswith("../")
+             and "__pycache__/" not in line)
 info["files_sha256"] = hashlib.sha256("\n".join(own).encode()).hexdigest() if own else ""
 # A distribution's Python (Debian's /usr/bin/python3) splits its headers: pyconfig.h in the include
 # folder includes <x86_64-linux-gnu/python3.11/pyconfig.h>, which a build under a sysroot must still find

@@ -7,8 +7,8 @@ get them from here.
 An overlay table (KBUILD_VERSIONS, else versions.toml in kbuild's config folder: the settings
 cascade's `versions_overlay`) is merged over kbuild's own, so a torch or CUDA release that came out
 after this kbuild is one file away: its [torch."X.Y"] and [cuda."X.Y"] rows (and a toolkit table's
-rows) add to or replace the shipped rows whole, and the keys of its [default], [cutlass] and [sysroot] replace theirs. Every
-row keeps where it came from (`origins`), which `kbuild variants` shows.
+rows) add to or replace the shipped rows whole, and the keys of its [default], [cutlass] and [sysroot] replace
+theirs. Every row keeps where it came from (`origins`), which `kbuild variants` shows.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from builder import resources
 from builder._toml import tomllib
 from builder.backends import BACKENDS
 from builder.config.cascade import Setting
+from builder.config.environment import versions_overlay
 from kbuild_common.errors import ManifestError
 
 SOURCE = "builder/versions.toml"  # kbuild's own table (packaged data), as error messages name it
@@ -58,8 +59,6 @@ def read_table(path: Path | None = None, overlay=_FROM_ENVIRONMENT) -> VersionsT
     else:
         base_text, base_name = resources.read_text("versions.toml"), SOURCE
         if overlay is _FROM_ENVIRONMENT:
-            from builder.config.environment import versions_overlay
-
             overlay = versions_overlay()
     data = _parse(base_text, base_name)
     origins = {(t, k): _where(base_text, base_name, t, k) for t in ROWS for k in data.get(t, {})}
