@@ -4,4 +4,5 @@ capabilities a manifest may name, the source's git identity, and `kbuild init`'s
 
 from builder.exports import lazy_exports
 
-__all__, __getattr__ = lazy_exports(__name__, manifest=("load_manifest",), workspace=("kernel_dirs", "workspace_matrix"))
+__all__, __getattr__ = lazy_exports(__name__, manifest=("load_manifest",),
+                                    workspace=("kernel_dirs", "workspace_matrix"))
