@@ -7,13 +7,11 @@ for `edition` (recorded in provenance) and `build_layout`.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild.kernel_deps import KernelPin
-
 from builder.backends.cuda_arch import Capability
+from kbuild.kernel_deps import KernelPin
 from kbuild_common.errors import ManifestError
 
 # [general.<x>] tables: an error about a key in one names the table as [general.<x>]

@@ -14,14 +14,13 @@ import difflib
 import re
 from pathlib import Path
 
-from kbuild.kernel_deps import KernelPin
-from kbuild.variants import BACKENDS
-
 from builder.backends.cuda_arch import Capability, parse_capability, well_formed_capability
-from kbuild_common.errors import ManifestError
-from kbuild_common.notices import notice
 from builder.project.dependencies import BUILT_BACKENDS, check_dependency, check_python_dependency
 from builder.project.model import LAYER_MAP, KernelSection, Manifest, NoarchSection, TorchSection, Where
+from kbuild.kernel_deps import KernelPin
+from kbuild.variants import BACKENDS
+from kbuild_common.errors import ManifestError
+from kbuild_common.notices import notice
 
 NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]\Z")
 VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?\Z")
@@ -144,7 +143,8 @@ class Reader:
         for entry in check_layers.get("map", ()):
             if not LAYER_MAP.match(entry):
                 self._fail(("general", "check-layers", "map"), f"{entry!r}: expected LAYER=KERNEL_LAYER, a "
-                           "transformers layer name and the kernel's layer (\"RMSNorm=RMSNorm\", \"rotary_pos_emb=RotaryPosEmb\")")
+                           "transformers layer name and the kernel's layer "
+                           "(\"RMSNorm=RMSNorm\", \"rotary_pos_emb=RotaryPosEmb\")")
         layout = self._check(self._build_layout, general, default="files")
         kernels = self._kernels(backends)
         if noarch is not None and kernels:
@@ -202,10 +202,12 @@ class Reader:
             raise self.w.error(("torch-noarch",), "a kernel has exactly one of [torch] and [torch-noarch]")
         if not (has_torch or has_noarch):
             raw = self.data.get("general")
-            retired_universal = ("general", "universal") in self.RETIRED and isinstance(raw, dict) and "universal" in raw
+            retired_universal = (("general", "universal") in self.RETIRED and isinstance(raw, dict)
+                                 and "universal" in raw)
             if refused or retired_universal:
                 return None, None  # a framework kbuild does not build, or a retired `universal`: said already
-            raise self.w.error(("general",), "missing framework table: add [torch] (compiled) or [torch-noarch] (Python/Triton)")
+            raise self.w.error(("general",),
+                               "missing framework table: add [torch] (compiled) or [torch-noarch] (Python/Triton)")
         if has_noarch:
             t = self._table(("torch-noarch",), self.data.get("torch-noarch", {}), self.NOARCH)
             if t is None:
@@ -223,7 +225,8 @@ class Reader:
                 self._check(self._version, ("torch", key), t[key])
         src = self._check(self._paths, ("torch", "src"), t.get("src", []))  # None: reported
         if src == () and self.data.get("kernel"):
-            self._fail(("torch", "src"), "missing: [torch] needs the binding sources (e.g. torch-ext/torch_binding.cpp)")
+            self._fail(("torch", "src"),
+                       "missing: [torch] needs the binding sources (e.g. torch-ext/torch_binding.cpp)")
         return TorchSection(
             src=src or (),
             include=tuple(t.get("include", ())),
@@ -288,7 +291,8 @@ class Reader:
             name=name, backend=backend, depends=tuple(t.get("depends", ())),
             src=self._check(self._paths, keys + ("src",), t.get("src", []), default=()),
             include=tuple(t.get("include", ())), cxx_flags=tuple(t.get("cxx-flags", ())),
-            cuda_capabilities=self._check(self._capabilities, keys + ("cuda-capabilities",), t.get("cuda-capabilities")),
+            cuda_capabilities=self._check(self._capabilities, keys + ("cuda-capabilities",),
+                                          t.get("cuda-capabilities")),
             cuda_flags=tuple(t.get("cuda-flags", ())), cuda_minver=t.get("cuda-minver"),
             rocm_archs=tuple(t.get("rocm-archs", ())), hip_flags=tuple(t.get("hip-flags", ())),
             sycl_flags=tuple(t.get("sycl-flags", ())),
@@ -298,7 +302,8 @@ class Reader:
         """A kernel section without its SELECTOR: its other keys are still checked (against every
         backend's), and a misspelt SELECTOR (`bakend`) is reported as the unknown key it is, with
         the suggestion, instead of as a missing key."""
-        every = {self.SELECTOR: "str", **KERNEL_COMMON, **{k: v for s in KERNEL_BY_BACKEND.values() for k, v in s.items()}}
+        backend_keys = {k: v for s in KERNEL_BY_BACKEND.values() for k, v in s.items()}
+        every = {self.SELECTOR: "str", **KERNEL_COMMON, **backend_keys}
         self._table(keys, body, every)
         if not any(suggestion(key, (self.SELECTOR,)) for key in body if key not in every):
             self._fail(keys + (self.SELECTOR,), self.missing_selector_message())
@@ -413,7 +418,8 @@ class Reader:
                 notice(f'{self.w.at(keys)}: unknown capability "{v}" dropped, as kernel-builder '
                        "does (a kbuild project gets an error)")
         if not caps:
-            raise self.w.error(keys, "no known capability left: name at least one (or leave the key out for the defaults)")
+            raise self.w.error(keys,
+                               "no known capability left: name at least one (or leave the key out for the defaults)")
         return tuple(dict.fromkeys(caps))
 
     def _paths(self, keys, values: list[str]) -> tuple[str, ...]:
@@ -430,6 +436,6 @@ class Reader:
 
 
 def _policy_error(policy: str) -> str | None:
-    from builder.project.manylinux import policy_error  # auditwheel's policies, only for a [general] manylinux
+    from builder.project.manylinux import policy_error  # noqa: PLC0415 - cost: auditwheel's policies (~50 ms), only for a [general] manylinux
 
     return policy_error(policy)

@@ -5,10 +5,10 @@ that `kbuild update-build` rewrites it."""
 
 from __future__ import annotations
 
-from kbuild_common.notices import notice
 from builder.project.editions.reader import GENERAL
 from builder.project.editions.v5 import Edition5
 from builder.project.model import display
+from kbuild_common.notices import notice
 
 
 class Edition4(Edition5):

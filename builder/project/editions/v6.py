@@ -54,7 +54,8 @@ class Edition6(Reader):
     def framework_refusals(self) -> bool:
         refused = False
         if "mlx-noarch" in self.data:
-            self._fail(("mlx-noarch",), f"MLX kernels (Apple's mlx on Metal) are not built by kbuild: {WHAT_KBUILD_BUILDS}")
+            self._fail(("mlx-noarch",),
+                       f"MLX kernels (Apple's mlx on Metal) are not built by kbuild: {WHAT_KBUILD_BUILDS}")
             refused = True
         if "tvm-ffi" in self.data and not self._rust_kernels():  # a Rust kernel's refusal says it already
             self._fail(("tvm-ffi",), "tvm-ffi kernels are not supported by kbuild yet (use [torch] or [torch-noarch])")
