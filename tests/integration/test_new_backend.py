@@ -3,7 +3,9 @@ else (docs/ARCHITECTURE.md, backends/). A copy of kbuild gets a test backend so:
 host C++ compiler, with a toolkit version axis of its own, read from the `[xpu."2025.1"]` row and the
 torch row's `xpu` list that a versions overlay (KBUILD_VERSIONS) adds, not from versions.toml. That
 copy then plans, builds (real ninja, real g++), stages (the stage's checks and its load check) and
-loads tests/fixtures/xpu-stamp, whose op adds the toolkit version its section was compiled with.
+loads tests/fixtures/xpu-stamp, whose section's source is the backend's own (.sycl), compiled by the
+backend's own rule in the ninja graph; its op adds what that rule defines and the toolkit version its
+section was compiled with.
 
 The runtime judges an XPU variant unfit for this torch (it is no XPU build), so the variant is loaded
 as a folder, as the stage's load check imports it: kbuild.loading.load_variant, which loads what it is
@@ -15,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,15 +32,16 @@ PACKAGES = ("builder", "kbuild", "kbuild_common", "kbuild_hub")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 TABLE_LINE = '    ("builder.backends.cuda", "CUDA"),\n'  # the new backend's line goes after it
 
-BACKEND = '''"""XPU as a test builds it: sections compiled by the host C++ compiler, with a toolkit version
-axis of its own ([xpu."X.Y"] rows of the versions table), which names the variants (xpu20251) and
-reaches the sources as XPU_TOOLKIT."""
+BACKEND = '''"""XPU as a test builds it: sections whose sources are its own (.sycl) compiled by a rule of its own
+(the toolkit's compiler, the host C++ one, told the language, with XPU_RULE defined), with a toolkit
+version axis of its own ([xpu."X.Y"] rows of the versions table), which names the variants
+(xpu20251) and reaches the sources as XPU_TOOLKIT."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from builder.backends.base import Backend
+from builder.backends.base import Backend, CompileRule
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class HostToolkit:
 
 class Xpu(Backend):
     name = "xpu"
+    source_tools = {".sycl": CompileRule("xpu", "XPU")}  # its compiler speaks gcc's options
     toolkit_table = "xpu"
     toolkit_label = "XPU"
     toolkit_row = {"toolkit": (str, 'compiler, like "c++"')}
@@ -62,6 +67,12 @@ class Xpu(Backend):
     def standalone_flags(self, inputs) -> list[str]:
         major, minor = self.toolkit(inputs).version
         return [f"-DXPU_TOOLKIT={major}.{minor}"]
+
+    def compiler(self, inputs, tool: str) -> str:
+        return self.toolkit(inputs).cxx
+
+    def compile_flags(self, inputs, tool, capabilities, section, host, std) -> list[str]:
+        return [*host, std, "-x", "c++", "-DXPU_RULE=10000"]
 
 
 XPU = Xpu()
@@ -133,6 +144,8 @@ def test_the_new_backend_plans_builds_stages_and_loads(kbuild_with_xpu, tmp_path
     built = run_kbuild(kbuild_with_xpu, "build", str(kernel), "--variant", variant, env=env)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     folder = kernel / "build" / variant
+    graph = re.sub(r" \$\n +", " ", (kernel / ".kbuild" / "build.ninja").read_text())  # long lines joined
+    assert "rule xpu\n" in graph and "stamp_xpu/stamp.sycl.o: xpu " in graph  # the backend's own rule compiled it
     assert json.loads((folder / "metadata.json").read_text())["provenance"]["toolchain"]["torch"]["version"] == \
         torch.__version__
 
@@ -143,4 +156,4 @@ def test_the_new_backend_plans_builds_stages_and_loads(kbuild_with_xpu, tmp_path
     loaded = subprocess.run([sys.executable, "-c", load], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=300)
     assert loaded.returncode == 0, loaded.stderr[-3000:]
-    assert loaded.stdout.strip().splitlines()[-1] == "[2025.1, 2025.1]"
+    assert loaded.stdout.strip().splitlines()[-1] == "[12025.1, 12025.1]"  # the rule's 10000 + the toolkit's 2025.1
