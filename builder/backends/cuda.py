@@ -8,9 +8,16 @@ from pathlib import Path
 
 from builder.backends.base import Backend, in_range
 from builder.backends.cuda_arch import default_capabilities, restrict, select
-from builder.backends.cuda_fatbin import SECTION as FATBIN_SECTION, fatbin_entries
-from builder.backends.cuda_toolkit import (cmake_nvcc_flags, find_cuda, nvcc_origin, nvcc_takes_random_seed,
-                                          nvcc_version, recorded_nvcc)
+from builder.backends.cuda_fatbin import SECTION as FATBIN_SECTION
+from builder.backends.cuda_fatbin import fatbin_entries
+from builder.backends.cuda_toolkit import (
+    cmake_nvcc_flags,
+    find_cuda,
+    nvcc_origin,
+    nvcc_takes_random_seed,
+    nvcc_version,
+    recorded_nvcc,
+)
 from builder.backends.nvcc_rule import NVCC, nvcc_script
 from kbuild_common.errors import ManifestError, ToolchainError
 
@@ -93,15 +100,15 @@ if torch.version.cuda:
         release = ".".join(wanted.split(".")[:2])
         row = rows.get(release)
         installed = f"nvcc {here} at {found.home}" if found else "no nvcc"
+        built = f"the variant was built with nvcc {wanted} ({nvcc.get('from')}); here: {installed}"
         if row is None:
-            raise ToolchainError(f"the variant was built with nvcc {wanted} ({nvcc.get('from')}); here: {installed}, "
-                                 f"and the toolchain store knows no CUDA {release}: install nvcc {wanted}, set CUDA_HOME")
+            raise ToolchainError(f"{built}, and the toolchain store knows no CUDA {release}: install nvcc {wanted}, "
+                                 "set CUDA_HOME")
         stored, _ = store.cuda_home(tuple(int(p) for p in release.split(".")), row["toolkit"], system=False)
         got = nvcc_version(Path(stored) / "bin" / "nvcc").build
         if got != wanted:
-            raise ToolchainError(f"the variant was built with nvcc {wanted} ({nvcc.get('from')}); here: {installed}, "
-                                 f"and the toolchain store's CUDA {release} has nvcc {got}: install nvcc {wanted}, "
-                                 "set CUDA_HOME")
+            raise ToolchainError(f"{built}, and the toolchain store's CUDA {release} has nvcc {got}: "
+                                 f"install nvcc {wanted}, set CUDA_HOME")
         return {"CUDA_HOME": stored}
 
     # -- planning one variant ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from builder.backends.cuda_arch import parse_supported_archs
@@ -95,7 +95,7 @@ def nvcc_version(nvcc: Path) -> NvccVersion:
     return NvccVersion((int(m[1]), int(m[2])), m[3])
 
 
-@lru_cache(maxsize=None)
+@cache
 def nvcc_takes_random_seed(nvcc: str) -> bool:
     """Whether this nvcc has --frandom-seed (its --help lists it). Without a seed, nvcc names the
     internal-linkage symbols of a unit that defines no external function first after a random
@@ -120,7 +120,7 @@ def describe(info: CudaInfo) -> dict:
     return data
 
 
-@lru_cache(maxsize=None)
+@cache
 def recorded_nvcc(nvcc: str) -> str:
     """nvcc's exact build as a toolchain record names it ("13.0.88"; the release when it lacks one)."""
     found = nvcc_version(Path(nvcc))

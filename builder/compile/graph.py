@@ -9,15 +9,14 @@ import math
 import os
 from pathlib import Path
 
-from builder.compile import compile_cache
-from builder.compile import sccache_dist as dist
-from builder.compile import ninja_file
 from builder import resources
+from builder.compile import compile_cache, ninja_file
+from builder.compile import sccache_dist as dist
 from builder.compile.compile_cache import CompileCache
-from builder.plan.planner import ToolchainPlan
-from builder.layout import WORK_DIR
 from builder.compile.ninja_run import NinjaOutcome, run_ninja
 from builder.config.options import BuildOptions
+from builder.layout import WORK_DIR
+from builder.plan.planner import ToolchainPlan
 from builder.report import Reporter
 
 
