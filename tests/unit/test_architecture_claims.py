@@ -6,7 +6,10 @@ tests/integration/test_runtime_dependencies.py):
 - `config/environment.py` holds every environment variable the builder reads: no other module reads os.environ;
 - `report.py` is the one object that writes to the terminal: no other module prints, writes to sys.stdout or
   sys.stderr, or makes a rich Console; `commands/main.py` alone prints, the one line of an error raised before
-  any Reporter exists or when rich itself is missing.
+  any Reporter exists or when rich itself is missing;
+- the planner, the matrix, the versions reader, the torch probe, the dependency resolver, the compile graph, the
+  toolchain record and `kbuild reproduce` ask the backends' table, never `backend == "cuda"`: none of them compares
+  anything with a backend's name.
 The scripts of templates/ run in other Pythons (the suites', a probed torch's) and are left out.
 """
 
@@ -22,6 +25,10 @@ SHARED_BY_COMMANDS = {"arguments"}  # what several commands share
 ENVIRONMENT = BUILDER / "config" / "environment.py"
 REPORTER = BUILDER / "report.py"
 PRINTS_WITHOUT_A_REPORTER = {COMMANDS / "main.py"}
+ASK_THE_TABLE = [BUILDER / "plan", BUILDER / "compile", BUILDER / "toolchains" / "versions.py",
+                 BUILDER / "toolchains" / "toolchain.py", BUILDER / "project" / "dependencies.py",
+                 BUILDER / "stage" / "toolchain_record.py", BUILDER / "verify" / "reproduce.py"]
+BACKEND_NAMES = {"cpu", "cuda", "rocm", "xpu", "metal", "neuron", "tpu", "cann", "npu"}
 
 
 @cache
@@ -73,6 +80,18 @@ def terminal_writes(found: list[tuple[Path, ast.AST]]) -> list[str]:
     return wrong
 
 
+def backend_name_tests(found: list[tuple[Path, ast.AST]]) -> list[str]:
+    """`x == "cuda"`, `x in ("cuda", None)`, ... in the modules that must ask the table."""
+    def named(node: ast.expr) -> bool:
+        values = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return any(isinstance(v, ast.Constant) and v.value in BACKEND_NAMES for v in values)
+
+    asking = [p for p, _ in found if any(p == a or a in p.parents for a in ASK_THE_TABLE)]
+    return [f"{path.relative_to(BUILDER.parent)}:{node.lineno}: {ast.unparse(node)}" for path, tree in found
+            if path in asking for node in ast.walk(tree)
+            if isinstance(node, ast.Compare) and any(named(n) for n in (node.left, *node.comparators))]
+
+
 def test_no_command_imports_another():
     assert commands_imported_by_commands(modules()) == []
 
@@ -85,6 +104,10 @@ def test_only_the_reporter_writes_to_the_terminal():
     assert terminal_writes(modules()) == []
 
 
+def test_the_stages_ask_the_backends_table_not_a_backends_name():
+    assert backend_name_tests(modules()) == []
+
+
 def test_the_checks_see_what_they_look_for(tmp_path):
     """Each check finds its fault in a module written for it."""
     text = ("import os\nimport sys\nfrom builder.commands.build import run\nfrom builder.commands import arguments\n"
@@ -94,3 +117,5 @@ def test_the_checks_see_what_they_look_for(tmp_path):
                                                    "lock.py:3 imports builder.commands.build.run"]
     assert environment_reads(found) == ["builder/commands/lock.py:6"]
     assert terminal_writes(found) == ["builder/commands/lock.py:6", "builder/commands/lock.py:6"]
+    planner = [(BUILDER / "plan" / "planner.py", ast.parse("ok = backend in ('cuda', None)\nfine = kind == 'torch'\n"))]
+    assert backend_name_tests(planner) == ["builder/plan/planner.py:1: backend in ('cuda', None)"]
