@@ -9,8 +9,8 @@ import argparse
 from pathlib import Path
 
 from builder.config.environment import from_environment as builder_settings
-from kbuild_common.errors import UsageError
 from builder.hub.address import DEFAULT_LOCAL_HUB
+from kbuild_common.errors import UsageError
 
 DEFAULT_PORT = 8080
 DEFAULT_MAX_FILE_SIZE = 2 << 30

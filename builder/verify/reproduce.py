@@ -17,13 +17,18 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from builder.backends import BACKENDS
+from builder.stage.toolchain_record import compiler, ninja_version
+from builder.toolchains.toolchain import probe_torch
+from builder.toolchains.versions import load_versions_table
 from kbuild.digest import SIGNATURES, variant_files
-
+from kbuild.errors import KernelError
+from kbuild.hub_loader import install_kernel
 from kbuild_common import proc
 from kbuild_common.errors import BuildError, CommandError, KbuildError, ToolchainError, UsageError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from builder.report import Reporter
     from builder.toolchains.provision import ToolchainStore
@@ -105,9 +110,6 @@ def reproduce(request: str, *, hub: str | None, variant: str | None, source: str
 def _published(request: str, hub: str | None, variant: str | None) -> Path:
     """The published variant's folder in kbuild's cache, verified against its digests (the
     loader's choice for this machine unless `variant` names one; GPU archs are not judged)."""
-    from kbuild.errors import KernelError
-    from kbuild.hub_loader import install_kernel
-
     try:
         return install_kernel(request, hub=hub, variant=variant, check_arch=False)
     except KernelError as e:
@@ -179,8 +181,6 @@ def checkout(source: str, recorded: Recorded, request: str, dest: Path) -> tuple
 
 def _torch_python(record: dict, python: str, store: ToolchainStore, probe_dir: Path, notes: list[str]) -> str:
     """An interpreter with the recorded torch: `python`'s, else one the toolchain store installs."""
-    from builder.toolchains.toolchain import probe_torch
-
     wanted = (record.get("torch") or {}).get("version")
     here = probe_torch(python, probe_dir)
     if wanted and here.torch_version != wanted:
@@ -189,7 +189,8 @@ def _torch_python(record: dict, python: str, store: ToolchainStore, probe_dir: P
             python = store.torch_python(release, cuda=local.startswith("cu"))
         except KbuildError as e:
             raise ToolchainError(f"the variant was built with torch {wanted}; {python} has torch "
-                                 f"{here.torch_version} and the toolchain store could not install {wanted}: {e}") from None
+                                 f"{here.torch_version} and the toolchain store could not install {wanted}: "
+                                 f"{e}") from None
         here = probe_torch(python, probe_dir)
         if here.torch_version != wanted:
             raise ToolchainError(f"the variant was built with torch {wanted}; the toolchain store installs "
@@ -204,9 +205,6 @@ def _torch_python(record: dict, python: str, store: ToolchainStore, probe_dir: P
 def _toolkit_env(record: dict, store: ToolchainStore, cuda_home: str | None, probe_dir: Path) -> dict[str, str]:
     """The environment that gives the rebuild each recorded toolkit (CUDA_HOME of the recorded
     nvcc build): each backend's own rule, with its versions.toml table for the store."""
-    from builder.backends import BACKENDS
-    from builder.toolchains.versions import load_versions_table
-
     env: dict[str, str] = {}
     for backend in BACKENDS.values():
         if backend.needs_toolkit:
@@ -217,8 +215,6 @@ def _toolkit_env(record: dict, store: ToolchainStore, cuda_home: str | None, pro
 
 def _compare_tools(record: dict, cxx: str, notes: list[str]) -> None:
     """Tools kbuild cannot install: a different one is said, and the rebuild goes on (the files decide)."""
-    from builder.stage.toolchain_record import compiler, ninja_version
-
     for name, here in (("cxx", compiler(cxx)), ("ninja", ninja_version())):
         if record.get(name) and record[name] != here:
             notes.append(f"{name}: recorded {record[name]!r}, here {here!r}")

@@ -19,13 +19,12 @@ from pathlib import Path
 import packaging
 
 import kbuild
+from builder import resources
+from builder.layout import BUILD_DIR
 from kbuild.errors import KernelError
 from kbuild.loading import judge_folder
 from kbuild.variants import NOARCH, SystemInfo, parse_variant
-
-from builder import resources
 from kbuild_common import proc
-from builder.layout import BUILD_DIR
 from kbuild_common.errors import CommandError, ToolchainError, UsageError
 
 _PROBE = "kbuild_system_probe"  # builder/templates/kbuild_system_probe.py
