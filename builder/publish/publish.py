@@ -29,7 +29,16 @@ from builder.publish.signing import SIGNATURE, sign_metadata
 from builder.stage.variant_folder import SKIPPED_SECTIONS
 from kbuild.digest import git_blob_oid
 from kbuild.metadata import PARTIAL_ARCHS
-from kbuild.repo_layout import BUILD, LAYER_CHECKS, SIGNATURES, layer_check, owned_prefixes, owns, repo_path
+from kbuild.repo_layout import (
+    BUILD,
+    LAYER_CHECKS,
+    SIGNATURES,
+    folder_variant,
+    layer_check,
+    owned_prefixes,
+    owns,
+    repo_path,
+)
 from kbuild_common.errors import ExitCode, KbuildError, UsageError
 from kbuild_hub.errors import HubError, RefConflict
 
@@ -352,12 +361,14 @@ def _init_file(variant: Path) -> Path | None:
 def _remote_names(hub, repo_id, commit, remote: dict[str, RemoteFile]) -> dict[str, set[str] | None]:
     names = {}
     for path in remote:
-        parts = path.split("/")
-        if len(parts) == 3 and parts[0] == "build" and parts[2] == "__init__.py":
-            names[parts[1]] = public_names(hub.read(repo_id, commit, path).decode("utf-8", "replace"))
-        elif len(parts) == 3 and parts[0] == "build" and parts[2].endswith(".zip"):
+        variant = folder_variant(path)
+        if variant is None or path.count("/") != 2:  # a file at the top of a variant's folder
+            continue
+        if path == repo_path(variant, "__init__.py"):
+            names[variant] = public_names(hub.read(repo_id, commit, path).decode("utf-8", "replace"))
+        elif path.endswith(".zip"):
             text = _zip_init(hub.read(repo_id, commit, path))
-            names[parts[1]] = public_names(text) if text is not None else None
+            names[variant] = public_names(text) if text is not None else None
     return names
 
 
