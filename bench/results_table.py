@@ -182,8 +182,10 @@ def dist_rows(doc: dict) -> list[str]:
     out.append("")
     out.append("Ratios of wall time: " + ", ".join(f"{k} {v:.3f}x" for k, v in doc["ratios"].items()) + ".")
     for name, same in doc["objects"].items():
-        out.append(f"Objects {name.replace('_vs_', ' against ')}: {same['identical']} identical, "
-                   f"{len(same['only_local_symbols_differ'])} identical but for local symbols, "
+        # runs before the harness told local symbols apart (dist_compile_smoke/) count those among `differ`
+        local = same.get("only_local_symbols_differ")
+        but_local = f"{len(local)} identical but for local symbols, " if local is not None else ""
+        out.append(f"Objects {name.replace('_vs_', ' against ')}: {same['identical']} identical, {but_local}"
                    f"{len(same['differ'])} differ.")
     model = doc.get("model")
     if model:

@@ -124,6 +124,13 @@ def test_the_dist_compile_table_says_what_the_json_says(tmp_path, capsys):
     assert "| 77.7 s |" in capsys.readouterr().err
 
 
+def test_a_dist_compile_run_from_before_local_symbols_were_told_apart_is_tabled():
+    """The smoke runs' objects have no `only_local_symbols_differ`: the table says only what they counted."""
+    made = results_table().table([REPO / "bench" / "gpu" / "results" / "dist_compile_smoke" / "relu.json"])
+    assert "Objects dist against local: 0 identical, 1 differ." in made
+    assert "local symbols" not in made
+
+
 def test_the_truth_table_is_kbuild_test_truths_own(tmp_path, capsys):
     found = json.loads(TRUTH.read_text())
     spec = importlib.util.spec_from_file_location("kbuild_test_truth", REPO / "bench" / "gpu" / "kbuild_test_truth.py")
