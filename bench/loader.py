@@ -221,9 +221,8 @@ def ms(seconds: float) -> float:
 
 def render(rows: dict, args, sha: str) -> str:
     import huggingface_hub
-    import torch
-
     import kernels
+    import torch
 
     k, h = rows["kbuild"], rows["kernels"]
     lines = [

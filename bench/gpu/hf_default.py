@@ -78,9 +78,8 @@ def steps(model, ids, n=3) -> tuple[list[float], dict[str, torch.Tensor]]:
 
 def layer_checks() -> dict:
     """Each kernels-community layer transformers binds, against transformers' own code, forward and backward."""
-    from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
-
     from kernels import get_kernel
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
 
     out = {}
     torch.manual_seed(2)

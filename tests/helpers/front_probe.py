@@ -30,12 +30,11 @@ def make_model(folder: str) -> dict:
 
 
 def load(kernel_repo: str, sha: str, model_repo: str, model_dir: str) -> dict:
+    import kernels
     from huggingface_hub import snapshot_download
+    from kernels import LayerRepository, Mode, kernelize, use_kernel_mapping
     from transformers import AutoModelForCausalLM
     from transformers.integrations.hub_kernels import use_kernel_forward_from_hub
-
-    import kernels
-    from kernels import LayerRepository, Mode, kernelize, use_kernel_mapping
 
     report = {"installed": {d: metadata.version(d) for d in ("kernels", "transformers", "huggingface_hub")}}
     # get_kernel by version, by branch and by commit: the org is trusted upstream, and the front passes

@@ -53,10 +53,9 @@ def layer(repo: str, version: str, layer_name: str) -> dict:
     """transformers' own kernelize (what `use_kernels=True` runs) with a kernels mapping that sends
     the Llama's RMSNorm (`@use_kernel_forward_from_hub("RMSNorm")`) to our repo. KernelConfig can
     not say this: both releases accept only accelerator devices there, never "cpu"."""
+    from kernels import LayerRepository, Mode, use_kernel_mapping
     from transformers import LlamaForCausalLM
     from transformers.integrations.hub_kernels import kernelize
-
-    from kernels import LayerRepository, Mode, use_kernel_mapping
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(tiny_llama(rms_norm_eps=1e-5)).eval()
