@@ -12,7 +12,6 @@ kernel as `self.kernel`) run unchanged.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -25,7 +24,15 @@ from builder.hub.open import open_hub
 from builder.layout import BUILD_DIR
 from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
-from builder.verify.variant_choice import built_variants, check_named, choose, gpu_visible, place, probe_once
+from builder.verify.variant_choice import (
+    built_variants,
+    check_named,
+    choose,
+    gpu_visible,
+    import_variant_from,
+    place,
+    probe_once,
+)
 from kbuild.choice import format_trace
 from kbuild.errors import KernelError
 from kbuild.hub_loader import install_kernel, resolve_kernel
@@ -207,12 +214,10 @@ def _run_variant(python_name: str, root: Path, variant_dir: Path, scripts: list[
     log = root / ".kbuild" / variant_dir.name / "bench.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbuild-bench-") as tmp:
-        (Path(tmp) / python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
+        env = {**env, **import_variant_from(Path(tmp), python_name, variant_dir, pythonpath)}
         runner = Path(tmp) / f"{_RUNNER}.py"
         runner.write_bytes(resources.read_bytes(f"templates/{_RUNNER}.py"))
         out = Path(tmp) / "bench.json"
-        # no __pycache__ left in benchmarks/ (published) or in the variant (digest-checked)
-        env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (tmp, pythonpath) if p), "PYTHONDONTWRITEBYTECODE": "1"}
         cmd = [python, str(runner), "--kernel", python_name, "--device", device, "--warmup", str(warmup),
                "--repeats", str(repeats), "--out", str(out), *map(str, scripts)]
         code = proc.run_logged(cmd, log, cwd=root, env=env, timeout=timeout)

@@ -9,7 +9,6 @@ through LOCAL_KERNELS. pytest sees only the kernel's own configuration, never a 
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
 import time
@@ -23,7 +22,16 @@ from builder.project.manifest import load_manifest
 from builder.project.workspace import kernel_dirs
 from builder.report import VariantResult
 from builder.verify import hf_kernels, layer_check
-from builder.verify.variant_choice import Choice, built_variants, check_named, choose, gpu_visible, place, probe_once
+from builder.verify.variant_choice import (
+    Choice,
+    built_variants,
+    check_named,
+    choose,
+    gpu_visible,
+    import_variant_from,
+    place,
+    probe_once,
+)
 from kbuild.variants import SystemInfo
 from kbuild_common import proc
 from kbuild_common.errors import UsageError
@@ -94,9 +102,7 @@ def _run_one(manifest, choice: Choice, python: str, system: SystemInfo, pytest_a
     env.update(_hub_env(manifest.hub_repo_id, variant_dir, settings))
     root = manifest.root.resolve()
     with tempfile.TemporaryDirectory(prefix="kbuild-test-") as tmp:
-        (Path(tmp) / manifest.python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
-        # ahead of the caller's path, which stays: packages the suites import may live there
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, settings.pythonpath) if p)
+        env.update(import_variant_from(Path(tmp), manifest.python_name, variant_dir, settings.pythonpath))
         config = _own_pytest_config(root)
         if config is None:  # an empty one, so pytest stops looking for one in parent folders
             config = Path(tmp) / "pytest.ini"

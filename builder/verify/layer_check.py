@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -26,7 +25,15 @@ from builder.layout import BUILD_DIR, LAYER_CHECK, WORK_DIR
 from builder.project.manifest import load_manifest
 from builder.project.model import LAYER_MAP
 from builder.project.workspace import kernel_dirs
-from builder.verify.variant_choice import built_variants, check_named, choose, gpu_visible, place, probe_once
+from builder.verify.variant_choice import (
+    built_variants,
+    check_named,
+    choose,
+    gpu_visible,
+    import_variant_from,
+    place,
+    probe_once,
+)
 from kbuild.choice import format_trace
 from kbuild.errors import KernelError
 from kbuild.hub_loader import install_kernel, resolve_kernel
@@ -296,13 +303,11 @@ def run_variant(python_name: str, variant_dir: Path, python: str, device: str, e
             "tolerance": {d: list(TOLERANCES[d]) for d in dtypes}}
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbuild-check-layers-") as tmp:
-        (Path(tmp) / python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
+        env = {**env, **import_variant_from(Path(tmp), python_name, variant_dir, pythonpath)}
         runner = Path(tmp) / f"{_RUNNER}.py"
         runner.write_bytes(resources.read_bytes(f"templates/{_RUNNER}.py"))
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
         out = Path(tmp) / "report.json"
-        # nothing written into the variant (digest-checked); the kernel found under its Python name
-        env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (tmp, pythonpath) if p), "PYTHONDONTWRITEBYTECODE": "1"}
         code = proc.run_logged([python, str(runner), "--spec", str(Path(tmp) / "spec.json"), "--out", str(out)],
                                log, cwd=tmp, env=env, timeout=TIMEOUT_S)
         if code is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass, fields, replace
@@ -120,6 +121,16 @@ def place(variant: str, hide_gpus: bool, has_gpu: bool, runs: str) -> Placement:
         return Placement("cpu", {"TRITON_INTERPRET": "1"}, "on cpu (Triton interpreter)")
     # not "on cuda": there is none
     return Placement("cuda", {}, "without a GPU", gpu_missing=True)
+
+
+def import_variant_from(folder: Path, python_name: str, variant_dir: Path, pythonpath: str | None) -> dict[str, str]:
+    """What a suite's, benchmark's or layer check's process adds to its environment to import
+    `variant_dir` as `python_name`: the variant linked into `folder` (a temporary one), put ahead of
+    the caller's PYTHONPATH (which stays: packages the code imports may live there), and no
+    bytecode written, since nothing may be added to a variant (its files are digest-checked and
+    published) or to the kernel's own folders (its tests/ and benchmarks/)."""
+    (folder / python_name).symlink_to(variant_dir.resolve(), target_is_directory=True)
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), pythonpath) if p), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def probe_once(python: str, reporter, runs: str) -> Target:

@@ -100,9 +100,12 @@ def test_get_kernel_tests_get_the_variant_under_test(relu, cpu_variant, monkeypa
     (tmp_path / "extra" / "caller_path_module.py").write_text('VALUE = "kept"\n')
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "extra"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # a user's shell: Python writes bytecode
     variant = (relu / "build" / cpu_variant).resolve()
     code, log = kbuild_test(relu, cpu_variant, "-s")
     assert code == 0, log
+    # nothing added to the variant (digest-checked, published) or to the kernel's tests/
+    assert sorted(p.relative_to(relu).as_posix() for p in relu.rglob("__pycache__")) == []
     # test_relu.py's two tests (each runs kernels.get_kernel's module) and the probe.
     assert re.search(r"^3 passed\b", log, re.M), log
     assert f"loaded from {variant}\n" in log, log
