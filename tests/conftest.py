@@ -49,18 +49,21 @@ def no_subprocess(monkeypatch):
 
 @pytest.fixture(scope="session")
 def torch213_python(tmp_path_factory):
-    """torch 2.13.0 (pip's default build: the CPU one from the local wheel store here) provisioned
-    through kbuild's toolchain store in a session folder, plus pytest and numpy — made once per
-    session for the tests that build or load against an older torch."""
-    from pathlib import Path
-
+    """torch 2.13.0's CPU build provisioned through kbuild's toolchain store in a session folder
+    (the store installs pip's default build: the CPU wheel is put in pip's sight, where PyPI's
+    would be a CUDA build), plus pytest and numpy — made once per session for the tests that build
+    or load against an older torch."""
+    import hf_envs
     from builder.toolchains.provision import ToolchainStore
     from kbuild_common.errors import KbuildError
 
     try:
-        python = ToolchainStore(tmp_path_factory.mktemp("toolchains")).torch_python("2.13.0", cuda=False)
-    except KbuildError as e:
-        pytest.skip(f"torch 2.13.0 is not installable here: {e}")
+        wheels = hf_envs.cpu_torch_wheel("2.13.0").parent
+        with pytest.MonkeyPatch.context() as patch:  # its local version (+cpu) sorts above PyPI's 2.13.0
+            patch.setenv("PIP_FIND_LINKS", " ".join(filter(None, (str(wheels), os.environ.get("PIP_FIND_LINKS")))))
+            python = ToolchainStore(tmp_path_factory.mktemp("toolchains")).torch_python("2.13.0", cuda=False)
+    except (KbuildError, hf_envs.EnvError) as e:
+        pytest.skip(f"torch 2.13.0's CPU build is not installable here: {e}")
     pip = subprocess.run([python, "-m", "pip", "install", "-q", "pytest", "numpy"],
                          capture_output=True, text=True, timeout=1800)
     if pip.returncode != 0:

@@ -28,7 +28,13 @@ from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = ROOT / ".venv" / "hf-envs"
-TORCH = "torch==2.13.0"
+TORCH_RELEASE = "2.13.0"
+TORCH = f"torch=={TORCH_RELEASE}"
+# Its CPU build, never pip's default torch, which PyPI serves as a CUDA build: from the pip
+# configuration's own local sources first (--no-index: a find-links folder such as CI's), else from
+# PyTorch's CPU index (another with KBUILD_TEST_TORCH_CPU_INDEX); kept in CPU_WHEELS with .venv.
+CPU_INDEX = os.environ.get("KBUILD_TEST_TORCH_CPU_INDEX", "https://download.pytorch.org/whl/cpu")
+CPU_WHEELS = ROOT / ".venv" / "torch-cpu-wheels"
 
 # transformers pins `kernels` by release (its `kernels` extra): 5.17 takes 0.16.x, which needs the
 # separate kernels-data package; 5.21 takes 0.17.x; 5.23 and 5.24 take 0.18.x (5.24.0, the newest);
@@ -167,15 +173,38 @@ def _pip(python_exe, args: list[str], what: str, env: dict[str, str] | None = No
                        + "\n".join(tail))
 
 
+def cpu_torch_wheel(release: str = TORCH_RELEASE) -> Path:
+    """torch `release`'s CPU build as a wheel file in CPU_WHEELS, downloaded first when missing."""
+    CPU_WHEELS.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(CPU_WHEELS / ".lock")):
+        pattern = f"torch-{release}+cpu-*.whl"
+        tried = []
+        for where, source in (("the pip configuration's local sources", ["--no-index"]),
+                              (CPU_INDEX, ["--index-url", CPU_INDEX])):
+            if sorted(CPU_WHEELS.glob(pattern)):
+                break
+            pip = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                                  *source, f"torch=={release}+cpu", "-d", str(CPU_WHEELS)],
+                                 capture_output=True, text=True)
+            lines = (pip.stdout + pip.stderr).strip().splitlines() or ["no output"]
+            tried.append(f"{where}: " + next((line for line in lines if line.startswith("ERROR:")), lines[-1]))
+        wheels = sorted(CPU_WHEELS.glob(pattern))
+        if not wheels:
+            raise EnvError(f"torch {release}'s CPU build (torch=={release}+cpu) was found nowhere; "
+                           + "; ".join(tried) + " (set KBUILD_TEST_TORCH_CPU_INDEX to an index that has it)")
+        return wheels[-1]
+
+
 def _shared_torch() -> Path:
     """SHARED_TORCH, installed first when missing: torch's wheel unpacked with `--no-deps`, so each
     environment gets torch's dependencies at the versions its own resolution picks."""
     stamp = SHARED_TORCH / "kbuild-pins.txt"
     with FileLock(str(HOME / "_torch.lock")):
-        if not (stamp.is_file() and stamp.read_text() == TORCH + "\n"):
+        if not (stamp.is_file() and stamp.read_text() == TORCH + "+cpu\n"):
             shutil.rmtree(SHARED_TORCH, ignore_errors=True)
-            _pip(sys.executable, ["--no-deps", "--target", str(SHARED_TORCH), TORCH], str(SHARED_TORCH))
-            stamp.write_text(TORCH + "\n")  # last: a killed install is redone next time
+            _pip(sys.executable, ["--no-deps", "--target", str(SHARED_TORCH), str(cpu_torch_wheel())],
+                 str(SHARED_TORCH))
+            stamp.write_text(TORCH + "+cpu\n")  # last: a killed install is redone next time
     return SHARED_TORCH
 
 
