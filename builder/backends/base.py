@@ -91,8 +91,11 @@ class Backend:
     # whether every torch row must hold one
     torch_row_list: str = "list of versions"
     torch_row_requires_list: bool = False
-    # whether its variants need torch's device build (the toolchain store's torch index)
+    # whether its variants need torch's device build (the toolchain store's torch index), what of a
+    # torch tells that build (for errors) and where to find one when the index gave another
     torch_device_build: bool = False
+    torch_build_field: str = ""
+    torch_index_hint: str = ""
     # lines run inside the torch probe (builder/toolchains/toolchain.py), with torch, `ce`
     # (torch.utils.cpp_extension), os and glob at hand: what they put in `facts` is what this torch
     # tells the backend's compiler (CUDA: its nvcc flags, the headers of its nvidia wheels)
@@ -123,6 +126,16 @@ class Backend:
         """`kbuild toolchain install <table>-X.Y`: the release's toolkit installed into `store` unless
         there (`system`: this machine's may serve), said as one line."""
         raise NotImplementedError(f"{self.name} has no toolkit to install")
+
+    def stored_toolkit_detail(self, marker: dict) -> str:
+        """How `kbuild toolchain list` describes the store's install of this toolkit, read from its
+        marker (what `install_toolkit` wrote there)."""
+        return ""
+
+    def torch_device_version(self, torch) -> str | None:
+        """The release of the backend's device build that `torch` is ("13.0" for torch's CUDA 13.0
+        build), None when it is another build (the toolchain store keeps it in the torch's marker)."""
+        return None
 
     def toolkit(self, inputs):
         """The toolkit a variant is planned with, or None."""

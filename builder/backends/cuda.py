@@ -18,6 +18,7 @@ from builder.backends.cuda_toolkit import (
     nvcc_version,
     recorded_nvcc,
 )
+from builder.backends.cuda_wheels import cuda_home, detail
 from builder.backends.nvcc_rule import NVCC, nvcc_script
 from kbuild_common.errors import ManifestError, ToolchainError
 
@@ -40,6 +41,8 @@ class Cuda(Backend):
     torch_row_list = "list of CUDA versions, like [\"13.2\"]"
     torch_row_requires_list = True
     torch_device_build = True
+    torch_build_field = "torch.version.cuda"
+    torch_index_hint = "set KBUILD_TORCH_INDEX to an index with CUDA builds, e.g. https://download.pytorch.org/whl/cu130"
     torch_probe = """
 facts["common_nvcc_flags"] = list(ce.COMMON_NVCC_FLAGS)
 facts["cmake_cuda_config"] = os.path.join(os.path.dirname(torch.__file__), "share", "cmake", "Caffe2", "public",
@@ -57,8 +60,11 @@ if torch.version.cuda:
         return find_cuda(options.cuda_home, options.probe_dir) if torch.cuda else None
 
     def provision_toolkit(self, store, release, options):
-        home, _ = store.cuda_home(release.version, release.toolkit)
+        home, _ = cuda_home(store, release.version, release.toolkit)
         return find_cuda(home, options.probe_dir)
+
+    def torch_device_version(self, torch) -> str | None:
+        return torch.cuda
 
     def read_torch_facts(self, probed: dict) -> dict:
         # torch.utils.cpp_extension's flags, what torch's CMake config (share/cmake/Caffe2/public/
@@ -68,8 +74,11 @@ if torch.version.cuda:
                 "nvidia_include": tuple(probed["nvidia_include"])}
 
     def install_toolkit(self, store, version, requirement, system) -> str:
-        home, how = store.cuda_home(version, requirement, system=system)
+        home, how = cuda_home(store, version, requirement, system=system)
         return f"{how}, CUDA_HOME={home}"
+
+    def stored_toolkit_detail(self, marker: dict) -> str:
+        return detail(marker)
 
     def toolkit_record(self, toolkit) -> dict:
         return {"nvcc": {"version": recorded_nvcc(toolkit.nvcc), "from": nvcc_origin(Path(toolkit.nvcc))}}
@@ -104,7 +113,7 @@ if torch.version.cuda:
         if row is None:
             raise ToolchainError(f"{built}, and the toolchain store knows no CUDA {release}: install nvcc {wanted}, "
                                  "set CUDA_HOME")
-        stored, _ = store.cuda_home(tuple(int(p) for p in release.split(".")), row["toolkit"], system=False)
+        stored, _ = cuda_home(store, tuple(int(p) for p in release.split(".")), row["toolkit"], system=False)
         got = nvcc_version(Path(stored) / "bin" / "nvcc").build
         if got != wanted:
             raise ToolchainError(f"{built}, and the toolchain store's CUDA {release} has nvcc {got}: "

@@ -273,8 +273,8 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
     try:
         with reporter.phase(f"provisioning {target}"):  # shown under "planning" while pip installs
             backend = compiled(target.toolkit.backend) if target.toolkit else None
-            python = store.torch_python(target.torch.version, cuda=bool(backend and backend.torch_device_build),
-                                        reuse=(options.python,))
+            device_build = {backend.name: True} if backend and backend.torch_device_build else {}
+            python = store.torch_python(target.torch.version, reuse=(options.python,), **device_build)
             torch = probe_torch(python, options.probe_dir)
             toolkits = {backend.name: backend.provision_toolkit(store, target.toolkit, options)} if backend else {}
     except KbuildError as e:

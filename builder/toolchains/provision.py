@@ -1,8 +1,10 @@
-"""Toolchain provisioning: a torch environment per torch release and an nvcc per CUDA version,
-cached under one folder (`~/.cache/kbuild/toolchains/` unless the CLI says otherwise).
+"""Toolchain provisioning: a torch environment per torch release and each backend's toolkit that
+comes from PyPI, cached under one folder (`~/.cache/kbuild/toolchains/` unless the CLI says otherwise).
 
-    torch-2.13.0/   a venv holding exactly torch==2.13.0 (CPU or CUDA build)
-    cuda-13.2/      a venv holding NVIDIA's cuda-toolkit wheels; CUDA_HOME is its nvidia/cu13
+    torch-2.13.0/   a venv holding exactly torch==2.13.0 (pip's default build, or a backend's device
+                    build from the torch index: `torch_python(..., cuda=True)`)
+    cuda-13.2/      a backend's toolkit, a venv made by `pip_toolchain` as the backend says (CUDA's:
+                    NVIDIA's cuda-toolkit wheels, builder/backends/cuda_wheels.py)
     cutlass-4.2/    the headers of PyPI's nvidia-cutlass 4.2.0.0 (`cutlass_X_Y` dependencies)
     sysroot-2.28/   glibc 2.28 headers and link stubs, libstdc++ held to manylinux_2_28 (sysroot.py)
     .<name>.lock    held while <name> is installed, so two kbuild processes install it once
@@ -27,8 +29,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from builder.backends.cuda_toolkit import find_cuda, nvcc_version
+from builder.backends import BACKENDS, Backend
 from builder.config.environment import PYPI
 from builder.toolchains.toolchain import TorchInfo, probe_torch
 from kbuild_common import proc
@@ -36,17 +39,40 @@ from kbuild_common.errors import KbuildError, ToolchainError
 
 MARKER = "kbuild-toolchain.json"
 _TORCH_VERSION = re.compile(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
+# the backends whose variants need torch's device build; a torch's marker keeps `torch_<name>`, the
+# release of each such build it is (None: another build)
+_DEVICE_BUILDS = [b for b in BACKENDS.values() if b.torch_device_build]
+# a backend's toolkit table ("cuda") -> the backend: the marker kind of its toolkit in the store
+_TOOLKITS = {b.toolkit_table: b for b in BACKENDS.values() if b.toolkit_table}
 
 
 @dataclass(frozen=True)
 class ToolchainRecord:
     name: str          # torch-2.13.0, cuda-13.2
-    kind: str          # "torch" | "cuda"
+    kind: str          # "torch" | a backend's toolkit table ("cuda") | "cutlass" | "sysroot"
     version: str       # 2.13.0, 13.2
     path: str
     size_bytes: int
     created: str       # ISO 8601, UTC
-    detail: str = ""   # "CPU build (2.13.0+cpu)", "nvcc 13.2.86"
+    detail: str = ""   # "CPU build (2.13.0+cpu)", "nvcc 13.2.86 (cuda-toolkit[nvcc,cccl]==13.2.*)"
+
+
+class PipToolchain(Protocol):
+    """A toolchain the store makes with one `pip install` into a venv of its own, as a backend
+    describes its toolkit (CUDA: builder/backends/cuda_wheels.py's CudaWheels). The store holds the
+    lock, builds the venv in `.<name>.tmp-<pid>`, runs pip, moves the venv into place and writes the
+    marker last; the toolchain says where its files landed and checks them (a ToolchainError of one
+    line when they are wrong)."""
+
+    name: str         # the store's folder: "cuda-13.2"
+    kind: str         # the marker's kind: the backend's toolkit table, "cuda"
+    requirement: str  # what pip installs
+
+    def ready(self, marker: dict) -> bool: ...  # whether the marker of a folder of this kind will do
+
+    def found(self, venv: Path) -> dict: ...  # what pip put in the venv, checked before it moves
+
+    def marker(self, dest: Path, found: dict) -> dict: ...  # the marker's fields, checked in place at `dest`
 
 
 class ToolchainStore:
@@ -64,64 +90,67 @@ class ToolchainStore:
 
     # -- torch -------------------------------------------------------------------------------
 
-    def torch_python(self, version: str, cuda: bool, reuse: Sequence[str] = ()) -> str:
-        """Path of a python whose torch is exactly `version` (a CUDA build when `cuda`): the first
-        interpreter of `reuse` that fits, else the store's torch-<version>, installed if missing."""
+    def torch_python(self, version: str, reuse: Sequence[str] = (), **device_build: bool) -> str:
+        """Path of a python whose torch is exactly `version`: the first interpreter of `reuse` that
+        fits, else the store's torch-<version>, installed if missing. A backend's name set true
+        (`cuda=True`) asks for its device build of torch, from the store's torch index (a build of
+        `reuse` must be one too); none: pip's default build."""
+        device = _device_build(device_build)
         if not _TORCH_VERSION.fullmatch(version):
             raise ToolchainError(f"torch version {version!r}: expected an exact release such as 2.13.0")
         for python in reuse:
             info = self._probe(python)
-            if info and _release(info.torch_version) == version and (info.cuda or not cuda):
+            if info and _release(info.torch_version) == version and (not device or device.torch_device_version(info)):
                 return python
         name = f"torch-{version}"
         dest = self.root / name
-        if self._torch_ready(dest, version, cuda):
+        if self._torch_ready(dest, version, device):
             return str(dest / "bin" / "python")
         with self._locked(name):
             marker = _read_marker(dest)
-            if self._torch_ready(dest, version, cuda):
+            if self._torch_ready(dest, version, device):
                 pass  # another process installed it while we waited
-            elif (cuda and marker and marker.get("kind") == "torch" and marker.get("version") == version
+            elif (device and marker and marker.get("kind") == "torch" and marker.get("version") == version
                   and (dest / "bin" / "python").exists()):
-                self._upgrade_torch(name, version)  # a CPU build, and CUDA is wanted now
+                self._upgrade_torch(name, version, device)  # another build, and the device's is wanted now
             else:
-                self._install_torch(name, version, cuda)
+                self._install_torch(name, version, device)
         return str(dest / "bin" / "python")
 
-    def _torch_ready(self, dest: Path, version: str, cuda: bool) -> bool:
+    def _torch_ready(self, dest: Path, version: str, device: Backend | None) -> bool:
         marker = _read_marker(dest)
         return bool(marker and marker.get("kind") == "torch" and marker.get("version") == version
-                    and (marker.get("torch_cuda") or not cuda) and (dest / "bin" / "python").exists())
+                    and (not device or marker.get(f"torch_{device.name}")) and (dest / "bin" / "python").exists())
 
-    def _install_torch(self, name: str, version: str, cuda: bool) -> None:
+    def _install_torch(self, name: str, version: str, device: Backend | None) -> None:
         dest = self.root / name
-        source = f"CUDA build from {self.torch_index}" if cuda else "pip's default build"
+        source = f"{device.toolkit_label} build from {self.torch_index}" if device else "pip's default build"
         self._log(f"installing torch {version} ({source}) into {dest}")
         with self._building(name) as (tmp, pip):
             python = str(tmp / "bin" / "python")
-            if cuda:
+            if device:
                 wheel = self._download_torch(pip, python, version, tmp / "wheels")
                 pip(_pip_install(python, str(wheel)), f"pip install {wheel.name}")
                 shutil.rmtree(tmp / "wheels")
             else:
                 pip(_pip_install(python, f"torch=={version}"), f"pip install torch=={version}")
             self._move_into_place(tmp, dest)
-            info = self._check_torch(str(dest / "bin" / "python"), version, cuda)
+            info = self._check_torch(str(dest / "bin" / "python"), version, device)
             self._write_marker(dest, kind="torch", version=version, requirement=f"torch=={version}",
-                               torch_version=info.torch_version, torch_cuda=info.cuda,
-                               source=self.torch_index if cuda else "pip configuration")
+                               torch_version=info.torch_version, **_device_builds(info),
+                               source=self.torch_index if device else "pip configuration")
 
-    def _upgrade_torch(self, name: str, version: str) -> None:
+    def _upgrade_torch(self, name: str, version: str, device: Backend) -> None:
         dest = self.root / name
         python = str(dest / "bin" / "python")
-        self._log(f"upgrading torch {version} in {dest} to the CUDA build from {self.torch_index}")
+        self._log(f"upgrading torch {version} in {dest} to the {device.toolkit_label} build from {self.torch_index}")
         with self._building(name, upgrading=dest) as (tmp, pip):
             wheel = self._download_torch(pip, python, version, tmp / "wheels")
             (dest / MARKER).unlink()  # incomplete from here on: a failure removes the environment
             pip(_pip_install(python, str(wheel)), f"pip install {wheel.name}")
-            info = self._check_torch(python, version, True)
+            info = self._check_torch(python, version, device)
             self._write_marker(dest, kind="torch", version=version, requirement=f"torch=={version}",
-                               torch_version=info.torch_version, torch_cuda=info.cuda, source=self.torch_index)
+                               torch_version=info.torch_version, **_device_builds(info), source=self.torch_index)
 
     def _download_torch(self, pip, python: str, version: str, folder: Path) -> Path:
         """torch==version's wheel from the index alone (not the user's find-links, whose local
@@ -134,15 +163,14 @@ class ToolchainStore:
             raise ToolchainError(f"pip download torch=={version} left {len(wheels)} wheel(s) in {folder}")
         return wheels[0]
 
-    def _check_torch(self, python: str, version: str, cuda: bool) -> TorchInfo:
+    def _check_torch(self, python: str, version: str, device: Backend | None) -> TorchInfo:
         info = probe_torch(python, self.probe_dir)
         if _release(info.torch_version) != version:
             raise ToolchainError(f"torch {version} was wanted but {python} has torch {info.torch_version}")
-        if cuda and not info.cuda:
+        if device and not device.torch_device_version(info):
             raise ToolchainError(
-                f"torch {version} from {self.torch_index} is not a CUDA build: {python} has torch "
-                f"{info.torch_version} (torch.version.cuda is None)",
-                hint="set KBUILD_TORCH_INDEX to an index with CUDA builds, e.g. https://download.pytorch.org/whl/cu130")
+                f"torch {version} from {self.torch_index} is not a {device.toolkit_label} build: {python} has torch "
+                f"{info.torch_version} ({device.torch_build_field} is None)", hint=device.torch_index_hint)
         return info
 
     def _probe(self, python: str) -> TorchInfo | None:
@@ -151,50 +179,31 @@ class ToolchainStore:
         except KbuildError:
             return None
 
-    # -- CUDA --------------------------------------------------------------------------------
+    # -- a backend's toolkit from PyPI ----------------------------------------------------------
 
-    def cuda_home(self, version: tuple[int, int], requirement: str, *, system: bool = True) -> tuple[str, str]:
-        """(CUDA_HOME, how): the system CUDA when its nvcc is exactly `version` (unless `system` is
-        False), else the store's cuda-X.Y made by `pip install requirement`, installed if missing."""
-        if system:
-            try:
-                found = find_cuda(None, self.probe_dir)
-            except KbuildError:
-                found = None
-            if found and found.version == version:
-                return found.home, f"system {found.home}"
-        name = f"cuda-{version[0]}.{version[1]}"
-        dest = self.root / name
-        if not self._cuda_ready(dest):
-            with self._locked(name):
-                if not self._cuda_ready(dest):
-                    self._install_cuda(name, version, requirement)
+    def pip_toolchain(self, toolchain: PipToolchain) -> tuple[Path, dict]:
+        """`toolchain`'s folder in the store and its marker, installed first unless it is there and
+        ready (builder/backends/cuda_wheels.py is CUDA's)."""
+        dest = self.root / toolchain.name
+        if not self._pip_ready(dest, toolchain):
+            with self._locked(toolchain.name):
+                if not self._pip_ready(dest, toolchain):
+                    self._install_pip_toolchain(toolchain)
+        return dest, _read_marker(dest) or {}
+
+    def _pip_ready(self, dest: Path, toolchain: PipToolchain) -> bool:
         marker = _read_marker(dest)
-        home = dest / marker["home"]
-        if not (home / "bin" / "nvcc").is_file():  # checked by running it when installed
-            raise ToolchainError(f"{name}: {home / 'bin' / 'nvcc'} is missing",
-                                 hint=f"kbuild toolchain prune {name}, then install it again")
-        return str(home), f"cuda-toolkit {marker.get('nvcc', '')} in {dest}"
+        return bool(marker and marker.get("kind") == toolchain.kind and toolchain.ready(marker))
 
-    def _cuda_ready(self, dest: Path) -> bool:
-        marker = _read_marker(dest)
-        return bool(marker and marker.get("kind") == "cuda" and marker.get("home"))
-
-    def _install_cuda(self, name: str, version: tuple[int, int], requirement: str) -> None:
-        dest = self.root / name
-        self._log(f"installing {requirement} into {dest}")
-        with self._building(name) as (tmp, pip):
-            python = str(tmp / "bin" / "python")
-            pip(_pip_install(python, requirement), f"pip install {requirement}")
-            homes = sorted(tmp.glob(f"lib/python3*/site-packages/nvidia/cu{version[0]}"))
-            if not homes or not (homes[0] / "bin" / "nvcc").is_file():
-                raise ToolchainError(f"{requirement} installed no nvidia/cu{version[0]}/bin/nvcc into {tmp}",
-                                     hint="check [cuda] toolkit in builder/versions.toml")
-            home = homes[0].relative_to(tmp)
+    def _install_pip_toolchain(self, toolchain: PipToolchain) -> None:
+        dest = self.root / toolchain.name
+        self._log(f"installing {toolchain.requirement} into {dest}")
+        with self._building(toolchain.name) as (tmp, pip):
+            requirement = toolchain.requirement
+            pip(_pip_install(str(tmp / "bin" / "python"), requirement), f"pip install {requirement}")
+            found = toolchain.found(tmp)
             self._move_into_place(tmp, dest)
-            full = _nvcc_version(dest / home, version)
-            self._write_marker(dest, kind="cuda", version=f"{version[0]}.{version[1]}", requirement=requirement,
-                               home=str(home), nvcc=full)
+            self._write_marker(dest, kind=toolchain.kind, **toolchain.marker(dest, found))
 
     # -- CUTLASS -----------------------------------------------------------------------------
 
@@ -442,17 +451,6 @@ def _run_logged(cmd: list[str], what: str, log_file, log_path: Path) -> None:
         raise ToolchainError(f"{what} failed (exit {code}): {detail}; log: {log_path}")
 
 
-def _nvcc_version(home: Path, version: tuple[int, int]) -> str:
-    """nvcc's full version (13.2.86), checked to be exactly `version`."""
-    nvcc = home / "bin" / "nvcc"
-    found = nvcc_version(nvcc)
-    if found.build is None:
-        raise ToolchainError(f"cannot read the CUDA version from {nvcc} --version")
-    if found.cuda != version:
-        raise ToolchainError(f"{nvcc} is CUDA {found.cuda[0]}.{found.cuda[1]}, expected {version[0]}.{version[1]}")
-    return found.build
-
-
 def _read_marker(folder: Path) -> dict | None:
     try:
         data = json.loads((folder / MARKER).read_text())
@@ -461,12 +459,29 @@ def _read_marker(folder: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def _device_build(wanted: dict[str, bool]) -> Backend | None:
+    """The backend whose device build of torch `wanted` (backend name -> bool) asks for, if any."""
+    for name in wanted:
+        if name not in BACKENDS or not BACKENDS[name].torch_device_build:
+            raise TypeError(f"torch_python() got an unexpected keyword argument {name!r}")
+    chosen = [BACKENDS[name] for name, on in wanted.items() if on]
+    if len(chosen) > 1:
+        raise TypeError(f"torch_python(): one device build at most, not {', '.join(b.name for b in chosen)}")
+    return chosen[0] if chosen else None
+
+
+def _device_builds(info: TorchInfo) -> dict[str, str | None]:
+    """What a torch's marker keeps of its build: `torch_<backend>`, that backend's release or None."""
+    return {f"torch_{b.name}": b.torch_device_version(info) for b in _DEVICE_BUILDS}
+
+
 def _detail(marker: dict) -> str:
     if marker.get("kind") == "torch":
-        cuda = marker.get("torch_cuda")
-        return f"{'CUDA ' + cuda if cuda else 'CPU'} build ({marker.get('torch_version')})"
-    if marker.get("kind") == "cuda":
-        return f"nvcc {marker.get('nvcc')} ({marker.get('requirement')})"
+        builds = [f"{b.toolkit_label} {marker[f'torch_{b.name}']}" for b in _DEVICE_BUILDS
+                  if marker.get(f"torch_{b.name}")]
+        return f"{builds[0] if builds else 'CPU'} build ({marker.get('torch_version')})"
+    if backend := _TOOLKITS.get(marker.get("kind")):
+        return backend.stored_toolkit_detail(marker)
     if marker.get("kind") == "cutlass":
         return f"CUTLASS {marker.get('release')} headers ({marker.get('requirement')})"
     if marker.get("kind") == "sysroot":

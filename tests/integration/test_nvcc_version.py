@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.backends.cuda_toolkit import find_cuda, nvcc_version
-from builder.toolchains.provision import _nvcc_version
+from builder.backends.cuda_wheels import installed_nvcc
 from kbuild_common.errors import ToolchainError
 
 
@@ -27,13 +27,13 @@ def test_the_probe_and_the_store_read_nvcc_alike(system):
     out = subprocess.run([system.nvcc, "--version"], capture_output=True, text=True, check=True).stdout
     assert f"release {said.cuda[0]}.{said.cuda[1]}, V{said.build}" in out
     assert said.cuda == system.version  # what find_cuda's probe recorded
-    assert _nvcc_version(Path(system.home), system.version) == said.build  # what the store records
+    assert installed_nvcc(Path(system.home), system.version) == said.build  # what the store records
 
 
 def test_the_store_refuses_an_nvcc_of_another_release(system):
     major, minor = system.version
     with pytest.raises(ToolchainError, match=rf"bin/nvcc is CUDA {major}\.{minor}, expected {major}\.{minor + 1}$"):
-        _nvcc_version(Path(system.home), (major, minor + 1))
+        installed_nvcc(Path(system.home), (major, minor + 1))
 
 
 def test_a_program_that_is_no_nvcc_is_one_clear_error(tmp_path):

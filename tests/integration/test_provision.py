@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from builder.backends.cuda_toolkit import find_cuda
+from builder.backends.cuda_wheels import cuda_home
 from builder.commands.main import main
 from builder.toolchains.provision import MARKER, ToolchainStore
 from builder.toolchains.toolchain import probe_torch
@@ -52,7 +53,7 @@ def test_a_system_cuda_of_the_wanted_version_is_used_as_is(tmp_path):
     if system is None:
         pytest.skip("no system CUDA (/usr/local/cuda, nvcc on PATH)")
     store = ToolchainStore(tmp_path / "toolchains")
-    home, how = store.cuda_home(system.version, "cuda-toolkit-requirement-never-used")
+    home, how = cuda_home(store, system.version, "cuda-toolkit-requirement-never-used")
     assert (home, how) == (system.home, f"system {system.home}")
     # nothing installed: at most the cached answer of the system nvcc
     assert {p.name for p in (tmp_path / "toolchains").glob("*")} <= {".probe"}
@@ -71,7 +72,7 @@ def test_cuda_13_2_wheel_install_reuse_list_prune(store_root, capsys, tmp_path):
     assert json.loads(marker.read_text())["requirement"] == CUDA_132
     assert not list(store_root.glob(".cuda-13.2.tmp-*"))
 
-    home, how = ToolchainStore(store_root).cuda_home((13, 2), CUDA_132, system=False)
+    home, how = cuda_home(ToolchainStore(store_root), (13, 2), CUDA_132, system=False)
     assert Path(home) == next((store_root / "cuda-13.2").glob("lib/python3*/site-packages/nvidia/cu13"))
     assert how.startswith("cuda-toolkit 13.2.") and how.endswith(f" in {store_root / 'cuda-13.2'}")
     nvcc = Path(home) / "bin" / "nvcc"
@@ -106,7 +107,7 @@ def test_cuda_13_2_wheel_install_reuse_list_prune(store_root, capsys, tmp_path):
 def test_a_failed_install_leaves_nothing_but_its_log(tmp_path):
     store = ToolchainStore(tmp_path / "toolchains")
     with pytest.raises(ToolchainError) as e:
-        store.cuda_home((13, 2), str(tmp_path / "missing" / "cuda_toolkit-13.2.0-py3-none-any.whl"), system=False)
+        cuda_home(store, (13, 2), str(tmp_path / "missing" / "cuda_toolkit-13.2.0-py3-none-any.whl"), system=False)
     message = str(e.value)
     log = store.root / "cuda-13.2.install.log"
     assert "\n" not in message and message.endswith(f"; log: {log}"), message

@@ -9,13 +9,16 @@ tests/integration/test_runtime_dependencies.py):
   any Reporter exists or when rich itself is missing;
 - the planner, the matrix, the versions reader, the torch probe, the dependency resolver, the compile graph, the
   toolchain record and `kbuild reproduce` ask the backends' table, never `backend == "cuda"`: none of them compares
-  anything with a backend's name.
+  anything with a backend's name;
+- the toolchain store names no backend: how CUDA's toolkit is installed and what torch's CUDA build is, the CUDA
+  backend says (builder/backends/cuda.py, cuda_wheels.py).
 The scripts of templates/ run in other Pythons (the suites', a probed torch's) and are left out.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -29,6 +32,8 @@ ASK_THE_TABLE = [BUILDER / "plan", BUILDER / "compile", BUILDER / "toolchains" /
                  BUILDER / "toolchains" / "toolchain.py", BUILDER / "project" / "dependencies.py",
                  BUILDER / "stage" / "toolchain_record.py", BUILDER / "verify" / "reproduce.py"]
 BACKEND_NAMES = {"cpu", "cuda", "rocm", "xpu", "metal", "neuron", "tpu", "cann", "npu"}
+NAME_NO_BACKEND = [BUILDER / "toolchains" / "provision.py"]
+TOOLKIT_WORDS = BACKEND_NAMES | {"nvcc"}  # a backend's name, or its compiler's
 
 
 @cache
@@ -92,6 +97,38 @@ def backend_name_tests(found: list[tuple[Path, ast.AST]]) -> list[str]:
             if isinstance(node, ast.Compare) and any(named(n) for n in (node.left, *node.comparators))]
 
 
+def backend_names(found: list[tuple[Path, ast.AST]]) -> list[str]:
+    """In the modules that must name no backend: an import of a backend's own module (only the table,
+    `builder.backends`, and its interface, `.base`), a name with a backend's (or its compiler's) as one
+    of its words (`cuda_home`, `cuda=`, `_nvcc_version`), a string that is a key so named ("cuda", "torch_cuda";
+    words of a message, such as torch's "CPU build", are not looked at)."""
+    def worded(name: str) -> bool:
+        return bool(TOOLKIT_WORDS & set(name.split("_")))  # case counts: a backend's key is lower case
+
+    def words(identifier: str) -> str:  # CudaWheels -> cuda_wheels
+        return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", identifier).lower()
+
+    wrong = set()
+    for path, tree in found:
+        if path not in NAME_NO_BACKEND:
+            continue
+        for node in ast.walk(tree):
+            modules = {n.split(".")[2] for n in imported(node) if n.startswith("builder.backends.")}
+            names = sorted(modules - {"base", *(a.name for a in getattr(node, "names", ()))})
+            if isinstance(node, ast.Name):
+                names.append(words(node.id))
+            elif isinstance(node, ast.Attribute):
+                names.append(words(node.attr))
+            elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+                names.append(words(node.arg))
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.append(words(node.name))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value:
+                names.append(node.value)
+            wrong |= {(path, node.lineno, n) for n in names if worded(n)}
+    return [f"{path.relative_to(BUILDER.parent)}:{line}: {name}" for path, line, name in sorted(wrong)]
+
+
 def test_no_command_imports_another():
     assert commands_imported_by_commands(modules()) == []
 
@@ -108,6 +145,10 @@ def test_the_stages_ask_the_backends_table_not_a_backends_name():
     assert backend_name_tests(modules()) == []
 
 
+def test_the_toolchain_store_names_no_backend():
+    assert backend_names(modules()) == []
+
+
 def test_the_checks_see_what_they_look_for(tmp_path):
     """Each check finds its fault in a module written for it."""
     text = ("import os\nimport sys\nfrom builder.commands.build import run\nfrom builder.commands import arguments\n"
@@ -119,3 +160,11 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     assert terminal_writes(found) == ["builder/commands/lock.py:6", "builder/commands/lock.py:6"]
     planner = [(BUILDER / "plan" / "planner.py", ast.parse("ok = backend in ('cuda', None)\nfine = kind == 'torch'\n"))]
     assert backend_name_tests(planner) == ["builder/plan/planner.py:1: backend in ('cuda', None)"]
+    store = [(BUILDER / "toolchains" / "provision.py", ast.parse(
+        "from builder.backends import BACKENDS\nfrom builder.backends.cuda_toolkit import find_cuda\n"
+        "def torch_python(version, cuda): return marker.get('torch_cuda'), kind == 'torch'\n"
+        "home = store.cuda_home((13, 2), 'cuda-toolkit==13.2.*')\nwheels = CudaWheels(CPU_BUILD)\n"))]
+    assert backend_names(store) == [
+        "builder/toolchains/provision.py:2: cuda_toolkit", "builder/toolchains/provision.py:3: cuda",
+        "builder/toolchains/provision.py:3: torch_cuda", "builder/toolchains/provision.py:4: cuda_home",
+        "builder/toolchains/provision.py:5: cpu_build", "builder/toolchains/provision.py:5: cuda_wheels"]
