@@ -102,6 +102,10 @@ class Backend:
     torch_probe: str = ""
     # source suffix -> the compile rule it takes, beyond the host C++ compiler's
     source_tools: dict[str, CompileRule] = {}
+    # libraries only its device's driver installs (link names: "libcuda.so"), and that driver: the link
+    # check resolves them through `link_stub_dirs`, and a machine without it cannot import what needs them
+    driver_libraries: tuple[str, ...] = ()
+    driver: str = ""
 
     @property
     def needs_toolkit(self) -> bool:

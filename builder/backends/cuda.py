@@ -34,6 +34,8 @@ class Cuda(Backend):
     name = "cuda"
     device = "cuda"
     source_tools = {".cu": NVCC}
+    driver_libraries = ("libcuda.so", "libnvidia-ml.so")  # the CUDA toolkit ships link stubs for them
+    driver = "the NVIDIA driver"
     toolkit_table = "cuda"
     toolkit_label = "CUDA"
     toolkit_row = {"toolkit": (str, "pip requirement of nvcc, like \"cuda-toolkit[nvcc,cccl]==13.2.*\""),

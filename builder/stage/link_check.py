@@ -14,11 +14,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.backends import BACKENDS, Backend
 from builder.toolchains.binary import BinaryFormat, Library, UnreadableLibrary
 
 _PYTHON_API = re.compile(r"^_?Py")  # defined by the python executable (abi_check.py checks which)
-# libraries only a GPU machine's driver installs; the CUDA toolkit ships link stubs for them
-DRIVER_LIBRARIES = ("libcuda.so", "libnvidia-ml.so")
+# libraries only a device's driver installs (each backend's), by link name -> the backend
+DRIVER_LIBRARIES: dict[str, Backend] = {lib: b for b in BACKENDS.values() for lib in b.driver_libraries}
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,10 @@ def _run(python: str, libraries: dict[Path, str], timeout: float) -> dict[Path, 
     errors = {}
     for path, error in report["errors"].items():
         # a machine without a GPU cannot load what needs the driver, which says nothing about the library
-        if error and any(f"{lib}" in error and "cannot open shared object file" in error for lib in DRIVER_LIBRARIES):
-            trace(f"{Path(path).name} not import-checked: it needs the NVIDIA driver, which this machine lacks")
+        driver = next((b.driver for lib, b in DRIVER_LIBRARIES.items()
+                       if error and lib in error and "cannot open shared object file" in error), None)
+        if driver:
+            trace(f"{Path(path).name} not import-checked: it needs {driver}, which this machine lacks")
             error = None
         errors[Path(path)] = error
     return errors

@@ -10,8 +10,8 @@ tests/integration/test_runtime_dependencies.py):
 - the planner, the matrix, the versions reader, the torch probe, the dependency resolver, the compile graph, the
   toolchain record and `kbuild reproduce` ask the backends' table, never `backend == "cuda"`: none of them compares
   anything with a backend's name;
-- the toolchain store names no backend: how CUDA's toolkit is installed and what torch's CUDA build is, the CUDA
-  backend says (builder/backends/cuda.py, cuda_wheels.py).
+- the toolchain store and the link check name no backend: how CUDA's toolkit is installed, what torch's CUDA build
+  is and which libraries only CUDA's driver installs, the CUDA backend says (builder/backends/cuda.py, cuda_wheels.py).
 The scripts of templates/ run in other Pythons (the suites', a probed torch's) and are left out.
 """
 
@@ -32,7 +32,7 @@ ASK_THE_TABLE = [BUILDER / "plan", BUILDER / "compile", BUILDER / "toolchains" /
                  BUILDER / "toolchains" / "toolchain.py", BUILDER / "project" / "dependencies.py",
                  BUILDER / "stage" / "toolchain_record.py", BUILDER / "verify" / "reproduce.py"]
 BACKEND_NAMES = {"cpu", "cuda", "rocm", "xpu", "metal", "neuron", "tpu", "cann", "npu"}
-NAME_NO_BACKEND = [BUILDER / "toolchains" / "provision.py"]
+NAME_NO_BACKEND = [BUILDER / "toolchains" / "provision.py", BUILDER / "stage" / "link_check.py"]
 TOOLKIT_WORDS = BACKEND_NAMES | {"nvcc"}  # a backend's name, or its compiler's
 
 
@@ -100,10 +100,10 @@ def backend_name_tests(found: list[tuple[Path, ast.AST]]) -> list[str]:
 def backend_names(found: list[tuple[Path, ast.AST]]) -> list[str]:
     """In the modules that must name no backend: an import of a backend's own module (only the table,
     `builder.backends`, and its interface, `.base`), a name with a backend's (or its compiler's) as one
-    of its words (`cuda_home`, `cuda=`, `_nvcc_version`), a string that is a key so named ("cuda", "torch_cuda";
-    words of a message, such as torch's "CPU build", are not looked at)."""
-    def worded(name: str) -> bool:
-        return bool(TOOLKIT_WORDS & set(name.split("_")))  # case counts: a backend's key is lower case
+    of its words (`cuda_home`, `cuda=`, `_nvcc_version`), a string that is a key or file so named ("cuda",
+    "torch_cuda", "libcuda.so"; words of a message, such as torch's "CPU build", are not looked at)."""
+    def worded(name: str) -> bool:  # case counts: a backend's key is lower case
+        return bool(TOOLKIT_WORDS & {w.removeprefix("lib") for w in re.split(r"[^A-Za-z0-9]+", name)})
 
     def words(identifier: str) -> str:  # CudaWheels -> cuda_wheels
         return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", identifier).lower()
@@ -145,7 +145,7 @@ def test_the_stages_ask_the_backends_table_not_a_backends_name():
     assert backend_name_tests(modules()) == []
 
 
-def test_the_toolchain_store_names_no_backend():
+def test_the_store_and_the_link_check_name_no_backend():
     assert backend_names(modules()) == []
 
 
@@ -166,5 +166,8 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "home = store.cuda_home((13, 2), 'cuda-toolkit==13.2.*')\nwheels = CudaWheels(CPU_BUILD)\n"))]
     assert backend_names(store) == [
         "builder/toolchains/provision.py:2: cuda_toolkit", "builder/toolchains/provision.py:3: cuda",
-        "builder/toolchains/provision.py:3: torch_cuda", "builder/toolchains/provision.py:4: cuda_home",
+        "builder/toolchains/provision.py:3: torch_cuda", "builder/toolchains/provision.py:4: cuda-toolkit==13.2.*",
+        "builder/toolchains/provision.py:4: cuda_home",
         "builder/toolchains/provision.py:5: cpu_build", "builder/toolchains/provision.py:5: cuda_wheels"]
+    link = [(BUILDER / "stage" / "link_check.py", ast.parse("DRIVER_LIBRARIES = ('libcuda.so', 'libnvidia-ml.so')\n"))]
+    assert backend_names(link) == ["builder/stage/link_check.py:1: libcuda.so"]
