@@ -51,11 +51,12 @@ def _requirements() -> list[str]:
 
 def _checkout_requirements() -> list[str]:
     pyproject = _CHECKOUT / "pyproject.toml"
-    if not pyproject.is_file() or sys.version_info < (3, 11):
+    if sys.version_info < (3, 11) or not pyproject.is_file():
         return []
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
-    return [f'{r}{";" if ";" not in r else " and"} extra == "{name}"'
-            for name, reqs in project.get("optional-dependencies", {}).items() for r in reqs]
+    else:  # a branch of the version check: type checkers for 3.10 then know it needs no tomllib
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        return [f'{r}{";" if ";" not in r else " and"} extra == "{name}"'
+                for name, reqs in project.get("optional-dependencies", {}).items() for r in reqs]
 
 
 def install_command(extra: str = EXTRA) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -68,13 +68,13 @@ class Reporter:
         self.plain = (not self.console.is_terminal) if plain is None else plain
         self._view: _View | None = None
         self._depth = 0  # open phases
-        self._task = None
+        self._task: TaskID | None = None
         self._title = ""
         self._counted = False  # plain: the step count was printed
         self._last_still_running = 0.0
         self._notes: list[str] = []
         self._variants: dict[str, int] = {}  # variant -> its steps in the graph
-        self._variant_tasks: dict[str, object] = {}
+        self._variant_tasks: dict[str, TaskID] = {}
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -336,7 +336,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def human_size(n: int) -> str:
+def human_size(n: float) -> str:
     """A byte count as kbuild's listings show it: 12 kB, 3 MB, 1.2 GB (powers of 1000)."""
     for unit in ("B", "kB", "MB"):
         if n < 1000:
