@@ -29,7 +29,7 @@ def requested_kernels(pyproject: Path) -> list[tuple[str, str | None, int | None
     if not isinstance(table, dict) or not table:
         raise UsageError(f"{pyproject}: no [tool.kbuild.kernels] table",
                          hint='add e.g.  [tool.kbuild.kernels]  "org/repo" = 1')
-    requests = []
+    requests: list[tuple[str, str | None, int | None]] = []
     for key, value in table.items():
         if value is True and "@" in key:
             requests.append((key, None, None))
