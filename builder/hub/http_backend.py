@@ -88,7 +88,8 @@ class HttpHubBackend:
             with _errors(self.endpoint, f"create branch {branch} of {repo_id}"):
                 self.api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE, exist_ok=True)
             parent = self.head(repo_id, branch)
-        operations = [CommitOperationAdd(u.path, str(u.source)) for u in uploads]
+        operations: list[CommitOperationAdd | CommitOperationDelete] = [
+            CommitOperationAdd(u.path, str(u.source)) for u in uploads]
         operations += [CommitOperationDelete(path) for path in deletes]
         with _errors(self.endpoint, f"commit to {repo_id}@{branch}"):
             info = self.api.create_commit(repo_id, operations, commit_message=message, revision=branch,

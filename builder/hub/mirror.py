@@ -17,7 +17,7 @@ from kbuild_hub.errors import HubError
 from kbuild_hub.gitstore import GitStore
 from kbuild_hub.upstream.cache import UpstreamCache
 from kbuild_hub.upstream.client import UpstreamClient
-from kbuild_hub.upstream.mirror import Failure, Mirror, Request, Tally
+from kbuild_hub.upstream.mirror import Failure, Mirror, Request, Tally, Target
 
 
 def requests_for(repos: list[str], repo_type: str, locks: list[Path], transformers_python: str | None,
@@ -66,7 +66,8 @@ def _mirror_all(work, root: Path, requests, variants: set[str] | None, reporter)
 def _resolve(work, requests) -> tuple[list, list]:
     """Each request's commit and tree (the upstream asked), each commit once: @v1 and the sha it
     points at are one target. A request that cannot be resolved is a failure, the others go on."""
-    targets, failures = {}, []
+    targets: dict[tuple[str, str, str], Target] = {}
+    failures: list[Failure] = []
     for request in requests:
         try:
             target = work.resolve(request)

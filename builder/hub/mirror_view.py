@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
 
 from builder.report import Reporter, human_size, literal
 from kbuild_hub.upstream.mirror import Item, Tally, Target
@@ -42,7 +50,7 @@ class MirrorView:
     def __init__(self, reporter: Reporter):
         self.reporter = reporter
         self._live: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> MirrorView:
         if not self.reporter.plain:

@@ -8,7 +8,7 @@ from builder.hub.local_backend import LocalHubBackend
 
 
 def open_hub(address: HubAddress, token: str | None):
-    if address.local is not None:
-        return LocalHubBackend(address.local)
+    if address.endpoint is None:  # a local hub's folder, or neither: the default local hub (HubAddress.folder)
+        return LocalHubBackend(address.folder)
 
     return HttpHubBackend(address.endpoint, token)
