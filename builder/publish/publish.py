@@ -149,9 +149,10 @@ def local_variants(manifest: Manifest, only: tuple[str, ...]) -> list[LocalVaria
     return variants
 
 
-def check_publishable(variants: list[LocalVariant], allow_dirty: bool, allow_partial_archs: bool = False) -> int:
+def check_publishable(variants: list[LocalVariant], allow_dirty: bool,
+                      allow_partial_archs: bool = False) -> int | None:
     """One version for the whole slice, clean provenance, every arch the kernel lists; returns
-    that version."""
+    that version (None for a kernel without [general] version: resolve_target then needs a branch)."""
     versions = {v.metadata.get("version") for v in variants}
     if len(versions) != 1:
         listing = ", ".join(f"{v.name}: {v.metadata.get('version')}" for v in variants)
@@ -199,7 +200,7 @@ def check_current(manifest: Manifest, variants: list[LocalVariant]) -> None:
                                hint=f"{todo} (kbuild build {manifest.root}), or pass --allow-dirty")
 
 
-def resolve_target(manifest: Manifest, options: PublishOptions, version) -> tuple[str, str]:
+def resolve_target(manifest: Manifest, options: PublishOptions, version: int | None) -> tuple[str, str]:
     repo_id = options.repo_id or manifest.hub_repo_id
     if not repo_id:
         raise UsageError(f"{manifest.path}: no repo id: pass --repo-id ORG/NAME or set [general.hub] repo-id")
@@ -210,8 +211,8 @@ def resolve_target(manifest: Manifest, options: PublishOptions, version) -> tupl
             raise PublishError(f"--branch {branch} does not match [general] version = {version}",
                                hint=f"publish to v{version}, bump the version, or pass --force")
         return repo_id, branch
-    branch = manifest.hub_branch or (f"v{version}" if version is not None else None)
-    if branch is None:
+    branch = manifest.hub_branch or (f"v{version}" if version is not None else "")
+    if not branch:
         raise UsageError(f"{manifest.path}: no version: set [general] version or pass --branch vN")
     if not BRANCH_RE.match(branch):
         raise PublishError(f"{manifest.where('general', 'hub', 'branch')}: branch {branch!r} is not v<N>",
