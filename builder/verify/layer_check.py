@@ -113,7 +113,7 @@ CONFIG = "build.toml [general.check-layers]"
 
 
 def parse_maps(texts: tuple[str, ...], source: str = "--map") -> list[LayerMap]:
-    maps = []
+    maps: list[LayerMap] = []
     for text in texts:
         found = LAYER_MAP.match(text.strip())
         if found is None:
@@ -309,7 +309,7 @@ def run_variant(python_name: str, variant_dir: Path, python: str, device: str, e
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
         out = Path(tmp) / "report.json"
         code = proc.run_logged([python, str(runner), "--spec", str(Path(tmp) / "spec.json"), "--out", str(out)],
-                               log, cwd=tmp, env=env, timeout=TIMEOUT_S)
+                               log, cwd=Path(tmp), env=env, timeout=TIMEOUT_S)
         if code is None:
             raise UsageError(f"{variant_dir.name}: the layer check stopped after {TIMEOUT_S} s (log {log})")
         if code != 0 or not out.is_file():

@@ -66,4 +66,5 @@ def check_published(kernels: list[Manifest], per_variant: dict[str, dict[str, fl
         except (KernelError, OSError, ImportError) as e:  # ImportError: the kernel's own import failed
             yield Finding("unloadable", where, detail=str(e))
             continue
+        assert found.chosen is not None  # load_best raised (a KernelError) when no variant fit
         yield Finding("loaded", where, found.chosen, module.__name__)

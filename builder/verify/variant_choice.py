@@ -16,6 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import packaging
 
@@ -80,7 +81,7 @@ def probe(python: str) -> Target:
             last_line = (e.output_tail.strip().splitlines() or [""])[-1]
             raise ToolchainError(f"cannot ask the torch of {python} which devices it sees: {last_line}") from None
     data = json.loads(out.strip().splitlines()[-1])
-    system = {k: tuple(v) if isinstance(v, list) else v for k, v in data["system"].items()}
+    system: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data["system"].items()}  # JSON
     known = {f.name for f in fields(SystemInfo)}
     info = SystemInfo(**{k: v for k, v in system.items() if k in known})
     if data["prefix"] != sys.prefix:
