@@ -63,8 +63,8 @@ def run(args, reporter: Reporter) -> int:
             for w in result.workloads]
     reporter.table("kbuild bench: median (min-max) of each workload, kernel and reference in one process",
                    ["variant", "workload", "on", "kernel", "reference", "speed-up", "check"], rows, right=(3, 4, 5))
-    for status, rows in (("skipped", result.skipped), ("left out", result.left_out)):
-        for kernel, variant, why in rows:
+    for status, entries in (("skipped", result.skipped), ("left out", result.left_out)):
+        for kernel, variant, why in entries:
             reporter.info(f"{status:9} {kernel}/{variant}: {why}")
     for w in result.workloads:
         if w.error:

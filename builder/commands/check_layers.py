@@ -100,10 +100,10 @@ def _render(check, reporter: Reporter) -> None:
         reporter.error(f"{check.kernel}/{check.variant}: {r['layer']} ({r['kernel_layer']}), {r['dtype']}, "
                        f"{r['mode']}: "
                        f"{r['part']}: {r['quantity']} differs, rel {_rel(r)}")
-    for (dtype, mode), rows in model.items():
-        raised = [r["quantity"] for r in rows if r.get("why") == "raised"]
-        said = raised[0] if raised else (f"{', '.join(r['quantity'] for r in rows[:3])}"
-                                         f"{' and more' if len(rows) > 3 else ''} differ")
+    for (dtype, mode), failed in model.items():
+        raised = [r["quantity"] for r in failed if r.get("why") == "raised"]
+        said = raised[0] if raised else (f"{', '.join(r['quantity'] for r in failed[:3])}"
+                                         f"{' and more' if len(failed) > 3 else ''} differ")
         reporter.error(f"{check.kernel}/{check.variant}: the whole model, {dtype}, {mode}: {said}")
     said = set()
     for key, found in report.get("diagnosis", {}).items():

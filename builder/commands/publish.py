@@ -64,6 +64,7 @@ def run(args, reporter: Reporter) -> int:
             refused[member.name] = member.error
             summaries.append({"kernel": member.name, "error": str(member.error)})
         else:
+            assert member.result is not None  # a member neither left alone nor refused was published
             summaries.append(member.result.summary())
             if not args.json:
                 _render(member.result, hub, args.dry_run, reporter)
@@ -92,4 +93,5 @@ def _render(result: PublishResult, hub, dry_run: bool, reporter: Reporter) -> No
         if plan.layer_checks:
             reporter.result(f"with the layer checks of {', '.join(plan.layer_checks)} (layer-checks/)")
         reporter.result(f"commit {result.commit}")
+        assert result.url is not None  # None only for a dry run or an empty plan (nothing committed)
         reporter.result(result.url)
