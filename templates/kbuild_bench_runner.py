@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 BASES = {("kernels.benchmark", "Benchmark"), ("kbuild.benchmark", "Benchmark")}
 ATOL, RTOL = 1e-2, 1e-5  # Hugging Face's `kernels benchmark` check (torch.allclose's rtol), kept so results agree
@@ -50,10 +51,12 @@ def main() -> int:
 
 
 def run_script(path: Path, kernel, args) -> dict:
-    entry = {"script": path.name, "classes": []}
+    entry: dict[str, Any] = {"script": path.name, "classes": []}
     module_name = f"kbuild_bench_{path.stem}"
     try:
         spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:  # not for a .py file: said as its import error
+            raise ImportError(f"cannot import {path.name} as a module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
@@ -78,7 +81,7 @@ def _is_benchmark(obj, module_name: str) -> bool:
 def run_workload(cls, name: str, kernel, args) -> dict:
     import torch
 
-    row = {"workload": name}
+    row: dict[str, Any] = {"workload": name}
     try:
         bench = cls()
         bench.kernel, bench.device = kernel, args.device
@@ -114,7 +117,7 @@ def _timed(fns, args) -> list[dict]:
         for fn in fns:
             fn()
             _sync(args.device)
-    times = [[] for _ in fns]
+    times: list[list[float]] = [[] for _ in fns]
     for i in range(args.repeats):
         order = list(enumerate(fns)) if i % 2 == 0 else list(enumerate(fns))[::-1]
         for k, fn in order:
@@ -148,7 +151,8 @@ def _max_diff(out, expected) -> float | None:
 
     if isinstance(expected, (tuple, list)) and isinstance(out, (tuple, list)) and len(out) == len(expected):
         diffs = [_max_diff(o, e) for o, e in zip(out, expected)]
-        return None if None in diffs else max(diffs, default=0.0)
+        comparable = [d for d in diffs if d is not None]
+        return None if len(comparable) < len(diffs) else max(comparable, default=0.0)
     if isinstance(out, torch.Tensor) and isinstance(expected, torch.Tensor) and out.shape == expected.shape:
         return (out.float() - expected.float()).abs().max().item()
     return None

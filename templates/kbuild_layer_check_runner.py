@@ -25,8 +25,13 @@ import sys
 import traceback
 import types
 import warnings
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where it runs (inside the functions), as transformers is
+    import torch
 
 # dtype -> relative error allowed (a layer alone, the whole model): the spec's, set by kbuild (layer_check.py)
 TOLERANCE: dict[str, tuple[float, float]] = {}
@@ -78,6 +83,7 @@ def check(spec: dict) -> dict:
 
     TOLERANCE.update({d: tuple(t) for d, t in spec["tolerance"].items()})
     kernel = importlib.import_module(spec["kernel"])
+    layers_module: types.ModuleType | None
     try:
         layers_module = importlib.import_module(f"{spec['kernel']}.layers")
     except ModuleNotFoundError:
@@ -171,7 +177,7 @@ def find_binding(entry: dict, layers_module, model, arch: str) -> Binding:
                 f"{transformers.__version__}) is marked {layer!r}{hint}; pass --model with one that has it")
 
 
-def _check_drop_in(b: Binding, target) -> None:
+def _check_drop_in(b: Binding, target: type[torch.nn.Module] | tuple) -> None:
     """The kernel layer's forward takes what the original takes (as kernelize's drop-in check asks)."""
     original = target.forward if isinstance(target, type) else getattr(target[2], "forward", target[2])
 
@@ -193,7 +199,7 @@ def _kernels_marks() -> bool:
     return True
 
 
-def _unique(items: list) -> list:
+def _unique(items: Iterable) -> list:
     return list(dict.fromkeys(items))
 
 
@@ -213,13 +219,13 @@ def _marked_functions(model, layer: str) -> list:
 def bound(model, bindings: list[Binding], capture: bool):
     """`model` with the kernel's layers in place of the originals for the block (function layers are
     module-level, so they are swapped for the block only); with `capture`, each call's inputs kept."""
-    undo = []
+    undo: list[Callable[[], object]] = []
     for b in bindings:
         if b.kind == "class":
             for module in model.modules():
                 if type(module) in b.targets:
                     module.forward = types.MethodType(b.layer_cls.forward, module)
-                    undo.append(lambda module=module: module.__dict__.pop("forward", None))
+                    undo.append(functools.partial(module.__dict__.pop, "forward", None))
                     if capture:
                         hook = module.register_forward_pre_hook(_recorder(b, module), with_kwargs=True)
                         undo.append(hook.remove)
@@ -227,7 +233,7 @@ def bound(model, bindings: list[Binding], capture: bool):
             instance = b.layer_cls()
             for owner, attr, original in b.targets:
                 setattr(owner, attr, _function(instance, b if capture else None))
-                undo.append(lambda owner=owner, attr=attr, original=original: setattr(owner, attr, original))
+                undo.append(functools.partial(setattr, owner, attr, original))
     try:
         yield
     finally:
@@ -345,8 +351,9 @@ def check_layer(b: Binding, dtype_name: str, mode: str, device: str, report: dic
         row(part, quantity, rel, tol)
     failed_backward = training and any(part == "backward" and not rel <= tol for (part, _), rel in worst.items())
     if training:  # what autograd and opcheck say of the layer's custom ops: failing or not, under compile too
+        module, args, kwargs = _spread(b.calls)[0]
         report.setdefault("diagnosis", {})[f"{b.layer}/{dtype_name}/{mode}"] = diagnose(
-            b, *_spread(b.calls)[0], device, warned if failed_backward else [])
+            b, module, args, kwargs, device, warned if failed_backward else [])
 
 
 def _spread(calls: list) -> list:

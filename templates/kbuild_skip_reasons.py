@@ -13,7 +13,7 @@ def pytest_terminal_summary(terminalreporter):
     if not out:
         return
     here = terminalreporter.config.invocation_params.dir
-    counts = {}
+    counts: dict[tuple[str, str], int] = {}  # (where, reason) -> how many tests
     for report in terminalreporter.stats.get("skipped", []):
         if not (isinstance(report.longrepr, tuple) and len(report.longrepr) == 3):
             continue

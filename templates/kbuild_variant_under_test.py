@@ -24,6 +24,7 @@ $KBUILD_TEST_PACKAGE names the package, $KBUILD_TEST_PACKAGE_DIR the folder that
 to the variant).
 """
 
+import importlib.abc
 import importlib.machinery
 import os
 import re
@@ -52,7 +53,7 @@ class _VariantFirst:
         return importlib.machinery.PathFinder.find_spec(fullname, [self.folder])
 
 
-class _ZipInit:
+class _ZipInit(importlib.abc.Loader):
     """The `__init__.py` at the root of a zip layout's `<id>.zip` (edition 6's build-layout = "zip")."""
 
     def __init__(self, archive: str):
