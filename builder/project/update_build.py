@@ -58,6 +58,7 @@ def plan_upgrade(path: Path) -> Upgrade:
         text = f.read()
     old = parse_manifest(path, text, notify=False)  # every error of the old file, as kbuild check says it
     edition = edition_of(tomllib.loads(text))
+    assert edition is not None  # None is an `edition` that is no integer: parse_manifest refused it above
     if edition == CURRENT_EDITION:
         return Upgrade(path, edition, None)
     changes: list[str] = []
@@ -125,7 +126,7 @@ def _rename(path: Path, out: list[str], lines: dict, table: tuple[str, ...], key
     body, newline = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")):]
     m = _LINE.match(body.split(" #", 1)[0].rstrip()) if number and number != header else None
     value = value_of(m["value"]) if m and m["key"] == key else None
-    if value is None:
+    if not number or m is None or value is None:  # no line, or not one `key = value` line: m and value are None
         raise KbuildError(f"{_at(path, lines, table + (key,))}: kbuild update-build rewrites `{key} = …` only as "
                           f"a line of its own under its table's header; write `{new_key}` there by hand "
                           "(nothing written)")
@@ -138,6 +139,7 @@ def _at(path: Path, lines: dict, keys: tuple[str, ...]) -> str:
 
 def write_upgrade(upgrade: Upgrade) -> None:
     """Replace the file with the upgraded text: a temporary file beside it, renamed over it."""
+    assert upgrade.text is not None, "only an upgrade that is due has a text to write (Upgrade.due)"
     fd, tmp = tempfile.mkstemp(prefix=".build.toml.", dir=upgrade.path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:

@@ -63,13 +63,14 @@ class Reader:
 
     EDITION = 5  # what Manifest.edition says for a file this reader read
     GENERAL = GENERAL
-    REQUIRED = ("name", "backends")  # [general]'s required keys
+    REQUIRED: tuple[str, ...] = ("name", "backends")  # [general]'s required keys
     RETIRED: dict[tuple[str, ...], str] = {}  # keys another edition had: (table..., key) -> what to write instead
     RETIRED_KERNEL_KEYS: dict[str, str] = {}  # the same for a key of any [kernel.<name>]
-    TOP = ("general", "torch", "torch-noarch", "tvm-ffi", "kernel")
+    TOP: tuple[str, ...] = ("general", "torch", "torch-noarch", "tvm-ffi", "kernel")
     # kernel-builder's documentation spells [torch-noarch]'s keys with dashes, its parser (kernels-data,
     # edition 5 and 6 alike) with underscores: edition 5 takes both, edition 6 the parser's
-    NOARCH_CAPABILITIES, NOARCH_ROCM = ("cuda-capabilities", "cuda_capabilities"), ("rocm-archs", "rocm_archs")
+    NOARCH_CAPABILITIES: tuple[str, ...] = ("cuda-capabilities", "cuda_capabilities")
+    NOARCH_ROCM: tuple[str, ...] = ("rocm-archs", "rocm_archs")
     NOARCH = {"pyext": "strs", **{key: "strs" for key in NOARCH_CAPABILITIES + NOARCH_ROCM}}
     SELECTOR = "backend"  # the key of a [kernel.<name>] that says what it is
 
@@ -83,6 +84,7 @@ class Reader:
         m = self._manifest()
         if self.errors:  # in file order; those without a line (a missing table) last
             raise ManifestError.of(sorted(self.errors, key=lambda e: (e.line is None, e.line or 0)))
+        assert m is not None  # _manifest returns None only with its errors recorded
         return m
 
     # -- what an edition spells its own way ------------------------------------------------------
@@ -157,6 +159,7 @@ class Reader:
                                   for b, t in by_backend.items() if "kernel-depends" in t}
         if self.errors:
             return None
+        assert name is not None and backends is not None  # each is missing or bad only with its error recorded
         return Manifest(
             path=self.path, edition=self.EDITION, name=name, backends=backends, version=general.get("version"),
             license=general.get("license"), upstream=general.get("upstream"), source=general.get("source"),
@@ -277,6 +280,7 @@ class Reader:
                                f'"{backend}" is not in [general] backends ({", ".join(backends)})')
         spec = {self.SELECTOR: "str", **KERNEL_COMMON, **KERNEL_BY_BACKEND.get(backend, {})}
         t = self._table(keys, body, spec, backend_note=backend)
+        assert t is not None  # None only for a value that is no table, and body is one (checked above)
         for key in ("depends", "src"):
             self._require(keys, body, key)
         # Sections of backends kbuild never compiles keep their dependencies unchecked: their
