@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from builder.backends import BACKENDS, ToolkitRelease, compiled, in_range, not_compiled
 from builder.plan.steps import stable_abi
@@ -19,6 +20,7 @@ from kbuild.variants import Compute, Noarch, Platform, Torch, TorchStableAbi, Va
 from kbuild_common.errors import ManifestError
 
 Version = tuple[int, int]
+_Release = TypeVar("_Release")  # a table's row: TorchRelease or ToolkitRelease
 # backend -> the versions.toml table of its toolkit, which is also its key in a torch row and in [default]
 _TOOLKIT_TABLES = {b.name: b.toolkit_table for b in BACKENDS.values() if b.toolkit_table}
 _MATRIX_KEYS = ("torch", *_TOOLKIT_TABLES.values())
@@ -123,21 +125,24 @@ def select(choice: dict | None = None, where: str = "[workspace.matrix]", path: 
     for key in choice:
         if key not in _MATRIX_KEYS:
             raise ManifestError(f"{where} {key}: unknown key (expected one of: {', '.join(_MATRIX_KEYS)})")
-    picked = {}
-    keyed = [("torch", "torch", torch_table), *((b, name, toolkit_tables[b]) for b, name in _TOOLKIT_TABLES.items())]
-    for axis, key, table in keyed:
-        names = choice.get(key, default.get(key, [_dotted(v) for v in table]))
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ManifestError(f'{where} {key}: expected a list of versions like ["2.14"], got {names!r}')
-        versions = []
-        for name in names:
-            v = _version(name, f"{where} {key}")
-            if v not in table:
-                known = ", ".join(_dotted(k) for k in sorted(table))
-                raise ManifestError(f'{where} {key}: {key} "{name}" is not in builder/versions.toml (known: {known})')
-            versions.append(v)
-        picked[axis] = tuple(table[v] for v in sorted(set(versions)))
-    return Matrix(picked.pop("torch"), tuple(picked.items()))
+    torch = _pick("torch", torch_table, choice, default, where)  # first: its errors are said first, as before
+    return Matrix(torch, tuple((b, _pick(key, toolkit_tables[b], choice, default, where))
+                               for b, key in _TOOLKIT_TABLES.items()))
+
+
+def _pick(key: str, table: dict[Version, _Release], choice: dict, default: dict, where: str) -> tuple[_Release, ...]:
+    """The rows of one axis (torch, or a backend's toolkit) that `choice` names, else [default]'s, else all."""
+    names = choice.get(key, default.get(key, [_dotted(v) for v in table]))
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ManifestError(f'{where} {key}: expected a list of versions like ["2.14"], got {names!r}')
+    versions = []
+    for name in names:
+        v = _version(name, f"{where} {key}")
+        if v not in table:
+            known = ", ".join(_dotted(k) for k in sorted(table))
+            raise ManifestError(f'{where} {key}: {key} "{name}" is not in builder/versions.toml (known: {known})')
+        versions.append(v)
+    return tuple(table[v] for v in sorted(set(versions)))
 
 
 def full_matrix(path: Path | None = None) -> Matrix:
@@ -156,7 +161,8 @@ def matrix_variants(m: Manifest, matrix: Matrix) -> tuple[list[MatrixVariant], l
         if compiled(backend) is None:
             skips.append(MatrixSkip(backend, not_compiled(backend)))
             continue
-        found = _stable(m, backend, matrix) if stable_abi(m, backend) else _classic(m, backend, matrix)
+        abi = stable_abi(m, backend)
+        found = _stable(m, backend, matrix, abi) if abi else _classic(m, backend, matrix)
         if not found:
             skips.append(MatrixSkip(backend, _why_none(m, backend, matrix)))
         out += found
@@ -164,27 +170,28 @@ def matrix_variants(m: Manifest, matrix: Matrix) -> tuple[list[MatrixVariant], l
 
 
 def _classic(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
+    assert m.torch is not None  # a kernel without [torch-noarch] has [torch] (the manifest readers see to it)
     out = []
     for release in matrix.torch:
         if not in_range(release.series, m.torch.minver, m.torch.maxver):
             continue
-        for toolkit in compiled(backend).matrix_toolkits(m, matrix, release):
+        for toolkit in BACKENDS[backend].matrix_toolkits(m, matrix, release):
             compute = toolkit.version if toolkit else None
             out.append(MatrixVariant(_compiled(backend, release.series, compute), Target(release, toolkit)))
     return out
 
 
-def _stable(m: Manifest, backend: str, matrix: Matrix) -> list[MatrixVariant]:
+def _stable(m: Manifest, backend: str, matrix: Matrix, abi: Version) -> list[MatrixVariant]:
     # One variant per toolkit version (or one cpu variant), built against the newest torch that
-    # has the ABI: its headers know every stable API up to it.
-    abi = stable_abi(m, backend)
+    # has the ABI (the stable ABI `backend` is built for): its headers know every stable API up to it.
+    assert m.torch is not None  # [torch] stable-abi is a [torch] key
     newest = [r for r in matrix.torch if r.series >= abi and in_range(r.series, m.torch.minver, m.torch.maxver)]
     if not newest:
         return []
     release = newest[-1]
     return [MatrixVariant(Variant(framework=TorchStableAbi(abi), compute=Compute(backend, t.version if t else None),
                                   platform=Platform.host()),
-                          Target(release, t)) for t in compiled(backend).matrix_toolkits(m, matrix, release)]
+                          Target(release, t)) for t in BACKENDS[backend].matrix_toolkits(m, matrix, release)]
 
 
 def _compiled(backend: str, series: Version, compute: Version | None) -> Variant:
@@ -193,7 +200,7 @@ def _compiled(backend: str, series: Version, compute: Version | None) -> Variant
 
 def _why_none(m: Manifest, backend: str, matrix: Matrix) -> str:
     torches = ", ".join(r.version for r in matrix.torch) or "none"
-    why = compiled(backend).why_no_matrix_variant(m, matrix)
+    why = BACKENDS[backend].why_no_matrix_variant(m, matrix)
     if why:
         return why
     abi = stable_abi(m, backend)
@@ -206,4 +213,4 @@ def _why_none(m: Manifest, backend: str, matrix: Matrix) -> str:
 def variant_archs(m: Manifest, toolkit: ToolkitRelease) -> list[str]:
     """The device archs a variant built with `toolkit` compiles for (what metadata will list): its
     backend's rule (CUDA: each section's capabilities, else the defaults, kept to what that nvcc supports)."""
-    return compiled(toolkit.backend).variant_archs(m, toolkit)
+    return BACKENDS[toolkit.backend].variant_archs(m, toolkit)

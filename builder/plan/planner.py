@@ -12,7 +12,7 @@ from builder.backends.cuda_arch import Capability
 from builder.config.cascade import Setting, value
 from builder.config.options import BuildOptions
 from builder.layout import WORK_DIR
-from builder.plan.matrix import Target, full_matrix, matrix_variants, select, variant_archs
+from builder.plan.matrix import MatrixSkip, Target, full_matrix, matrix_variants, select, variant_archs
 from builder.plan.steps import BuildPlan, PlanInputs, Skip, plan_build
 from builder.project.dependencies import parse_dependency, pick_cutlass
 from builder.project.gitid import SourceId, source_id
@@ -178,11 +178,12 @@ def plan_kernels(options: BuildOptions, reporter: Reporter,
         options, kernels, None if options.all_variants else _backends_of(options.variants), reporter))
     by_target: dict = {}
     for m, source in kernels:
-        here = (plan_build(_inputs(m, current, source, resolved, archs), options.variants, isolate=True)
-                if current else None)
+        here: BuildPlan | None = None
+        if current is not None:
+            here = plan_build(_inputs(m, current, source, resolved, archs), options.variants, isolate=True)
+            if here.variants or here.failed:
+                plans.append(ToolchainPlan(replace(here, skipped=()), current))
         done = {v.name for v in here.variants} | {f.variant for f in here.failed} if here else set()
-        if here and (here.variants or here.failed):
-            plans.append(ToolchainPlan(replace(here, skipped=()), current))
         found, skips = matrix_variants(m, matrix)
         for mv in found:
             name = mv.variant.name
@@ -192,7 +193,8 @@ def plan_kernels(options: BuildOptions, reporter: Reporter,
             by_target.setdefault(mv.target, []).append((m, source, name))
         left = wanted - done if wanted else set()
         # why the backends fall out (the per-name "not buildable here" lines would only nest)
-        reasons = list(dict.fromkeys(f"{s.backend}: {s.reason}" for s in [*skips, *(here.skipped if here else ())]
+        stopped: list[MatrixSkip | Skip] = [*skips, *(here.skipped if here else ())]
+        reasons = list(dict.fromkeys(f"{s.backend}: {s.reason}" for s in stopped
                                      if s.backend not in wanted))  # the matrix and this environment agree
         skipped = [Skip(name, "neither this environment nor the versions table builds it"
                         + (f" ({'; '.join(reasons)})" if reasons else "")) for name in sorted(left)]
@@ -272,11 +274,12 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
                            probe_dir=options.probe_dir)
     try:
         with reporter.phase(f"provisioning {target}"):  # shown under "planning" while pip installs
-            backend = compiled(target.toolkit.backend) if target.toolkit else None
+            toolkit = target.toolkit
+            backend = compiled(toolkit.backend) if toolkit else None
             device_build = {backend.name: True} if backend and backend.torch_device_build else {}
             python = store.torch_python(target.torch.version, reuse=(options.python,), **device_build)
             torch = probe_torch(python, options.probe_dir)
-            toolkits = {backend.name: backend.provision_toolkit(store, target.toolkit, options)} if backend else {}
+            toolkits = {backend.name: backend.provision_toolkit(store, toolkit, options)} if backend and toolkit else {}
     except KbuildError as e:
         return Toolchain(None), str(e)
     return Toolchain(torch, toolkits), None
@@ -292,12 +295,14 @@ def _rows_from(target) -> dict[str, str]:
 
 
 def _table(backend: str) -> str:
-    return BACKENDS[backend].toolkit_table
+    table = BACKENDS[backend].toolkit_table
+    assert table is not None  # asked only of a backend with a toolkit (its variants have a toolkit version)
+    return table
 
 
 def _toolkit_columns(backend: str, version: tuple[int, int] | None) -> dict:
     """A row's toolkit versions, one column per toolkit table ("cuda": "13.0"), the variant's filled in."""
-    columns = {b.toolkit_table: None for b in BACKENDS.values() if b.toolkit_table}
+    columns: dict[str, str | None] = {b.toolkit_table: None for b in BACKENDS.values() if b.toolkit_table}
     if version is not None:
         columns[_table(backend)] = ".".join(map(str, version))
     return columns
@@ -309,6 +314,7 @@ def variant_rows(options: BuildOptions) -> list[dict]:
     choice, where = workspace_matrix(options.folder)
     matrix = select(choice, where)
     current = _current_toolchain(options)
+    here_torch = current.torch.torch_version if current and current.torch else None  # find_toolchain's has one
     rows = []
     for m, source in load_kernels(options):
         here = {v.name: v for v in plan_build(_inputs(m, current, source, Resolved())).variants} if current else {}
@@ -317,11 +323,11 @@ def variant_rows(options: BuildOptions) -> list[dict]:
             name, toolkit = mv.variant.name, mv.target.toolkit if mv.target else None
             # a variant this environment builds is built by its torch, named exactly (the table's
             # release, e.g. the newest for a stable-ABI variant, is what --all would provision)
-            built_here = name in here and mv.target is not None
+            built_by = current if name in here and mv.target is not None else None
             rows.append({"kernel": m.name, "variant": name,
-                         "toolchain": current.describe(mv.variant.backend) if built_here
+                         "toolchain": built_by.describe(mv.variant.backend) if built_by
                          else str(mv.target) if mv.target else "",
-                         "torch": current.torch.torch_version if built_here
+                         "torch": here_torch if built_by
                          else mv.target.torch.version if mv.target else None,
                          **_toolkit_columns(mv.variant.backend, toolkit.version if toolkit else None),
                          "archs": variant_archs(m, toolkit) if toolkit else [], "here": name in here,
@@ -329,8 +335,9 @@ def variant_rows(options: BuildOptions) -> list[dict]:
         names = {r["variant"] for r in rows if r["kernel"] == m.name}
         for name, v in here.items():
             if name not in names:  # this environment builds it, but it is not in the matrix
+                assert current is not None  # `here` is empty without this environment's toolchain
                 rows.append({"kernel": m.name, "variant": name, "toolchain": current.describe(v.variant.backend),
-                             "torch": current.torch.torch_version, "archs": list(v.archs),
+                             "torch": here_torch, "archs": list(v.archs),
                              "here": True, "in_matrix": False,
                              **_toolkit_columns(v.variant.backend, v.variant.compute_version)})
         rows += [{"kernel": m.name, "variant": None, "backend": s.backend, "skipped": s.reason} for s in skips]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from builder.backends import DEVICE_SOURCES, compiled, in_range, not_compiled
+from builder.backends import BACKENDS, DEVICE_SOURCES, compiled, in_range, not_compiled
 from builder.backends.cuda_arch import Capability
 from builder.config.cascade import Setting
 from builder.project.dependencies import parse_dependency
@@ -91,7 +91,7 @@ class BuildPlan:
 @dataclass(frozen=True)
 class PlanInputs:
     manifest: Manifest
-    torch: TorchInfo
+    torch: TorchInfo | None  # None: a toolchain without torch, which plans noarch kernels only
     toolkits: dict  # backend name -> the toolkit its variants are planned with (Toolchain.toolkits)
     source_id: str  # SourceId.short
     work_dir: Path  # where objects and the generated include folder go
@@ -102,6 +102,13 @@ class PlanInputs:
     # when not provisioned (`kbuild variants` lists plans)
     dependency_includes: dict | None = field(default_factory=dict)
     sysroot: Sysroot | None = None  # build against an older glibc and libstdc++ (a manylinux policy)
+
+    @property
+    def building_torch(self) -> TorchInfo:
+        """The torch that compiles a variant: a toolchain without one plans noarch kernels only."""
+        if self.torch is None:
+            raise ToolchainError(f"{self.manifest.name}: no torch to compile its variants with")
+        return self.torch
 
 
 def ops_name(manifest: Manifest, backend: str, source_id: str) -> str:
@@ -143,16 +150,18 @@ def plan_build(inputs: PlanInputs, only: tuple[str, ...] = (), isolate: bool = F
 
 
 def _cannot_build(inputs: PlanInputs, backend: str) -> str | None:
-    m, torch = inputs.manifest, inputs.torch
-    if compiled(backend) is None:
+    m = inputs.manifest
+    assert m.torch is not None  # asked for a kernel without [torch-noarch], which has [torch] (the readers see to it)
+    if (built := compiled(backend)) is None:
         return not_compiled(backend)
+    torch = inputs.building_torch
     abi = stable_abi(m, backend)
     if abi and abi > torch.torch:
         return (f"[torch] stable-abi {abi[0]}.{abi[1]} is newer than torch {torch.torch_version} building it "
                 f"(build with torch >= {abi[0]}.{abi[1]})")
     if not in_range(torch.torch, m.torch.minver, m.torch.maxver):
         return f"torch {torch.torch_version} is outside [torch] minver/maxver"
-    return compiled(backend).cannot_build(inputs)
+    return built.cannot_build(inputs)
 
 
 def stable_abi(m: Manifest, backend: str) -> tuple[int, int] | None:
@@ -176,6 +185,7 @@ def stable_defines(abi: tuple[int, int]) -> tuple[str, ...]:
 
 def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
     m = inputs.manifest
+    assert m.noarch is not None  # planned only for a [torch-noarch] kernel (plan_build)
     return VariantPlan(
         variant=Variant(framework=Noarch(), compute=Compute(backend)), ops_name=ops_name(m, backend, inputs.source_id),
         python_src=m.root / "torch-ext" / m.python_name, pyext=m.noarch.pyext,
@@ -183,13 +193,15 @@ def _noarch_plan(inputs: PlanInputs, backend: str) -> VariantPlan:
 
 
 def _variant(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> Variant:
-    framework = TorchStableAbi(abi) if abi else Torch(inputs.torch.torch, inputs.torch.cxx11)
-    return Variant(framework=framework, compute=Compute(backend, compiled(backend).compute(inputs)),
+    torch = inputs.building_torch
+    framework = TorchStableAbi(abi) if abi else Torch(torch.torch, torch.cxx11)
+    return Variant(framework=framework, compute=Compute(backend, BACKENDS[backend].compute(inputs)),
                    platform=Platform.host())
 
 
 def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> VariantPlan:
     m = inputs.manifest
+    assert m.torch is not None  # a compiled kernel's manifest has [torch] (the readers see to it)
     variant = _variant(inputs, backend, abi)
     name = ops_name(m, backend, inputs.source_id)
     obj_dir = inputs.work_dir / variant.name
@@ -214,20 +226,20 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         variant=variant, ops_name=name, python_src=m.root / "torch-ext" / m.python_name,
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
         link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps), partial_archs=partial,
-        skipped_sections=tuple((s.name, tuple(map(str, s.cuda_capabilities))) for s in left_out),
-        cuda_archs=compiled(backend).requested_archs(inputs),
+        skipped_sections=tuple((s.name, tuple(map(str, s.cuda_capabilities or ()))) for s in left_out),
+        cuda_archs=BACKENDS[backend].requested_archs(inputs),
     )
 
 
 def _device_caps(inputs: PlanInputs, backend: str) -> tuple[dict[str, list[Capability]], list[Capability],
                                                              list[KernelSection]]:
     """Each section's device capabilities, the variant's, and the sections left out (the backend's rule)."""
-    return compiled(backend).device_capabilities(inputs, _sections(inputs, backend))
+    return BACKENDS[backend].device_capabilities(inputs, _sections(inputs, backend))
 
 
 def _sections(inputs: PlanInputs, backend: str) -> list[KernelSection]:
     """The kernel sections this toolchain compiles (the backend may leave some out)."""
-    return [s for s in inputs.manifest.kernels_for(backend) if compiled(backend).builds_section(inputs, s)]
+    return [s for s in inputs.manifest.kernels_for(backend) if BACKENDS[backend].builds_section(inputs, s)]
 
 
 def _unit(inputs: PlanInputs, obj_dir: Path, src: str, tool: str, flags, implicit,
@@ -243,7 +255,7 @@ def _std(torch: TorchInfo) -> str:
 
 
 def _torch_includes(inputs: PlanInputs, backend: str) -> list[str]:
-    dirs = [*inputs.torch.include_paths, *compiled(backend).toolkit_includes(inputs)]
+    dirs = [*inputs.building_torch.include_paths, *BACKENDS[backend].toolkit_includes(inputs)]
     return [f"-I{d}" for d in dirs]
 
 
@@ -264,9 +276,10 @@ def _project_includes(m) -> list[str]:
 
 def _binding_flags(inputs: PlanInputs, backend: str, name: str, abi: tuple[int, int] | None = None) -> list[str]:
     m = inputs.manifest
+    assert m.torch is not None  # a compiled kernel's manifest has [torch] (the readers see to it)
     return [
-        *_host_flags(inputs), _std(inputs.torch), f"-D{backend.upper()}_KERNEL",
-        f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, *_torch_api(inputs.torch, abi),
+        *_host_flags(inputs), _std(inputs.building_torch), f"-D{backend.upper()}_KERNEL",
+        f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, *_torch_api(inputs.building_torch, abi),
         f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include], *_project_includes(m),
         *_torch_includes(inputs, backend), *_python_includes(inputs), *m.torch.cxx_flags,
     ]
@@ -281,10 +294,10 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
     common = [f"-D{section.backend.upper()}_KERNEL", *[f"-I{m.root / d}" for d in section.include],
               *_project_includes(m), *_dependency_includes(inputs, section)]
     if uses_torch:
-        common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.torch, abi),
+        common += [f"-DTORCH_EXTENSION_NAME={name}", *_torch_api(inputs.building_torch, abi),
                    *_torch_includes(inputs, section.backend), *_python_includes(inputs)]
     else:
-        common += compiled(section.backend).standalone_flags(inputs)
+        common += BACKENDS[section.backend].standalone_flags(inputs)
     headers = tuple(m.root / s for s in section.src if Path(s).suffix not in SOURCE_SUFFIXES)
     units = []
     for src in section.src:
@@ -292,7 +305,7 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
         if tool in _RULE_OWNERS:
             flags = _device_flags(inputs, tool, caps, section) + common
         elif tool == "cxx":
-            flags = [*_host_flags(inputs), _std(inputs.torch), *common, *section.cxx_flags]
+            flags = [*_host_flags(inputs), _std(inputs.building_torch), *common, *section.cxx_flags]
         else:
             continue
         units.append(_unit(inputs, obj_dir, src, tool, flags, headers, section))
@@ -320,9 +333,10 @@ def _dependency_includes(inputs: PlanInputs, section: KernelSection) -> list[str
 def _python_includes(inputs: PlanInputs) -> list[str]:
     """The Python's headers; under a sysroot, with a distribution Python's multiarch ones, which the
     sysroot would hide (Sysroot.python_headers; builder/compile/graph.py puts them there)."""
-    extra = inputs.sysroot.python_header_flags(inputs.torch.python_multiarch_include, inputs.generated_include) \
+    torch = inputs.building_torch
+    extra = inputs.sysroot.python_header_flags(torch.python_multiarch_include, inputs.generated_include) \
         if inputs.sysroot else ()
-    return [f"-I{inputs.torch.python_include}", *extra]
+    return [f"-I{torch.python_include}", *extra]
 
 
 def _host_flags(inputs: PlanInputs) -> tuple[str, ...]:
@@ -332,7 +346,8 @@ def _host_flags(inputs: PlanInputs) -> tuple[str, ...]:
 
 def _device_flags(inputs: PlanInputs, tool: str, caps, section: KernelSection | None) -> list[str]:
     """A device unit's flags: the rule's backend makes them (builder/backends/)."""
-    return _RULE_OWNERS[tool].compile_flags(inputs, tool, caps, section, _host_flags(inputs), _std(inputs.torch))
+    return _RULE_OWNERS[tool].compile_flags(inputs, tool, caps, section, _host_flags(inputs),
+                                            _std(inputs.building_torch))
 
 
 # torch's own libstdc++, by soname and ahead of the compiler driver's libraries: a g++ whose
@@ -345,13 +360,13 @@ _SHARED_LIBSTDCXX = "-l:libstdc++.so.6"
 def _link_flags(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None = None) -> tuple[str, ...]:
     sysroot = inputs.sysroot
     first, last = (sysroot.link_flags, sysroot.link_libraries) if sysroot else ((), ())
-    return ("-shared", *compiled(backend).link_options(), *first, *_torch_libraries(inputs, backend, abi),
+    return ("-shared", *BACKENDS[backend].link_options(), *first, *_torch_libraries(inputs, backend, abi),
             _SHARED_LIBSTDCXX, *last)
 
 
 def _torch_libraries(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None) -> list[str]:
-    libs = [f"-L{d}" for d in inputs.torch.library_paths]
+    libs = [f"-L{d}" for d in inputs.building_torch.library_paths]
     # The stable C shim (aoti_torch_*, torch_*) lives in libtorch_cpu (and the backend's torch
     # library): libraries every torch >= the ABI ships under these names.
     libs += ["-ltorch", "-ltorch_cpu"] if abi else ["-lc10", "-ltorch", "-ltorch_cpu"]
-    return libs + compiled(backend).libraries(inputs, stable=bool(abi))
+    return libs + BACKENDS[backend].libraries(inputs, stable=bool(abi))
