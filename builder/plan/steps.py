@@ -65,6 +65,12 @@ class VariantPlan:
     def compiled(self) -> bool:
         return self.library is not None
 
+    @property
+    def library_os(self) -> str:
+        """The OS a compiled variant's libraries are for (their binary format's): its name's platform."""
+        assert self.variant.os is not None, f"{self.name}: a compiled variant's name has its platform"
+        return self.variant.os
+
 
 @dataclass(frozen=True)
 class Skip:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.backends import compiled
+from builder.backends import BACKENDS
 from builder.compile.diagnose import failure_reason, first_error
 from builder.layout import BUILD_DIR
 from builder.project.gitid import source_id
@@ -41,7 +41,7 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason=reason, details=details)
         relinked = outcome is not None and str(v.library) in outcome.step_times
-        binary = for_os(v.variant.os)  # the format of the variant's libraries
+        binary = for_os(v.library_os)  # the format of the variant's libraries
         problems = library_violations(v.library, binary, v.variant.kind == STABLE_ABI, None) if relinked else []
         if sysroot is not None and (missing := sysroot.too_new(v.library)):  # before the undefined symbols: it says why
             problems.append(f"{v.library.name} uses {', '.join(missing[:3])}, which glibc "
@@ -51,6 +51,7 @@ def finish_variant(manifest: Manifest, v, provenance: Provenance, outcome, toolc
             return VariantResult(manifest.name, v.name, "failed", seconds, log=log, toolchain=used,
                                  reason=undefined.reason, details=undefined.details)
         if load_error and not problems:
+            assert toolchain.torch is not None  # it compiled this variant
             problems.append(f"{v.library.name} does not load in torch {toolchain.torch.torch_version}: {load_error}")
         if manylinux:  # checked on every build: the policy may be new, the library not
             problems += binary.above_policy(v.library, manylinux)
@@ -72,7 +73,7 @@ def _undefined(v, manifest: Manifest, toolchain: Toolchain, binary: BinaryFormat
     """The library's undefined symbols explained (None when every one resolves): what it was linked
     against (-L) first, then the system's folders, as the loader looks."""
     search = [f[2:] for f in v.link_flags if f.startswith("-L")]
-    stubs = [d for name, toolkit in toolchain.toolkits.items() for d in compiled(name).link_stub_dirs(toolkit)]
+    stubs = [d for name, toolkit in toolchain.toolkits.items() for d in BACKENDS[name].link_stub_dirs(toolkit)]
     check = unresolved_symbols(v.library, binary, search, stubs)
     if not check.undefined:
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from builder.backends import compiled
+from builder.backends import BACKENDS
 from builder.compile.ninja_run import ninja_binary
 from builder.toolchains.sysroot import Sysroot, compiler_id
 from kbuild_common import proc
@@ -25,9 +25,10 @@ def toolchain_record(toolchain: Toolchain, backend: str, *, cxx: str, edition: i
                      sysroot: Sysroot | None, manylinux: str | None) -> dict:
     """The record for a variant of `backend` compiled with `toolchain` (keys in a fixed order)."""
     torch = toolchain.torch
+    assert torch is not None  # it compiled the variant
     record: dict = {"torch": {"version": torch.torch_version, "files-sha256": torch.files_sha256 or None}}
     if (toolkit := toolchain.toolkits.get(backend)) is not None:
-        record.update(compiled(backend).toolkit_record(toolkit))  # the backend's own: nvcc for CUDA
+        record.update(BACKENDS[backend].toolkit_record(toolkit))  # the backend's own: nvcc for CUDA
     record["cxx"] = compiler(cxx)
     record["sysroot"] = {"glibc": sysroot.glibc} if sysroot is not None else None
     record["manylinux"] = manylinux

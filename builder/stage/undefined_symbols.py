@@ -50,7 +50,7 @@ def explain(plan: VariantPlan, manifest: Manifest, check: LinkCheck, archs_origi
     """The one-line reason and the lines under it for a library whose `check` found undefined
     symbols. `archs_origin`/`archs`: what restricted the build's CUDA archs (`--cuda-archs`, ...)."""
     readable = demangle(list(check.undefined))
-    binary = for_os(plan.variant.os)  # the objects are in the format of the variant's libraries
+    binary = for_os(plan.library_os)  # the objects are in the format of the variant's libraries
     objects = [u.output for u in plan.units]
     sources = {u.output: _relative(u.source, manifest.root) for u in plan.units}
     left_out = _left_out_sections(plan, manifest)

@@ -42,11 +42,11 @@ def stage_variant(plan: VariantPlan, manifest, build_dir: Path, provenance: Prov
     try:
         _copy_python(plan, tmp)
         _write_ops(plan, tmp)
-        if plan.compiled:
+        if plan.library is not None:  # compiled
             shutil.copy2(plan.library, tmp / f"{plan.ops_name}.abi3.so")
         if manifest.build_layout == "zip":  # the package into <id>.zip, the library beside it
             pack_python(tmp, plan.ops_name)
-        abi = for_os(plan.variant.os).floor(sorted(tmp.glob("*.so"))).as_metadata() if plan.compiled else None
+        abi = for_os(plan.library_os).floor(sorted(tmp.glob("*.so"))).as_metadata() if plan.compiled else None
         metadata = _metadata(plan, manifest, provenance, digest_tree(tmp), abi)
         (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
         if _same(final, metadata):
@@ -96,7 +96,7 @@ def _metadata(plan: VariantPlan, manifest, provenance: Provenance, files: dict[s
 
 
 def _backend(plan: VariantPlan) -> dict:
-    backend = {"type": plan.variant.backend, "archs": list(plan.archs)}
+    backend: dict[str, object] = {"type": plan.variant.backend, "archs": list(plan.archs)}
     if plan.partial_archs:
         backend[PARTIAL_ARCHS] = True  # only when set: full builds keep kernel-builder's exact shape
     if plan.skipped_sections:
@@ -107,7 +107,7 @@ def _backend(plan: VariantPlan) -> dict:
 def _provenance(provenance: Provenance) -> dict:
     # Hugging Face's loader requires a `kernel-builder` record and 40-hex commits (or no
     # `kernel` record at all), so kbuild describes itself there, with `name` telling them apart.
-    builder = {"name": "kbuild", "version": __version__}
+    builder: dict[str, object] = {"name": "kbuild", "version": __version__}
     if provenance.kbuild and provenance.kbuild.commit:
         builder.update(commit=provenance.kbuild.commit, dirty=provenance.kbuild.dirty)
     kernel = provenance.kernel
