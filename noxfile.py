@@ -81,7 +81,7 @@ def matrix(session: nox.Session) -> None:
 _TOOLCHAIN_PYTHON = """
 from builder.toolchains.provision import ToolchainStore
 from builder.config.environment import from_environment
-print(ToolchainStore(from_environment().toolchains_dir).torch_python("{release}", cuda=True))
+print(ToolchainStore(from_environment().toolchains_dir).torch_python("{release}", "cuda"))
 """
 
 

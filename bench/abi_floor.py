@@ -89,7 +89,7 @@ def _python_for(variant: str) -> list[str]:
     if parsed.kind != COMPILED or tuple(int(x) for x in torch.__version__.split(".")[:2]) == release:
         return []
     version = load_versions_table()["torch"][f"{release[0]}.{release[1]}"]["version"]
-    python = ToolchainStore(from_environment().toolchains_dir).torch_python(version, cuda=False)
+    python = ToolchainStore(from_environment().toolchains_dir).torch_python(version)
     subprocess.run([python, "-m", "pip", "install", "-q", "pytest", "numpy"], check=True)  # what the suites import
     return ["--python", python]
 

@@ -132,7 +132,7 @@ def provision(targets: list[Target], store: ToolchainStore, tu: bool) -> None:
     for t in targets + extra:
         wants_cuda[t.torch.version] = wants_cuda.get(t.torch.version, False) or t.toolkit is not None
     for version, cuda in sorted(wants_cuda.items(), key=lambda kv: not kv[1]):  # a CUDA build serves cpu too
-        python = store.torch_python(version, cuda=cuda, reuse=(sys.executable,))
+        python = store.torch_python(version, "cuda" if cuda else None, reuse=(sys.executable,))
         probe_torch(python, CACHE / "probes")
         say(f"  torch {version}{' (CUDA build)' if cuda else ''}: {python}")
     for cuda in sorted({t.toolkit for t in targets + extra if t.toolkit}, key=lambda c: c.version):
@@ -234,7 +234,7 @@ def per_tu(sources: list[Path], dropped: set[str], work: Path, store: ToolchainS
     """nvcc 13.0, sm_80 + sm_90, torch 2.14's include paths, no cache: each .cu as it is and with
     torch/extension.h prepended (written elsewhere; -I its folder keeps its own includes working)."""
     torch_table, toolkits, _ = load_table()
-    torch = probe_torch(store.torch_python(torch_table[(2, 14)].version, cuda=True, reuse=(sys.executable,)),
+    torch = probe_torch(store.torch_python(torch_table[(2, 14)].version, "cuda", reuse=(sys.executable,)),
                         CACHE / "probes")
     home = store.cuda_home((13, 0), toolkits["cuda"][(13, 0)].toolkit)[0]
     flags = [*(f for f in torch.facts["cuda"]["common_nvcc_flags"] if f not in dropped), "-DENABLE_FP8", "-std=c++20",

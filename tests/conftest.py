@@ -61,7 +61,7 @@ def torch213_python(tmp_path_factory):
         wheels = hf_envs.cpu_torch_wheel("2.13.0").parent
         with pytest.MonkeyPatch.context() as patch:  # its local version (+cpu) sorts above PyPI's 2.13.0
             patch.setenv("PIP_FIND_LINKS", " ".join(filter(None, (str(wheels), os.environ.get("PIP_FIND_LINKS")))))
-            python = ToolchainStore(tmp_path_factory.mktemp("toolchains")).torch_python("2.13.0", cuda=False)
+            python = ToolchainStore(tmp_path_factory.mktemp("toolchains")).torch_python("2.13.0")
     except (KbuildError, hf_envs.EnvError) as e:
         pytest.skip(f"torch 2.13.0's CPU build is not installable here: {e}")
     pip = subprocess.run([python, "-m", "pip", "install", "-q", "pytest", "numpy"],

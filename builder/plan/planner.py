@@ -276,8 +276,8 @@ def _provision(options: BuildOptions, target: Target, reporter: Reporter) -> tup
         with reporter.phase(f"provisioning {target}"):  # shown under "planning" while pip installs
             toolkit = target.toolkit
             backend = compiled(toolkit.backend) if toolkit else None
-            device_build = {backend.name: True} if backend and backend.torch_device_build else {}
-            python = store.torch_python(target.torch.version, reuse=(options.python,), **device_build)
+            device = backend.name if backend and backend.torch_device_build else None
+            python = store.torch_python(target.torch.version, device, reuse=(options.python,))
             torch = probe_torch(python, options.probe_dir)
             toolkits = {backend.name: backend.provision_toolkit(store, toolkit, options)} if backend and toolkit else {}
     except KbuildError as e:

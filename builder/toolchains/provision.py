@@ -2,7 +2,7 @@
 comes from PyPI, cached under one folder (`~/.cache/kbuild/toolchains/` unless the CLI says otherwise).
 
     torch-2.13.0/   a venv holding exactly torch==2.13.0 (pip's default build, or a backend's device
-                    build from the torch index: `torch_python(..., cuda=True)`)
+                    build from the torch index: `torch_python(..., device="cuda")`)
     cuda-13.2/      a backend's toolkit, a venv made by `pip_toolchain` as the backend says (CUDA's:
                     NVIDIA's cuda-toolkit wheels, builder/backends/cuda_wheels.py)
     cutlass-4.2/    the headers of PyPI's nvidia-cutlass 4.2.0.0 (`cutlass_X_Y` dependencies)
@@ -90,31 +90,31 @@ class ToolchainStore:
 
     # -- torch -------------------------------------------------------------------------------
 
-    def torch_python(self, version: str, reuse: Sequence[str] = (), **device_build: bool) -> str:
+    def torch_python(self, version: str, device: str | None = None, reuse: Sequence[str] = ()) -> str:
         """Path of a python whose torch is exactly `version`: the first interpreter of `reuse` that
-        fits, else the store's torch-<version>, installed if missing. A backend's name set true
-        (`cuda=True`) asks for its device build of torch, from the store's torch index (a build of
-        `reuse` must be one too); none: pip's default build."""
-        device = _device_build(device_build)
+        fits, else the store's torch-<version>, installed if missing. `device`, a compiled backend's
+        name ("cuda"), asks for that backend's device build of torch, from the store's torch index
+        (a build of `reuse` must be one too); None: pip's default build."""
+        build = _device_build(device)
         if not _TORCH_VERSION.fullmatch(version):
             raise ToolchainError(f"torch version {version!r}: expected an exact release such as 2.13.0")
         for python in reuse:
             info = self._probe(python)
-            if info and _release(info.torch_version) == version and (not device or device.torch_device_version(info)):
+            if info and _release(info.torch_version) == version and (not build or build.torch_device_version(info)):
                 return python
         name = f"torch-{version}"
         dest = self.root / name
-        if self._torch_ready(dest, version, device):
+        if self._torch_ready(dest, version, build):
             return str(dest / "bin" / "python")
         with self._locked(name):
             marker = _read_marker(dest)
-            if self._torch_ready(dest, version, device):
+            if self._torch_ready(dest, version, build):
                 pass  # another process installed it while we waited
-            elif (device and marker and marker.get("kind") == "torch" and marker.get("version") == version
+            elif (build and marker and marker.get("kind") == "torch" and marker.get("version") == version
                   and (dest / "bin" / "python").exists()):
-                self._upgrade_torch(name, version, device)  # another build, and the device's is wanted now
+                self._upgrade_torch(name, version, build)  # another build, and the device's is wanted now
             else:
-                self._install_torch(name, version, device)
+                self._install_torch(name, version, build)
         return str(dest / "bin" / "python")
 
     def _torch_ready(self, dest: Path, version: str, device: Backend | None) -> bool:
@@ -459,15 +459,16 @@ def _read_marker(folder: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _device_build(wanted: dict[str, bool]) -> Backend | None:
-    """The backend whose device build of torch `wanted` (backend name -> bool) asks for, if any."""
-    for name in wanted:
-        if name not in BACKENDS or not BACKENDS[name].torch_device_build:
-            raise TypeError(f"torch_python() got an unexpected keyword argument {name!r}")
-    chosen = [BACKENDS[name] for name, on in wanted.items() if on]
-    if len(chosen) > 1:
-        raise TypeError(f"torch_python(): one device build at most, not {', '.join(b.name for b in chosen)}")
-    return chosen[0] if chosen else None
+def _device_build(name: str | None) -> Backend | None:
+    """The backend named `name` whose device build of torch is wanted (None: none); a one-line
+    ToolchainError for a name that is no backend with a device build of torch."""
+    if name is None:
+        return None
+    backend = BACKENDS.get(name)
+    if backend is None or not backend.torch_device_build:
+        known = ", ".join(b.name for b in _DEVICE_BUILDS) or "none"
+        raise ToolchainError(f"no device build of torch for backend {name!r}: known ones are {known}")
+    return backend
 
 
 def _device_builds(info: TorchInfo) -> dict[str, str | None]:

@@ -63,7 +63,7 @@ def install(store: ToolchainStore, spec: Spec, *, system_cuda: bool = True, cxx:
     python, CUTLASS's include folders, the sysroot, or the toolkit's backend's line (how nvcc is
     provided and its CUDA_HOME)."""
     if spec.kind == "torch":
-        return store.torch_python(spec.version, cuda=spec.cuda)
+        return store.torch_python(spec.version, "cuda" if spec.cuda else None)
     if spec.kind == "cutlass":
         return " ".join(store.cutlass_includes(spec.version, spec.requirement))
     if spec.kind == "sysroot":

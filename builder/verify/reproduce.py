@@ -186,7 +186,7 @@ def _torch_python(record: dict, python: str, store: ToolchainStore, probe_dir: P
     if wanted and here.torch_version != wanted:
         release, _, local = wanted.partition("+")
         try:
-            python = store.torch_python(release, cuda=local.startswith("cu"))
+            python = store.torch_python(release, "cuda" if local.startswith("cu") else None)
         except KbuildError as e:
             raise ToolchainError(f"the variant was built with torch {wanted}; {python} has torch "
                                  f"{here.torch_version} and the toolchain store could not install {wanted}: "

@@ -120,7 +120,7 @@ def test_a_failed_install_leaves_nothing_but_its_log(tmp_path):
 
 
 def test_the_torch_environment_is_made_once_and_reused(torch213_python):
-    """torch213_python came from ToolchainStore(<session folder>).torch_python("2.13.0", cuda=False)."""
+    """torch213_python came from ToolchainStore(<session folder>).torch_python("2.13.0")."""
     root = Path(torch213_python).parents[2]
     dest = root / "torch-2.13.0"
     assert Path(torch213_python) == dest / "bin" / "python"
@@ -136,7 +136,7 @@ def test_the_torch_environment_is_made_once_and_reused(torch213_python):
     lines: list[str] = []
     stamps = (dest / MARKER).stat().st_mtime_ns, (root / "torch-2.13.0.install.log").stat().st_mtime_ns
     store = ToolchainStore(root, log=lines.append)
-    assert store.torch_python("2.13.0", cuda=False) == str(torch213_python)
+    assert store.torch_python("2.13.0") == str(torch213_python)
     assert lines == []
     assert ((dest / MARKER).stat().st_mtime_ns, (root / "torch-2.13.0.install.log").stat().st_mtime_ns) == stamps
     [record] = [r for r in store.list() if r.name == "torch-2.13.0"]
@@ -148,9 +148,9 @@ def test_a_fitting_interpreter_is_reused_without_installing(tmp_path):
     running = probe_torch(sys.executable, tmp_path / "probe")
     store = ToolchainStore(tmp_path / "toolchains")
     release = running.torch_version.split("+")[0]
-    assert store.torch_python(release, cuda=False, reuse=[sys.executable]) == sys.executable
+    assert store.torch_python(release, reuse=[sys.executable]) == sys.executable
     if running.cuda:
-        assert store.torch_python(release, cuda=True, reuse=["/nonexistent/python", sys.executable]) == sys.executable
+        assert store.torch_python(release, "cuda", reuse=["/nonexistent/python", sys.executable]) == sys.executable
     assert not list((tmp_path / "toolchains").glob("*torch-*"))
 
 
@@ -165,7 +165,7 @@ def test_an_index_without_a_cuda_build_is_a_one_line_flavour_error(tmp_path):
     (index / "index.html").write_text(f'<a href="{wheels[0].as_uri()}">{wheels[0].name}</a>\n')
     store = ToolchainStore(tmp_path / "toolchains", torch_index=(tmp_path / "index").as_uri())
     with pytest.raises(ToolchainError) as e:
-        store.torch_python("2.13.0", cuda=True)
+        store.torch_python("2.13.0", "cuda")
     message = str(e.value)
     assert "\n" not in message
     assert "torch 2.13.0" in message and "not a CUDA build" in message and "2.13.0+cpu" in message

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from builder.backends import BACKENDS
 from builder.commands.main import main
 from builder.toolchains.provision import ToolchainStore
 from builder.toolchains.spec import Spec, parse_spec
@@ -55,8 +56,21 @@ def test_unknown_spec_is_a_one_line_error_and_installs_nothing(store_root, capsy
 def test_a_torch_version_that_is_not_a_release_is_a_one_line_error(tmp_path):
     for version in ("2.13", "2.13.0+cpu", "latest"):
         with pytest.raises(ToolchainError) as e:
-            ToolchainStore(tmp_path).torch_python(version, cuda=False)
+            ToolchainStore(tmp_path).torch_python(version)
         assert "\n" not in str(e.value) and "expected an exact release" in str(e.value)
+
+
+def test_an_unknown_device_build_is_a_one_line_error_naming_the_known_ones(tmp_path):
+    """`device` names a compiled backend with a device build of torch; anything else (a typo, a
+    backend without one) is refused before anything is probed or installed."""
+    known = [name for name, b in BACKENDS.items() if b.torch_device_build]
+    for device in ("cdua", "noarch", ""):
+        with pytest.raises(ToolchainError) as e:
+            ToolchainStore(tmp_path / "toolchains").torch_python("2.13.0", device)
+        message = str(e.value)
+        assert "\n" not in message and repr(device) in message
+        assert all(name in message for name in known)
+    assert not (tmp_path / "toolchains").exists()
 
 
 def test_prune_removes_leftovers_of_dead_installs_only(store_root, capsys):
