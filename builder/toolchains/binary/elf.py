@@ -13,7 +13,7 @@ from elftools.elf.sections import SymbolTableSection
 from builder.project import manylinux
 from builder.toolchains.binary import manylinux_floor
 from builder.toolchains.binary.base import BinaryFormat, Floor, Library, UnreadableLibrary
-from builder.toolchains.binary.elf_file import open_elf
+from builder.toolchains.binary.elf_file import open_elf, tag_string
 
 
 class Elf(BinaryFormat):
@@ -22,17 +22,19 @@ class Elf(BinaryFormat):
 
     def library(self, path: Path, symbols: bool = True) -> Library:
         with open_elf(path) as elf:
-            needed, runpath = [], []
+            needed: list[str] = []
+            runpath: list[str] = []
             for section in elf.iter_sections():
                 if isinstance(section, DynamicSection):
                     for tag in section.iter_tags():
                         if tag.entry.d_tag == "DT_NEEDED":
-                            needed.append(tag.needed)
+                            needed.append(tag_string(tag))
                         elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
-                            entries = tag.runpath if tag.entry.d_tag == "DT_RUNPATH" else tag.rpath
                             runpath += [e.replace("$ORIGIN", str(path.parent)).replace("${ORIGIN}", str(path.parent))
-                                        for e in entries.split(":") if e]
-            undefined, weak, defined = [], [], set()
+                                        for e in tag_string(tag).split(":") if e]
+            undefined: list[str] = []
+            weak: list[str] = []
+            defined: set[str] = set()
             dynsym = elf.get_section_by_name(".dynsym") if symbols else None
             if isinstance(dynsym, SymbolTableSection):
                 for s in dynsym.iter_symbols():

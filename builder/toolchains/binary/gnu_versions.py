@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from elftools.elf.dynamic import DynamicSection
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVerSymSection
+from elftools.elf.sections import SymbolTableSection
 
-from builder.toolchains.binary.elf_file import open_elf
+from builder.toolchains.binary.elf_file import open_elf, tag_string
 
 
 def required(path: Path) -> dict[str, str]:
@@ -21,7 +23,7 @@ def required(path: Path) -> dict[str, str]:
         verneed = next((s for s in elf.iter_sections() if isinstance(s, GNUVerNeedSection)), None)
         versym = next((s for s in elf.iter_sections() if isinstance(s, GNUVerSymSection)), None)
         dynsym = elf.get_section_by_name(".dynsym")
-        if verneed is None or dynsym is None:
+        if verneed is None or not isinstance(dynsym, SymbolTableSection):
             return {}
         by_index = {}  # the versym index -> the version's name, e.g. 7 -> "GLIBC_2.34"
         for _, auxiliaries in verneed.iter_versions():
@@ -54,14 +56,16 @@ def exports(path: Path) -> tuple[str, list[Export]] | None:
     """The soname and the versioned symbols `path` defines; None when it defines no symbol versions."""
     with open_elf(path) as elf:
         dynamic = elf.get_section_by_name(".dynamic")
-        soname = next((t.soname for t in dynamic.iter_tags() if t.entry.d_tag == "DT_SONAME"), path.name)
         verdef = next((s for s in elf.iter_sections() if isinstance(s, GNUVerDefSection)), None)
         versym = next((s for s in elf.iter_sections() if isinstance(s, GNUVerSymSection)), None)
-        if verdef is None or versym is None:
+        dynsym = elf.get_section_by_name(".dynsym")
+        if verdef is None or versym is None or not isinstance(dynsym, SymbolTableSection):
             return None
+        tags = dynamic.iter_tags() if isinstance(dynamic, DynamicSection) else ()
+        soname = next((tag_string(t) for t in tags if t.entry.d_tag == "DT_SONAME"), path.name)
         names = {v.entry["vd_ndx"]: next(aux).name for v, aux in verdef.iter_versions()}
         found = []
-        for i, sym in enumerate(elf.get_section_by_name(".dynsym").iter_symbols()):
+        for i, sym in enumerate(dynsym.iter_symbols()):
             if sym["st_shndx"] == "SHN_UNDEF" or not sym.name or sym["st_info"]["bind"] == "STB_LOCAL":
                 continue
             ndx = versym.get_symbol(i)["ndx"]
@@ -79,11 +83,15 @@ def unversioned_imports(path: Path) -> set[str]:
     """The names `path` imports without a symbol version (the linker found no versioned definition)."""
     with open_elf(path) as elf:
         versym = next((s for s in elf.iter_sections() if isinstance(s, GNUVerSymSection)), None)
-        found = set()
-        for i, sym in enumerate(elf.get_section_by_name(".dynsym").iter_symbols()):
+        dynsym = elf.get_section_by_name(".dynsym")
+        found: set[str] = set()
+        if not isinstance(dynsym, SymbolTableSection):
+            return found  # no dynamic symbols: nothing imported
+        for i, sym in enumerate(dynsym.iter_symbols()):
             if sym["st_shndx"] != "SHN_UNDEF" or not sym.name:
                 continue
             ndx = versym.get_symbol(i)["ndx"] if versym is not None else "VER_NDX_GLOBAL"
             if ndx in ("VER_NDX_LOCAL", "VER_NDX_GLOBAL", 0, 1):
                 found.add(sym.name)
         return found
+
