@@ -4,6 +4,7 @@ and the CUDA runtime of that nvcc's major version."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from builder.backends.base import Backend, in_range
@@ -106,16 +107,19 @@ if torch.version.cuda:
         wanted = nvcc["version"]
         found = find_cuda(home, probe_dir)
         here = nvcc_version(Path(found.nvcc)).build if found else None
-        if here == wanted:
+        if found and here == wanted:
             return {"CUDA_HOME": found.home}
-        release = ".".join(wanted.split(".")[:2])
+        m = re.match(r"(\d+)\.(\d+)(\.|$)", wanted) if isinstance(wanted, str) else None
+        if not m:
+            raise ToolchainError(f"the variant's record names nvcc {wanted!r}: not a CUDA release such as 13.0.88")
+        release, version = f"{m[1]}.{m[2]}", (int(m[1]), int(m[2]))
         row = rows.get(release)
         installed = f"nvcc {here} at {found.home}" if found else "no nvcc"
         built = f"the variant was built with nvcc {wanted} ({nvcc.get('from')}); here: {installed}"
         if row is None:
             raise ToolchainError(f"{built}, and the toolchain store knows no CUDA {release}: install nvcc {wanted}, "
                                  "set CUDA_HOME")
-        stored, _ = cuda_home(store, tuple(int(p) for p in release.split(".")), row["toolkit"], system=False)
+        stored, _ = cuda_home(store, version, row["toolkit"], system=False)
         got = nvcc_version(Path(stored) / "bin" / "nvcc").build
         if got != wanted:
             raise ToolchainError(f"{built}, and the toolchain store's CUDA {release} has nvcc {got}: "

@@ -43,9 +43,9 @@ def find_cuda(cuda_home: str | None, cache_dir: Path | None = None) -> CudaInfo 
     if not cuda_home and (nvcc := shutil.which("nvcc")):
         candidates.append(str(_real_home(Path(nvcc))))
     for home in candidates:
-        nvcc = Path(home) / "bin" / "nvcc"
-        if nvcc.is_file():
-            return _cached_nvcc_probe(Path(home).resolve(), nvcc.resolve(), cache_dir)
+        binary = Path(home) / "bin" / "nvcc"
+        if binary.is_file():
+            return _cached_nvcc_probe(Path(home).resolve(), binary.resolve(), cache_dir)
     if cuda_home:
         raise ToolchainError(f"CUDA_HOME={cuda_home} has no bin/nvcc")
     return None

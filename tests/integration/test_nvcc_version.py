@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from builder.backends import BACKENDS
 from builder.backends.cuda_toolkit import find_cuda, nvcc_version
 from builder.backends.cuda_wheels import installed_nvcc
+from builder.toolchains.provision import ToolchainStore
 from kbuild_common.errors import ToolchainError
 
 
@@ -50,3 +52,14 @@ def test_the_build_reads_the_probes_the_toolchain_commands_wrote(system, tmp_pat
     settings, options = BuilderSettings(cache_dir=tmp_path / "cache"), BuildOptions(tmp_path, cache_dir=tmp_path / "cache")
     assert find_cuda(system.home, settings.probe_dir) == find_cuda(system.home, options.probe_dir)
     assert [p.name.startswith("nvcc-") for p in options.probe_dir.iterdir()] == [True]
+
+
+def test_a_record_whose_nvcc_is_no_release_is_one_clear_error(tmp_path):
+    """A variant's record (read from a hub, so not kbuild's to trust) whose nvcc version is no CUDA
+    release: rebuilding it is one ToolchainError naming what it says (it was an AttributeError on
+    None, with or without a system nvcc)."""
+    store = ToolchainStore(tmp_path / "toolchains")
+    for wanted in (None, 13, "cuda"):
+        with pytest.raises(ToolchainError, match=r"the variant's record names nvcc .*: not a CUDA release"):
+            BACKENDS["cuda"].rebuild_env({"nvcc": {"version": wanted, "from": "system"}}, {}, store, None, tmp_path)
+    assert not store.root.exists()
