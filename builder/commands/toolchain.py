@@ -69,6 +69,7 @@ def run_check_index(args, reporter: Reporter) -> int:
     from builder.toolchains.versions import SOURCE, read_table
 
     index = resolve(flag=("--index", args.index), env=("KBUILD_TORCH_INDEX", builder_settings().torch_index))
+    assert index is not None  # the environment's torch_index is PyPI when KBUILD_TORCH_INDEX is unset
     user = user_versions_file()  # where --write makes the overlay when none is set
     overlay = versions_overlay() or Setting(user, f"{user} (kbuild's config folder)")
     table = read_table(overlay=overlay if overlay.value.exists() else None)  # --write may make it

@@ -58,17 +58,17 @@ def _run(options: BuildOptions, plans: list[ToolchainPlan], compiled, reporter: 
     if outcome.compiles_run == 0 and outcome.returncode == 0:
         reporter.info("nothing to compile: every object is up to date")
     elif client:
-        stats = client.stats()
-        reporter.note(stats.line())
-        if stats.errors:
-            reporter.warn(f"{stats.errors} compile(s) could not be distributed through {options.dist.scheduler}: "
-                          f"they ran here (see {client.folder / 'client.log'})")
+        dist_stats = client.stats()
+        reporter.note(dist_stats.line())
+        if dist_stats.errors:
+            reporter.warn(f"{dist_stats.errors} compile(s) could not be distributed through "
+                          f"{client.settings.scheduler}: they ran here (see {client.folder / 'client.log'})")
     elif cache:
-        stats = compile_cache.read_stats(cache.stats_log)
-        reporter.note(stats.line())
-        if stats.remote_errors and options.remote_cache:
+        cache_stats = compile_cache.read_stats(cache.stats_log)
+        reporter.note(cache_stats.line())
+        if cache_stats.remote_errors and options.remote_cache:
             reporter.warn(f"remote compile cache {options.remote_cache.shown()} did not answer for "
-                          f"{stats.remote_errors} compile(s): they ran here and were not shared")
+                          f"{cache_stats.remote_errors} compile(s): they ran here and were not shared")
     return outcome
 
 

@@ -11,6 +11,7 @@ Python C API, which the interpreter that imports it provides.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ class LinkCheck:
 
 
 def unresolved_symbols(library: Path, binary: BinaryFormat, search_dirs: list[str],
-                       stub_dirs: list[str] = ()) -> LinkCheck:
+                       stub_dirs: Sequence[str] = ()) -> LinkCheck:
     """The undefined symbols of `library` (read as `binary`) that nothing it loads defines.
     `search_dirs`: the -L folders it was linked with (torch's, the CUDA runtime's), looked in after
     each library's run path and before the system's; `stub_dirs`: where link stubs of driver
@@ -59,6 +60,6 @@ def unresolved_symbols(library: Path, binary: BinaryFormat, search_dirs: list[st
     return LinkCheck(tuple(left), tuple(missing))
 
 
-def _driver_stub(binary: BinaryFormat, name: str, stub_dirs) -> Path | None:
+def _driver_stub(binary: BinaryFormat, name: str, stub_dirs: Sequence[str]) -> Path | None:
     link_name = binary.link_name(name)
     return binary.locate(link_name, list(stub_dirs)) if link_name in DRIVER_LIBRARIES else None

@@ -18,6 +18,7 @@ The library never reads environment variables: the CLI resolves them (builder/co
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import re
@@ -189,7 +190,7 @@ class ToolchainStore:
             with self._locked(toolchain.name):
                 if not self._pip_ready(dest, toolchain):
                     self._install_pip_toolchain(toolchain)
-        return dest, _read_marker(dest) or {}
+        return dest, _complete_marker(dest)
 
     def _pip_ready(self, dest: Path, toolchain: PipToolchain) -> bool:
         marker = _read_marker(dest)
@@ -217,8 +218,7 @@ class ToolchainStore:
             with self._locked(name):
                 if not self._cutlass_ready(dest, release):
                     self._install_cutlass(name, release, requirement)
-        marker = _read_marker(dest)
-        dirs = tuple(str(dest / d) for d in marker["include"])
+        dirs = tuple(str(dest / d) for d in _complete_marker(dest)["include"])
         if not (Path(dirs[0]) / "cutlass" / "cutlass.h").is_file():
             raise ToolchainError(f"{name}: {dirs[0]}/cutlass/cutlass.h is missing",
                                  hint=f"kbuild toolchain prune {name}, then install it again")
@@ -259,7 +259,7 @@ class ToolchainStore:
             with self._locked(name):
                 if not self._sysroot_ready(dest, requirement, compiler):
                     self._install_sysroot(name, glibc, requirement, cxx)
-        return dest / _read_marker(dest)["root"]
+        return dest / _complete_marker(dest)["root"]
 
     def _sysroot_ready(self, dest: Path, requirement: str, compiler: str) -> bool:
         marker = _read_marker(dest)
@@ -310,7 +310,7 @@ class ToolchainStore:
             shutil.rmtree(doomed)
             (self.root / f"{name}.install.log").unlink(missing_ok=True)
 
-    def leftovers(self) -> list[Path]:
+    def leftovers(self) -> builtins.list[Path]:  # (`list` here is the method above)
         """Build folders of dead processes (`.<name>.tmp-<pid>`) and toolchains without their marker
         that nobody is installing: what an interrupted kbuild left behind."""
         found = []
@@ -429,9 +429,11 @@ def _run_logged(cmd: list[str], what: str, log_file, log_path: Path) -> None:
     log_file.write(f"$ {shlex.join(cmd)}\n")
     log_file.flush()
     child = proc.stream(cmd)
+    output = child.stdout
+    assert output is not None  # proc.stream pipes stdout
     last_error = last_line = ""
     try:
-        for line in child.stdout:
+        for line in output:
             log_file.write(line)
             text = line.strip()
             if text:
@@ -444,7 +446,7 @@ def _run_logged(cmd: list[str], what: str, log_file, log_path: Path) -> None:
         child.wait()
         raise
     finally:
-        child.stdout.close()
+        output.close()
         log_file.flush()
     if code != 0:
         detail = (last_error or last_line or "no output").rstrip(".")
@@ -457,6 +459,16 @@ def _read_marker(folder: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _complete_marker(dest: Path) -> dict:
+    """The marker of the toolchain at `dest`, just found ready or installed; a one-line error if it
+    has gone since (another process removed it)."""
+    marker = _read_marker(dest)
+    if marker is None:
+        raise ToolchainError(f"{dest.name}: {dest / MARKER} is missing or unreadable",
+                             hint=f"kbuild toolchain prune {dest.name}, then install it again")
+    return marker
 
 
 def _device_build(name: str | None) -> Backend | None:
@@ -481,7 +493,7 @@ def _detail(marker: dict) -> str:
         builds = [f"{b.toolkit_label} {marker[f'torch_{b.name}']}" for b in _DEVICE_BUILDS
                   if marker.get(f"torch_{b.name}")]
         return f"{builds[0] if builds else 'CPU'} build ({marker.get('torch_version')})"
-    if backend := _TOOLKITS.get(marker.get("kind")):
+    if isinstance(kind := marker.get("kind"), str) and (backend := _TOOLKITS.get(kind)):
         return backend.stored_toolkit_detail(marker)
     if marker.get("kind") == "cutlass":
         return f"CUTLASS {marker.get('release')} headers ({marker.get('requirement')})"

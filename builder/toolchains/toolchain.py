@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from builder.backends import BACKENDS
 from builder.backends.cuda_arch import Capability, parse_capability
@@ -137,6 +137,8 @@ def find_toolchain(options: BuildOptions) -> Toolchain:
 
 def _two(version: str) -> tuple[int, int]:
     m = re.match(r"(\d+)\.(\d+)", version)
+    if not m:
+        raise ToolchainError(f"cannot read a release (major.minor) from version {version!r}")
     return int(m[1]), int(m[2])
 
 
@@ -161,7 +163,8 @@ def probe_torch(python: str, cache_dir: Path) -> TorchInfo:
             tmp.replace(cached)
     probed = data.pop("facts")
     facts = {b.name: b.read_torch_facts(probed[b.name]) for b in BACKENDS.values() if b.name in probed}
-    return TorchInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}, facts=facts)
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}  # JSON: the probe's
+    return TorchInfo(**fields, facts=facts)
 
 
 _GPU_PROBE = ("import torch\nfor i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"

@@ -108,8 +108,8 @@ def _check_row(table: str, key: str, row, where: str) -> None:
         version = row.get("version")
         if not isinstance(version, str) or not re.fullmatch(rf"{re.escape(key)}\.\d+\S*", version):
             raise ManifestError(f'{where} version: expected the exact release, like "{key}.0", got {version!r}')
-        required = {name: (list, b.torch_row_list) for name, b in TOOLKITS.items()
-                    if b.torch_row_requires_list or name in row}
+        required: dict[str, tuple[type, str]] = {name: (list, b.torch_row_list) for name, b in TOOLKITS.items()
+                                                 if b.torch_row_requires_list or name in row}
     else:
         required = TOOLKITS[table].toolkit_row
     for name, (kind, expected) in required.items():

@@ -46,7 +46,7 @@ def floor(libraries: list[Path], arch: str = "x86_64") -> Floor:
     for n in all_needs:
         if n.family not in newest or _key(n.version) > _key(newest[n.family].version):
             newest[n.family] = n
-    versioned = {}
+    versioned: dict[str, set[str]] = {}
     for n in all_needs:
         versioned.setdefault(n.library, set()).add(n.tag)
     return Floor(newest, all_policies(arch).versioned_symbols_policy(versioned).name, FAMILIES, "manylinux")
@@ -64,7 +64,7 @@ def above(libraries: list[Path], policy: str, arch: str = "x86_64") -> list[Need
 def above_policy(library: Path, policy: str) -> list[str]:
     """One problem line per symbol family of `library` that `policy` does not allow: its newest
     version and the first symbol that needs it."""
-    newest = {}
+    newest: dict[str, Need] = {}
     for need in above([library], policy):
         newest.setdefault(need.family, need)
     return [f"{library.name} needs {n.tag}{f' ({n.symbol})' if n.symbol else ''}, above {policy_name(policy)}"
