@@ -111,7 +111,7 @@ def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None
         return load_variant(folder, load_dependency=dependency, owner=ref.repo_id)
     session = Session(hub, settings, allow_no_digest, require_signature)
     check_trust(ref.repo_id, session.reader.endpoint, trust_remote_code, settings)
-    return session.load_best(session.resolve(ref, target), dependency)
+    return session.load_best(session.resolve(ref, target), dependency)[1]
 
 
 def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, hub: str | None = None,
@@ -427,16 +427,18 @@ class Session:
                 return best.name, folder
             found = replace(found, trace=tuple(choice.apply(list(found.trace), best.name, verdict)))
 
-    def load_best(self, found: Resolution, dependency: LoadOne | None = None) -> ModuleType:
+    def load_best(self, found: Resolution, dependency: LoadOne | None = None) -> tuple[str, ModuleType]:
+        """The best variant that install_best accepts, imported: (its name, its module). Its name is
+        found.chosen unless install_best rejected that one by its metadata and took the next."""
         key = (self.reader.key, found.ref.repo_id, found.commit, found.chosen)
         # under a signature rule the cached copy is checked again (an import made without the rule proves nothing)
         best = found.best
         module = _LOADED.get(key) if best and not self.signature_rule(found.ref.repo_id)[0].required else None
         if module is not None and best and key in _METADATA and fit.judge(best.variant, found.system,
                                                                           _METADATA[key]).reason is None:
-            return module  # loaded before, and its metadata (read then) fits this system too
+            return best.name, module  # loaded before, and its metadata (read then) fits this system too
         variant, folder = self.install_best(found)
-        return self.load(found.ref.repo_id, found.commit, variant, folder=folder, dependency=dependency)
+        return variant, self.load(found.ref.repo_id, found.commit, variant, folder=folder, dependency=dependency)
 
     def load(self, repo_id: str, commit: str, variant: str, check=None, folder: Path | None = None,
              dependency: LoadOne | None = None) -> ModuleType:

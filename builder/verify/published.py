@@ -62,9 +62,9 @@ def check_published(kernels: list[Manifest], per_variant: dict[str, dict[str, fl
             continue
         try:
             found = session.resolve(KernelRef(m.hub_repo_id, commit), detect_system())
-            module = session.load_best(found)
+            # the variant load_best imported: found.chosen, unless its metadata rejected that one
+            loaded, module = session.load_best(found)
         except (KernelError, OSError, ImportError) as e:  # ImportError: the kernel's own import failed
             yield Finding("unloadable", where, detail=str(e))
             continue
-        assert found.chosen is not None  # load_best raised (a KernelError) when no variant fit
-        yield Finding("loaded", where, found.chosen, module.__name__)
+        yield Finding("loaded", where, loaded, module.__name__)
