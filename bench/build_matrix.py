@@ -39,12 +39,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from builder import Reporter  # noqa: E402
+from builder.backends import BACKENDS  # noqa: E402
 from builder.compile import ninja_binary  # noqa: E402
 from builder.config import PYPI, BuildOptions  # noqa: E402
 from builder.plan import Target, load_table, matrix_variants, plan_kernels, select  # noqa: E402
@@ -136,7 +138,7 @@ def provision(targets: list[Target], store: ToolchainStore, tu: bool) -> None:
         probe_torch(python, CACHE / "probes")
         say(f"  torch {version}{' (CUDA build)' if cuda else ''}: {python}")
     for cuda in sorted({t.toolkit for t in targets + extra if t.toolkit}, key=lambda c: c.version):
-        say(f"  {cuda}: {store.cuda_home(cuda.version, cuda.toolkit)[1]}")
+        say(f"  {cuda}: {BACKENDS['cuda'].install_toolkit(store, cuda.version, cuda.toolkit, system=True)}")
 
 
 def compile_steps(output: str) -> list[tuple[str, str, str]]:
@@ -236,7 +238,8 @@ def per_tu(sources: list[Path], dropped: set[str], work: Path, store: ToolchainS
     torch_table, toolkits, _ = load_table()
     torch = probe_torch(store.torch_python(torch_table[(2, 14)].version, "cuda", reuse=(sys.executable,)),
                         CACHE / "probes")
-    home = store.cuda_home((13, 0), toolkits["cuda"][(13, 0)].toolkit)[0]
+    options = SimpleNamespace(probe_dir=CACHE / "probes")  # what provision_toolkit reads of the build options
+    home = BACKENDS["cuda"].provision_toolkit(store, toolkits["cuda"][(13, 0)], options).home
     flags = [*(f for f in torch.facts["cuda"]["common_nvcc_flags"] if f not in dropped), "-DENABLE_FP8", "-std=c++20",
              "-Xcompiler", "-O3", "-Xcompiler", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.cxx11)}",
              "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
