@@ -60,6 +60,7 @@ class Server:
         wait_until_up(self.url + "/", self.child)
 
     def _read(self) -> None:
+        assert self.child.stderr is not None  # started with stderr=PIPE
         for line in self.child.stderr:
             self.lines.append((time.time(), line.rstrip("\n")))
 
@@ -145,8 +146,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     size, load = args.size_mb << 20, os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="kbuild-hub-front-load-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="kbuild-hub-front-load-") as tmp_name:
+        tmp = Path(tmp_name)
         data = tmp / FILE
         sha = make_file(data, size)
         store = GitStore(tmp / "upstream")

@@ -116,6 +116,8 @@ def download(url: str) -> tuple[int, str, float, float, float]:
     1 MB at a time (times from time.time(), comparable across processes of this machine)."""
     started = time.time()
     parts = urlsplit(url)
+    if parts.hostname is None:
+        raise ValueError(f"no host in {url}")
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
     try:
         conn.request("GET", parts.path)
@@ -149,6 +151,8 @@ def run_clients(url: str, clients: int, processes: int) -> tuple[float, list[tup
 
 def wait_until_up(url: str, child: subprocess.Popen) -> None:
     parts = urlsplit(url)
+    if parts.hostname is None:
+        raise ValueError(f"no host in {url}")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if child.poll() is not None:
@@ -189,8 +193,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     size = args.size_mb << 20
-    with tempfile.TemporaryDirectory(prefix="kbuild-hub-load-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="kbuild-hub-load-") as tmp_name:
+        tmp = Path(tmp_name)
         (tmp / "static").mkdir()
         plain = tmp / "static" / "data.bin"
         sha = make_file(plain, size)

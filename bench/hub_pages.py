@@ -116,7 +116,8 @@ def wait_until_up(port: int, child: subprocess.Popen) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if child.poll() is not None:
-            raise SystemExit(f"kbuild hub serve exited with {child.returncode}: {child.stderr.read().decode()[-2000:]}")
+            said = child.stderr.read().decode()[-2000:] if child.stderr else ""
+            raise SystemExit(f"kbuild hub serve exited with {child.returncode}: {said}")
         try:
             Client(port).get("/api/kernels")
             return

@@ -114,6 +114,7 @@ def _load_after(world: World) -> str:
             module = get_kernel("org/tiny@v1", hub=str(world.hub))
         except Exception as e:  # noqa: BLE001 - the outcome is the exception's kind
             return f"refused ({type(e).__name__})"
+    assert module.__file__ is not None  # a kernel is a package, imported from its __init__.py
     tampered = "injected" in Path(module.__file__).with_name("_ops.py").read_text() or module.double(1) != 2
     if tampered:
         return "tampered code loaded"
@@ -761,7 +762,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name, (probe, safe) in PROBES.items():
-        outcomes = collections.Counter()
+        outcomes: collections.Counter[str] = collections.Counter()  # a probe's outcome: how often
         start = time.monotonic()
         for _ in range(args.attempts):
             with tempfile.TemporaryDirectory(prefix="kbuild-reliability-") as tmp:
