@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
 import torch  # noqa: TID253 - a benchmark of torch kernels: torch is what it runs
 import torch.nn.functional as F  # noqa: TID253 - as torch
@@ -119,7 +120,7 @@ def speedups(kbuild_us: float | None, peer_us: dict[str, float | None]) -> dict:
     timed = {name: us for name, us in peer_us.items() if us is not None}
     if kbuild_us is None or not timed:
         return {"vs": {}, "best_peer": None, "vs_best": None}
-    best = min(timed, key=timed.get)
+    best = min(timed, key=timed.__getitem__)
     return {"vs": {name: us / kbuild_us for name, us in timed.items()}, "best_peer": best,
             "vs_best": timed[best] / kbuild_us}
 
@@ -228,7 +229,7 @@ def load_kernels(names: set[str], device: str, overrides: dict[str, Path]) -> di
     (its workloads are then reported absent). A missing build folder ends the run: build it first.
     rotary is Triton only (its one variant is torch-cuda): on the CPU it runs under Triton's
     interpreter, as its own tests do, so its CPU figures say nothing about speed."""
-    loaded = {}
+    loaded: dict[str, ModuleType | str] = {}
     for name in sorted(names):
         path = overrides.get(name, REPO / "kernels" / name / "build")
         backend = "cuda" if device == "cuda" or name == "rotary" else "cpu"
@@ -397,6 +398,8 @@ def rms_norm_case(workload, tokens, hidden, dtype, device, kernels, liger, compi
     w = (torch.rand(hidden, generator=gen) + 0.5).to(device, dtype)
     fused = workload.startswith("fused_add")
     k = kernels["rmsnorm"]
+    inputs: tuple[torch.Tensor, ...]
+    ref_fn: Callable[..., torch.Tensor]
     if fused:
         impls = [Peer("kbuild", lambda x, r, w: k.fused_add_rms_norm(x, r, w, EPS)), Peer("eager", eager_fused_add),
                  compiled(eager_fused_add, compile_), Peer("torch op", torch_op_fused_add)]
@@ -416,6 +419,7 @@ def rms_norm_case(workload, tokens, hidden, dtype, device, kernels, liger, compi
         grads = tuple(torch.randn(tokens, hidden, generator=gen).to(device, dtype) for _ in range(2 if fused else 1))
         impls = [with_backward(p, inputs, grads) for p in impls]
         reference = impls[1].call
+        assert reference is not None  # eager's: with_backward keeps a call it was given
     else:
         impls = [forward_only(p, *inputs) for p in impls]
         reference = lambda: _no_grad(ref_fn, inputs)  # noqa: E731
@@ -702,7 +706,7 @@ HEADER = ["workload", "dtype", "shape", "kbuild us", *[f"{p} us" for p in PEERS]
 
 
 def absent_reasons(doc: dict) -> list[str]:
-    seen = {}
+    seen: dict[str, list[str]] = {}  # reason: the workloads it was given for
     for r in doc["rows"]:
         for name, p in r["peers"].items():
             if p["absent"]:

@@ -22,7 +22,9 @@ import argparse
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HEADER = ("| kernel | variant | workload | kernel (median, min-max) | eager reference | speed-up | check |\n"
           "|---|---|---|---|---|---|---|")
@@ -147,11 +149,16 @@ def qwen_rows(doc: dict) -> list[str]:
                    f"{ratio(c['peak_bytes'], same and same['peak_bytes'])} | "
                    f"{ratio(c['peak_bytes'], eager and eager['peak_bytes'])} |")
     out += ["", "| at the peak, GiB | " + " | ".join(configs) + " |", "|---|" + "---|" * len(configs)]
-    parts = [("parameters", lambda m: m["parameters"]), ("gradients", lambda m: m["gradients"]),
-             ("AdamW state", lambda m: m["optimizer_state"]),
-             ("saved activations", lambda m: m["saved_activations"]["total"])]
+    parts: list[tuple[str, Callable[[dict], float]]] = [
+        ("parameters", lambda m: m["parameters"]), ("gradients", lambda m: m["gradients"]),
+        ("AdamW state", lambda m: m["optimizer_state"]),
+        ("saved activations", lambda m: m["saved_activations"]["total"])]
     groups = sorted({g for c in configs.values() for g in c["memory"]["saved_activations"]["by_group"]})
-    parts += [(f"- {g}", lambda m, g=g: m["saved_activations"]["by_group"].get(g, 0)) for g in groups]
+
+    def group(g: str) -> Callable[[dict], float]:
+        return lambda m: m["saved_activations"]["by_group"].get(g, 0)
+
+    parts += [(f"- {g}", group(g)) for g in groups]
     parts += [("unexplained (transients: float32 logits, workspaces)", lambda m: m["unexplained_at_peak"]),
               ("peak", lambda m: max(m["forward_peak"], m["backward_peak"], m["optimizer_peak"]))]
     for label, get in parts:
@@ -208,6 +215,7 @@ def truth_rows(found: list[dict]) -> list[str]:
     """bench/gpu/kbuild_test_truth.py's rows, in the table that script writes."""
     spec = importlib.util.spec_from_file_location("kbuild_test_truth",
                                                   Path(__file__).resolve().parent / "gpu" / "kbuild_test_truth.py")
+    assert spec is not None and spec.loader is not None  # a .py path always gets a spec with a loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.table(found).splitlines()
@@ -222,8 +230,9 @@ def reliability_rows(doc: dict) -> list[str]:
     return out
 
 
-def kind_of(path: Path) -> tuple[str, dict]:
-    """("peers", "bench" or "front", the document) of a results file; a one-line error for anything else."""
+def kind_of(path: Path) -> tuple[str, Any]:
+    """("peers", "bench" or "front", the document: a JSON object, a list for "truth") of a results file; a one-line
+    error for anything else."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -256,9 +265,10 @@ def table(paths: list[Path], before: Path | None = None) -> str:
         raise SystemExit("results_table.py: give results of one kind: kbuild bench, bench/peers.py, "
                          "bench/hub_front_load.py, bench/gpu/qwen_step.py, bench/dist_compile.py, "
                          "bench/gpu/kbuild_test_truth.py or bench/reliability.py JSON")
-    single = {"front": ("bench/hub_front_load.py", front_rows), "qwen": ("bench/gpu/qwen_step.py", qwen_rows),
-              "dist": ("bench/dist_compile.py", dist_rows), "truth": ("bench/gpu/kbuild_test_truth.py", truth_rows),
-              "reliability": ("bench/reliability.py", reliability_rows)}
+    single: dict[str, tuple[str, Callable[[Any], list[str]]]] = {
+        "front": ("bench/hub_front_load.py", front_rows), "qwen": ("bench/gpu/qwen_step.py", qwen_rows),
+        "dist": ("bench/dist_compile.py", dist_rows), "truth": ("bench/gpu/kbuild_test_truth.py", truth_rows),
+        "reliability": ("bench/reliability.py", reliability_rows)}
     if kinds[0] in single:
         script, make = single[kinds[0]]
         if len(docs) != 1:

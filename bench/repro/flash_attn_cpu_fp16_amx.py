@@ -82,6 +82,7 @@ def brgemm_check() -> dict:
 def import_variant(folder: Path):
     spec = importlib.util.spec_from_file_location(f"fa2_{abs(hash(str(folder)))}", folder / "__init__.py",
                                                   submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None  # a .py path always gets a spec with a loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -96,7 +97,8 @@ def attention_errors(folder: Path) -> dict:
         q, k, v = (torch.randn(48, 4, 64).to(dtype) for _ in range(3))
         cu = torch.tensor([0, 48], dtype=torch.int32)
         out = kernel.flash_attn_varlen_func(q, k, v, cu, cu, 48, 48, causal=True)
-        ref = F.scaled_dot_product_attention(*(t.float().transpose(0, 1) for t in (q, k, v)), is_causal=True)
+        qt, kt, vt = (t.float().transpose(0, 1) for t in (q, k, v))
+        ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
         errors[str(dtype).removeprefix("torch.")] = round((out.float() - ref.transpose(0, 1)).abs().max().item(), 4)
     return errors
 
