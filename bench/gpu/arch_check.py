@@ -18,6 +18,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from kbuild.choice import format_trace
 from kbuild.loading import judge_folder, load_variant
@@ -53,7 +54,7 @@ def main() -> int:
         archs = ", ".join(meta.backend.archs) if meta.backend and meta.backend.archs else "none recorded"
         print(f"  {name}: archs {archs}")
 
-    decisions = {}
+    decisions: dict[str, dict[str, Any]] = {}  # label: gpu_arch, chosen, trace (and imported)
     for label, judged in [("real", system)] + [(f"as {cap}", replace(system, gpu_arch=cap, device_visible=True))
                                                 for cap in args.others]:
         trace = [c for c in judge_folder(build, judged) if only is None or c.name == only]

@@ -14,7 +14,9 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from importlib.metadata import version
+from typing import Any
 
 import torch  # noqa: TID253 - runs on the GPU image: torch is what it measures
 
@@ -47,7 +49,7 @@ def kernelized(model) -> dict:
     from kernels import get_kernelized_layers
 
     found = get_kernelized_layers(model)
-    names = {}
+    names: dict[str, list[str]] = {}  # repo: the layers and functions bound to it
     for name, layer in found.layers.items():
         names.setdefault(str(layer.repo), []).append(name)
     for (name, func), entry in found.funcs.items():
@@ -147,7 +149,7 @@ def default_kernelization(folder: str) -> dict:
     3 training steps each, and the first step's gradients parameter by parameter."""
     from transformers import AutoModelForCausalLM
 
-    out = {}
+    out: dict[str, Any] = {}
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(folder, device_map="cuda", dtype=DTYPE)
     out["from_pretrained_s"] = time.perf_counter() - t0
@@ -184,7 +186,7 @@ def seed1(folder: str) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    handlers = {"make-model": make_model, "ready": ready, "train": train}
+    handlers: dict[str, Callable[..., dict]] = {"make-model": make_model, "ready": ready, "train": train}
     print("RESULT " + json.dumps(handlers[argv[0]](*argv[1:])), flush=True)
 
 

@@ -19,7 +19,7 @@ def pytest_sessionstart(session):
 
     variant = Path(os.path.realpath(os.path.join(folder, package)))  # the link kbuild made: the variant folder
     count = torch.cuda.device_count()
-    record = {name: os.environ.get(name) for name in WATCHED}
+    record: dict[str, object] = {name: os.environ.get(name) for name in WATCHED}
     record.update(kernel=variant.parent.parent.name, variant=variant.name, cuda_device_count=count,
                   cuda_available=torch.cuda.is_available(),
                   gpu=torch.cuda.get_device_name(0) if count and torch.cuda.is_available() else None)

@@ -13,6 +13,7 @@ import copy
 import json
 import sys
 import time
+from typing import Any
 
 import torch  # noqa: TID253 - a training step on the GPU image: torch is what it runs
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: TID253 - as torch
@@ -65,6 +66,7 @@ norms = [m for m in patched.modules() if isinstance(m, LlamaRMSNorm)]
 bound = sorted({m.forward.__func__.__module__ + "." + m.forward.__func__.__qualname__ for m in norms})
 
 ids = torch.randint(0, config.vocab_size, (4, 1024 if GPU else 64), device=device)
+result: dict[str, Any]
 result = {"dtype": str(dtype).removeprefix("torch."), "gpu": torch.cuda.get_device_name() if GPU else None,
           "capability": here, "torch": torch.__version__, "norms": len(norms), "bound": bound,
           "kernelize_s": round(kernelize_s, 3), "steps": []}
