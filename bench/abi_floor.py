@@ -86,7 +86,8 @@ def _python_for(variant: str) -> list[str]:
     release = parsed.torch  # (2, 13); a stable-ABI variant loads in this environment's torch
     import torch
 
-    if parsed.kind != COMPILED or tuple(int(x) for x in torch.__version__.split(".")[:2]) == release:
+    if (parsed.kind != COMPILED or release is None  # a compiled variant always names its torch
+            or tuple(int(x) for x in torch.__version__.split(".")[:2]) == release):
         return []
     version = load_versions_table()["torch"][f"{release[0]}.{release[1]}"]["version"]
     python = ToolchainStore(from_environment().toolchains_dir).torch_python(version)

@@ -40,8 +40,12 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # builder/_toml.py's choice (bench/ imports only what builder's folders offer: test_bench_imports)
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -294,8 +298,9 @@ def run(args, work: Path) -> dict:
     targets = matrix_targets(ws)
     compiled = sorted(f"{kernel}/{variant}" for kernel, variant, _ in targets)
     say(f"workspace {ws}: {len(compiled)} compiled variants, -j {args.jobs}")
-    results = {"config": {"kernels": args.kernels, "torch": args.torch, "cuda": args.cuda, "archs": args.archs,
-                          "jobs": args.jobs, "variants": compiled}}
+    results: dict[str, Any] = {
+        "config": {"kernels": args.kernels, "torch": args.torch, "cuda": args.cuda, "archs": args.archs,
+                   "jobs": args.jobs, "variants": compiled}}
     store = ToolchainStore(TOOLCHAINS, torch_index=os.environ.get("KBUILD_TORCH_INDEX") or PYPI,
                            log=lambda line: say(f"  {line}"))
     say("provisioning (one-time) …")

@@ -111,7 +111,8 @@ def _without_local_symbols(obj: Path) -> str:
 
 def _only_units(plans, globs: list[str], root: Path):
     """The CUDA variants of `plans` with only the units whose source matches a glob."""
-    kept, units = [], []
+    kept = []
+    units: list = []  # the kept units: CompileUnits, a type builder.plan does not offer
     for j in plans:
         variants = []
         for v in j.plan.variants:
@@ -160,7 +161,8 @@ class ServerCpu(threading.Thread):
 
     def __init__(self, pattern: str):
         super().__init__(daemon=True)
-        self.pattern, self.seen, self.halt = pattern, {}, threading.Event()
+        self.pattern, self.halt = pattern, threading.Event()
+        self.seen: dict[int, int] = {}  # pid: its user + system ticks at the last sample
 
     def run(self) -> None:
         while not self.halt.wait(0.5):

@@ -37,6 +37,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # builder/, for release_jobs
 from builder.plan import matrix_variants, select, variant_archs  # noqa: E402
@@ -73,7 +74,7 @@ def model(kernel: Path, local: dict, dist: dict | None, cores: int,
     overhead, client = _dist_costs(local, dist)
     one = [t * len(archs) for archs in release["variants"].values() for t in times]
     per_arch = [t + overhead for archs in release["variants"].values() for t in times for _ in archs]
-    figures = {}
+    figures: dict[int, dict[str, Any]] = {}  # machines: seconds, ratio, bound, ...
     for n in machines:
         if n == 1:
             figures[n] = {"seconds": makespan(one, cores), "bound": "compile", "jobs": len(one)}

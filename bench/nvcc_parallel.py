@@ -165,7 +165,8 @@ def main() -> None:
         # so with kbuild's threads the machine is at most (threads + units) cores busy. That costs
         # kbuild a little (shared memory bandwidth, turbo), never the baseline: kbuild's figures
         # are conservative, and the whole run takes the baseline's time, not the sum.
-        baselines, rows = [], []
+        baselines: list[dict] = []  # the proc, its log, start, source and steps
+        rows: list[dict] = []
         for kernel, source in units:
             unit = _plan_unit(kernel, source)[1]
             log = Path(tmp) / f"{unit.source.stem}.baseline"  # files, not pipes: nothing blocks on a full pipe

@@ -39,7 +39,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # builder/_toml.py's choice; this script does not put the repo root on sys.path
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "helpers"))
@@ -112,7 +113,7 @@ def main() -> None:
     matrix = {"torch": args.torch, "cuda": args.cuda}
     args.jobs = args.jobs or k or os.cpu_count() or 2
     j = str(args.jobs)
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}  # set-up: its figures (seconds, variants, ...)
 
     def save() -> None:  # after each set-up: a later one that fails (say, no bubblewrap) keeps the figures
         for name in rows.keys() - {"one"}:
@@ -153,7 +154,8 @@ def main() -> None:
             save()
 
         if "dist" in args.setups:
-            with sccache_dist(root / "cluster", servers=2, cpus=machine if k else None) as cluster:
+            pinned = [m for m in machine if m is not None] if k else None  # each machine's cores when k is given
+            with sccache_dist(root / "cluster", servers=2, cpus=pinned) as cluster:
                 ws = workspace(root / "dist", args.kernels, matrix)
                 t = time.perf_counter()
                 out = finish(start(["build", str(ws), "--all", "--dist", cluster.url, "-j", str(2 * args.jobs)],
