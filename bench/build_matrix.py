@@ -141,8 +141,8 @@ def provision(targets: list[Target], store: ToolchainStore, tu: bool) -> None:
         python = store.torch_python(version, "cuda" if cuda else None, reuse=(sys.executable,))
         probe_torch(python, CACHE / "probes")
         say(f"  torch {version}{' (CUDA build)' if cuda else ''}: {python}")
-    for cuda in sorted({t.toolkit for t in targets + extra if t.toolkit}, key=lambda c: c.version):
-        say(f"  {cuda}: {BACKENDS['cuda'].install_toolkit(store, cuda.version, cuda.toolkit, system=True)}")
+    for release in sorted({t.toolkit for t in targets + extra if t.toolkit}, key=lambda c: c.version):
+        say(f"  {release}: {BACKENDS['cuda'].install_toolkit(store, release.version, release.toolkit, system=True)}")
 
 
 def compile_steps(output: str) -> list[tuple[str, str, str]]:

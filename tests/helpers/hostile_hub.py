@@ -122,6 +122,8 @@ class HostileHub:
         return entries
 
     def _forward(self, path: str, headers: dict) -> tuple[int, list, bytes]:
+        if self.upstream.hostname is None:
+            raise ValueError(f"no host in the upstream URL {self.upstream.geturl()}")
         conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
         try:
             sent = {k: v for k, v in headers.items() if k.lower() not in ("host", "connection")}
