@@ -2,7 +2,8 @@
 each imported from its module on first use, so that importing one module of a folder costs none
 of the others (`kbuild --help` imports builder/config and builder/hub), and `python -m
 builder.commands.main` finds main not yet imported. bench/ imports only these names
-(tests/unit/test_bench_imports.py holds it, and that each name still exists)."""
+(tests/unit/test_bench_imports.py holds it, that each name still exists, and that each `__init__.py`
+imports the same names from the same modules under `if TYPE_CHECKING:`, which is what mypy reads)."""
 
 from __future__ import annotations
 
