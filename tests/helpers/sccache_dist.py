@@ -60,7 +60,8 @@ def sccache_dist(folder: Path, servers: int = 2, cpus: list[str] | None = None) 
     try:
         for i in range(1, servers + 1):
             addr = f"127.0.0.1:{free_port()}"
-            server_token = _run("auth", "generate-jwt-hs256-server-token", "--secret-key", key, "--server", addr)
+            # --secret-key=KEY: a generated key may begin with "-", which clap takes for an option
+            server_token = _run("auth", "generate-jwt-hs256-server-token", f"--secret-key={key}", "--server", addr)
             (folder / f"server{i}.conf").write_text(
                 f'cache_dir = "{folder}/toolchains{i}"\npublic_addr = "{addr}"\nscheduler_url = "{url}"\n'
                 f'[builder]\ntype = "overlay"\nbuild_dir = "{folder}/build{i}"\nbwrap_path = "{bwrap}"\n'
