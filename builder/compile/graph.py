@@ -61,8 +61,12 @@ def _run(options: BuildOptions, plans: list[ToolchainPlan], compiled, reporter: 
         dist_stats = client.stats()
         reporter.note(dist_stats.line())
         if dist_stats.errors:
+            reasons = client.fallback_reasons()
+            said = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
+            more = f"; {len(reasons) - 3} other reason(s)" if len(reasons) > 3 else ""
             reporter.warn(f"{dist_stats.errors} compile(s) could not be distributed through "
-                          f"{client.settings.scheduler}: they ran here (see {client.folder / 'client.log'})")
+                          f"{client.settings.scheduler} and ran here ({said or 'sccache gave no reason'}{more}); "
+                          f"sccache's log: {client.log}")
     elif cache:
         cache_stats = compile_cache.read_stats(cache.stats_log)
         reporter.note(cache_stats.line())

@@ -15,10 +15,12 @@ the distribution: the build compiles locally through ccache, with one warning.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import socket
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,7 +79,7 @@ class DistClient:
     def env(self) -> dict[str, str]:
         """What every compile (and this class's own calls) runs sccache with."""
         return {"SCCACHE_CONF": str(self.config), "SCCACHE_SERVER_PORT": str(self.port),
-                "SCCACHE_ERROR_LOG": str(self.folder / "client.log"), "SCCACHE_LOG": "info",
+                "SCCACHE_ERROR_LOG": str(self.log), "SCCACHE_LOG": "info",
                 "SCCACHE_IDLE_TIMEOUT": "0", "SCCACHE_DIR": str(self.cache_dir),
                 **({"SCCACHE_RECACHE": "1"} if self.recache else {})}
 
@@ -88,6 +90,7 @@ class DistClient:
         self.config.chmod(0o600)  # it holds the token
         self.config.write_text(_client_config(self.settings, self.folder / "toolchains", self.cache_dir))
         self._sccache("--stop-server", check=False)
+        self.log.unlink(missing_ok=True)  # sccache appends: this build's reasons only
         self._sccache("--start-server")
         status = self._status()
         if status is None:
@@ -102,6 +105,14 @@ class DistClient:
         misses = data.get("cache_misses", {}).get("adv_counts", {})
         return DistStats(int(data.get("compilations", 0)), dict(data.get("dist_compiles", {})),
                          int(data.get("dist_errors", 0)), {k: int(v) for k, v in misses.items()})
+
+    def fallback_reasons(self) -> Counter[str]:
+        """Why compiles could not be distributed, from this build's client log (see fallback_reasons)."""
+        return fallback_reasons(self.log)
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "client.log"
 
     def stop(self) -> None:
         self._sccache("--stop-server", check=False)
@@ -125,6 +136,42 @@ class DistClient:
             if check:
                 raise
             return ""
+
+
+_FALLBACK = re.compile(r"Could not perform distributed compile, falling back to local: (.+)$")
+_HTTP_ERROR = re.compile(r"^Error \d+: (\{.*\})$")
+
+
+def fallback_reasons(log: Path) -> Counter[str]:
+    """sccache's reason for each compile it ran here after failing to distribute it, by reason. A
+    scheduler's error is a JSON chain of causes: its first description and its last (the root
+    cause) say it, without the URLs and job numbers between them."""
+    reasons: Counter[str] = Counter()
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return reasons
+    for line in lines:
+        found = _FALLBACK.search(line)
+        if found:
+            reasons[_short_reason(found[1].strip())] += 1
+    return reasons
+
+
+def _short_reason(text: str) -> str:
+    chain = _HTTP_ERROR.match(text)
+    if chain:
+        try:
+            cause = json.loads(chain[1])
+        except ValueError:
+            cause = None
+        descriptions = []
+        while isinstance(cause, dict) and isinstance(cause.get("description"), str):
+            descriptions.append(cause["description"])
+            cause = cause.get("cause")
+        if descriptions:
+            return descriptions[0] if len(descriptions) == 1 else f"{descriptions[0]}: {descriptions[-1]}"
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def launcher_script(sccache: str) -> str:

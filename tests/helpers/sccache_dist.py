@@ -14,7 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from redis_server import free_port
@@ -28,9 +28,16 @@ class Cluster:
     token: str  # the clients' token
     servers: list[str]  # host:port of each build server
     folder: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)  # the build servers'
 
     def server_log(self, i: int) -> str:
         return (self.folder / f"server{i}.log").read_text(errors="replace")
+
+    def stop_servers(self) -> None:
+        """The build servers go away; the scheduler lists them until its heartbeat timeout."""
+        for p in self.processes:
+            p.kill()
+            p.wait(timeout=30)
 
 
 def _run(*args: str) -> str:
@@ -77,7 +84,7 @@ def sccache_dist(folder: Path, servers: int = 2, cpus: list[str] | None = None) 
             assert all(p.poll() is None for p in procs), _logs(folder)
             assert time.monotonic() < deadline, "the build servers did not register within 60 s:\n" + _logs(folder)
             time.sleep(0.2)
-        yield Cluster(url, token, addrs, folder)
+        yield Cluster(url, token, addrs, folder, procs[1:])
     finally:
         for p in procs:
             p.terminate()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,14 @@ def test_compiles_run_on_the_build_servers(rmsnorm, tmp_path, capsys, monkeypatc
         assert servers == 2 and distributed == sum(ran.values()) and executed == distributed + local
         # C++: the two bindings and the CPU kernel; nvcc: cudafe++ once, cicc and ptxas per arch
         assert steps["c++ [gcc]"] >= 3 and steps["ptx [cicc]"] == 2 and steps["cubin [ptxas]"] == 2, steps
-        assert m[6] is None  # nothing failed to distribute
+        if m[6] is not None:
+            # sccache compiles here what a loaded machine's cluster could not take (CI's 2 cores, once in
+            # many runs): allowed, but kbuild must say how many and sccache's reasons, and each server
+            # still ran compiles (above)
+            said = [line for line in out.splitlines() if "could not be distributed through" in line]
+            assert len(said) == 1 and said[0].startswith(f"kbuild: warning: {m[6]} compile(s)"), out
+            assert "sccache gave no reason" not in said[0], (said, (rmsnorm / ".kbuild/sccache/client.log").read_text())
+            warnings.warn(said[0], stacklevel=1)  # in pytest's summary, for whoever wonders why
     assert (rmsnorm / "build" / CUDA / "metadata.json").is_file()
     # what the servers compiled works: the kernel's own tests on its CPU variant
     assert main(["test", str(rmsnorm), "--variant", CPU]) == 0
@@ -83,6 +91,22 @@ def variant_files(kernel: Path) -> dict[str, bytes]:
     files = {str(p.relative_to(kernel)): p.read_bytes() for p in sorted((kernel / "build").rglob("*")) if p.is_file()}
     assert any(name.endswith(".so") for name in files), files.keys()
     return files
+
+
+def test_build_servers_gone_cost_only_the_distribution_and_kbuild_says_why(rmsnorm, tmp_path, capsys, monkeypatch):
+    with sccache_dist(tmp_path / "cluster", servers=2) as cluster:
+        cluster.stop_servers()  # the scheduler still lists them: each compile is assigned, then refused
+        code, out = build(capsys, monkeypatch, tmp_path, str(rmsnorm), "--variant", CPU, "--dist", cluster.url,
+                          "-j", "2", token=cluster.token)
+    assert code == 0, out
+    m = LINE.search(out)
+    assert m and m[1] == "0" and m[6] == m[2], out  # none distributed, every one compiled here
+    said = [line for line in out.splitlines() if "could not be distributed through" in line]
+    log = rmsnorm / ".kbuild" / "sccache" / "client.log"
+    assert said == [f"kbuild: warning: {m[6]} compile(s) could not be distributed through {cluster.url} and ran here "
+                    f"({m[6]} x assign job failed, job un-assigned from the server: Connection refused (os error 111)); "
+                    f"sccache's log: {log}"], out
+    assert (rmsnorm / "build" / CPU / "metadata.json").is_file()
 
 
 def test_an_unreachable_scheduler_compiles_here_with_one_warning(rmsnorm, tmp_path, capsys, monkeypatch):
