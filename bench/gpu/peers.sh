@@ -7,7 +7,7 @@
 #   activation  torch-stable-abi210-cu130-x86_64-linux built here at 9.0a (a stable-ABI kernel: that
 #               is its only CUDA variant name, whatever torch >= 2.10 builds it);
 #   rotary      torch-cuda (Triton, Python only).
-# Each kernel's tests run on the GPU first (TESTS=0 skips them). The default grid is ~3 minutes
+# Each kernel's tests run on the GPU first (TESTS=0 skips them; TEST_KERNELS=rmsnorm tests only those named). The default grid is ~3 minutes
 # (compiles included); TIMING=graph times the GPU's work alone (CUDA graphs, bench/peers.py's
 # docstring); TOKENS=1,4096,32768 HIDDEN=1024,4096,8192, or SHAPES=1x4096,4096x8192 (or
 # DTYPES, WORKLOADS) widen it, ~25 s per extra (shape, dtype): in the foreground within one device
@@ -32,7 +32,7 @@ for k in rmsnorm activation rotary; do rm -rf kernels/$k/build kernels/$k/.kbuil
   # each kernel's own suite on this GPU first: a figure of a kernel that fails its tests means nothing
   if [ "${TESTS:-1}" = 1 ]; then
     t0=$(date +%s)
-    for k in rmsnorm activation rotary; do kbuild test kernels/$k --timeout 150 2>&1 | tail -n 2; done
+    for k in ${TEST_KERNELS:-rmsnorm activation rotary}; do kbuild test kernels/$k --timeout 150 2>&1 | tail -n 2; done
     echo "tests: $(( $(date +%s) - t0 )) s"
   fi
   python bench/peers.py --device cuda ${TOKENS:+--tokens $TOKENS} ${HIDDEN:+--hidden $HIDDEN} ${SHAPES:+--shapes $SHAPES} ${TIMING:+--timing $TIMING} \
