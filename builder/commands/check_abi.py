@@ -1,9 +1,11 @@
 """`kbuild check-abi PATH`: a built variant folder's libraries (or one `.so`) read with the checks
 `kbuild build` runs before staging (builder/stage/abi_report.py): the manylinux floor and the
 glibc / GLIBCXX / CXXABI / GCC versions behind it, the Python ABI, the stable-ABI rule, undefined
-symbols, the CUDA archs in the fatbins; exit 1 when one breaks what the variant claims.
+symbols, the CUDA archs in the fatbins; exit 1 when one breaks what the variant claims. A kernel's
+folder (or its build/) checks each built variant in it; a Python-only one has nothing to check.
 
     kbuild check-abi build/torch-stable-abi210-cu130-x86_64-linux
+    kbuild check-abi .
     kbuild check-abi build/torch214-cxx11-cpu-x86_64-linux/_rmsnorm_cpu_1a2b3c4.abi3.so --manylinux 2_28 --json
 """
 
@@ -13,7 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbuild_common.errors import ExitCode
+from kbuild_common.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from builder.report import Reporter
@@ -22,7 +24,8 @@ if TYPE_CHECKING:
 def add_parser(sub) -> None:
     p = sub.add_parser("check-abi", help="what a built variant's libraries need and carry (manylinux floor, Python "
                                          "and stable ABI, undefined symbols, CUDA archs), against what it claims")
-    p.add_argument("path", metavar="PATH", help="a built variant folder (build/<variant>/) or one .so")
+    p.add_argument("path", metavar="PATH", help="a built variant folder (build/<variant>/), one .so, or a kernel's "
+                                                "folder (each of its built variants)")
     p.add_argument("--manylinux", metavar="POLICY", default=None,
                    help="hold the libraries to this policy (e.g. 2_28) instead of the floor metadata.json records")
     p.add_argument("--json", action="store_true", help="print a machine-readable record")
@@ -32,13 +35,49 @@ def add_parser(sub) -> None:
 def run(args, reporter: Reporter) -> int:
     from builder.stage.abi_report import check_abi
 
-    report = check_abi(Path(args.path), args.manylinux)
+    path = Path(args.path)
+    variants = built_variants(path)
+    if variants is None:  # one variant folder or one library
+        report = check_abi(path, args.manylinux)
+        if args.json:
+            reporter.result(json.dumps(report.as_json(), indent=2))
+        else:
+            for line in _lines(report):
+                reporter.result(line)
+        return ExitCode.FAILED if report.violations else ExitCode.OK
+    compiled = [v for v in variants if any(v.glob("*.so"))]
+    reports = [check_abi(v, args.manylinux) for v in compiled]
     if args.json:
-        reporter.result(json.dumps(report.as_json(), indent=2))
+        reporter.result(json.dumps([r.as_json() for r in reports], indent=2))
     else:
-        for line in _lines(report):
-            reporter.result(line)
-    return ExitCode.FAILED if report.violations else ExitCode.OK
+        for variant, report in zip(compiled, reports, strict=True):
+            reporter.result(f"== {variant.name}")
+            for line in _lines(report):
+                reporter.result(line)
+        for variant in variants:
+            if variant not in compiled:
+                reporter.result(f"== {variant.name}: Python only, no libraries to check")
+        broken = sum(1 for r in reports if r.violations)
+        verdict = f"{broken} break what they claim" if broken else "each keeps what it claims"
+        reporter.result(f"{len(reports)} compiled variant(s) checked: {verdict}" if reports
+                        else "no compiled variant: nothing to check")
+    return ExitCode.FAILED if any(r.violations for r in reports) else ExitCode.OK
+
+
+def built_variants(path: Path) -> list[Path] | None:
+    """The variant folders of a kernel's folder (build.toml beside build/) or of its build/ folder;
+    None when `path` is something else (a variant folder, a library), which check_abi reads itself."""
+    if not path.is_dir() or any(path.glob("*.so")) or (path / "metadata.json").is_file():
+        return None
+    kernel = (path / "build.toml").is_file()
+    if not kernel and not (path.parent / "build.toml").is_file():
+        return None
+    built = path / "build" if kernel else path
+    variants = sorted(p for p in built.iterdir() if (p / "metadata.json").is_file()) if built.is_dir() else []
+    if not variants:
+        raise UsageError(f"{built}: no built variant here (expected build/<variant>/ folders with a metadata.json)",
+                         hint=f"kbuild build {path if kernel else path.parent}")
+    return variants
 
 
 def _lines(report) -> list[str]:

@@ -66,6 +66,30 @@ def test_a_built_cuda_variant_keeps_what_it_claims(cuda_variant, capsys):
     assert record["policy"] == json.loads((cuda_variant / "metadata.json").read_text())["abi"]["manylinux"]
 
 
+def test_a_kernels_folder_checks_each_built_variant(cuda_variant, tmp_path, capsys):
+    project = shutil.copytree(cuda_variant.parents[1], tmp_path / "two-archs")
+    noarch = project / "build" / "torch-cuda"  # a Python-only variant beside it: no library to check
+    noarch.mkdir()
+    (noarch / "metadata.json").write_text('{"python-depends": []}')
+    for path in (project, project / "build"):
+        code, out = run(capsys, path)
+        assert code == 0, out
+        assert f"== {cuda_variant.name}\n" in out and "  CUDA: cubin 9.0a 10.0a" in out, out
+        assert "== torch-cuda: Python only, no libraries to check" in out, out
+        assert out.rstrip().endswith("1 compiled variant(s) checked: each keeps what it claims"), out
+    code, out = run(capsys, project, "--json")
+    assert code == 0 and [r["variant"] for r in json.loads(out)] == [cuda_variant.name], out
+    # one variant that breaks its claim fails the whole folder, and the summary counts it
+    metadata = json.loads((project / "build" / cuda_variant.name / "metadata.json").read_text())
+    metadata["backend"]["archs"] = ["9.0a"]
+    (project / "build" / cuda_variant.name / "metadata.json").write_text(json.dumps(metadata))
+    code, out = run(capsys, project)
+    assert code == 1 and out.rstrip().endswith("1 compiled variant(s) checked: 1 break what they claim"), out
+    shutil.rmtree(project / "build")
+    code, out = run(capsys, project)
+    assert code == 2 and f"{project}/build: no built variant here" in out and f"kbuild build {project}" in out, out
+
+
 def test_archs_metadata_json_does_not_list_are_a_violation(cuda_variant, tmp_path, capsys):
     copy = tmp_path / cuda_variant.name
     shutil.copytree(cuda_variant, copy)
