@@ -430,15 +430,27 @@ class Session:
     def load_best(self, found: Resolution, dependency: LoadOne | None = None) -> tuple[str, ModuleType]:
         """The best variant that install_best accepts, imported: (its name, its module). Its name is
         found.chosen unless install_best rejected that one by its metadata and took the next."""
-        key = (self.reader.key, found.ref.repo_id, found.commit, found.chosen)
         # under a signature rule the cached copy is checked again (an import made without the rule proves nothing)
-        best = found.best
-        module = _LOADED.get(key) if best and not self.signature_rule(found.ref.repo_id)[0].required else None
-        if module is not None and best and key in _METADATA and fit.judge(best.variant, found.system,
-                                                                          _METADATA[key]).reason is None:
-            return best.name, module  # loaded before, and its metadata (read then) fits this system too
+        if not self.signature_rule(found.ref.repo_id)[0].required:
+            before = self._loaded_before(found)
+            if before is not None:
+                return before
         variant, folder = self.install_best(found)
         return variant, self.load(found.ref.repo_id, found.commit, variant, folder=folder, dependency=dependency)
+
+    def _loaded_before(self, found: Resolution) -> tuple[str, ModuleType] | None:
+        """What install_best would take, when this process has judged it already: the accepted
+        candidates in order, each by the metadata read then, passing over those it rejects (not
+        fetched or checked again), to the first that fits this system; its module if loaded."""
+        for candidate in (c for c in found.trace if c.accepted):
+            key = (self.reader.key, found.ref.repo_id, found.commit, candidate.name)
+            meta = _METADATA.get(key)
+            if meta is None:
+                return None  # not judged in this process: install_best reads it
+            if fit.judge(candidate.variant, found.system, meta).reason is None:
+                module = _LOADED.get(key)
+                return (candidate.name, module) if module is not None else None
+        return None
 
     def load(self, repo_id: str, commit: str, variant: str, check=None, folder: Path | None = None,
              dependency: LoadOne | None = None) -> ModuleType:

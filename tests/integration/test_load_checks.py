@@ -8,6 +8,7 @@ stand-ins (tests/unit/test_gpu_arch.py has the rules themselves)."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -100,6 +101,16 @@ def test_get_kernel_skips_a_variant_this_gpu_cannot_run(hub, runtime_env):
     assert get_kernel("org/tiny@v1", hub=hub, system=HOPPER).VARIANT == COMPILED
     # the module loaded for Hopper is not handed out for a GPU it cannot run on
     assert get_kernel("org/tiny@v1", hub=hub, system=AMPERE).VARIANT == "?"
+
+
+def test_a_variant_passed_over_is_not_read_again_on_the_next_get_kernel(hub, tmp_path, runtime_env):
+    assert get_kernel("org/tiny@v1", hub=hub, system=AMPERE).VARIANT == "?"
+    # the first choice was fetched, judged by its metadata.json and passed over; its copy goes away
+    passed_over, = [p for p in (tmp_path / "cache").rglob(COMPILED) if p.is_dir()]
+    shutil.rmtree(passed_over)
+    assert get_kernel("org/tiny@v1", hub=hub, system=AMPERE).VARIANT == "?"
+    assert not passed_over.exists()  # this process judged it once: not fetched or checked again
+    assert get_kernel("org/tiny@v1", hub=hub, system=HOPPER).VARIANT == COMPILED  # where it fits, it loads
 
 
 def test_when_no_variant_runs_on_this_gpu_the_error_says_why(kernel, tmp_path, runtime_env):
