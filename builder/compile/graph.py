@@ -113,8 +113,12 @@ def write_graph(options: BuildOptions, plans: list[ToolchainPlan], cache: Compil
     work.mkdir(parents=True, exist_ok=True)
     for j in plans:
         include = j.plan.manifest.root / WORK_DIR / "include"
-        include.mkdir(parents=True, exist_ok=True)
-        _write_if_changed(resources.read_bytes("templates/registration.h"), include / "registration.h")
+        registration = resources.read_bytes("templates/registration.h")
+        # kernel-builder writes it into torch-ext/ beside the sources, and flash-attn3 includes it as
+        # "../torch-ext/registration.h": through -I<include> that is <include>/../torch-ext/
+        for folder in (include, include.parent / "torch-ext"):
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_if_changed(registration, folder / "registration.h")
         if j.sysroot and j.toolchain.torch:
             _mirror_python_headers(j.sysroot.python_headers(j.toolchain.torch.python_multiarch_include, include),
                                    j.toolchain.torch.python_multiarch_include)

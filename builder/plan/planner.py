@@ -12,6 +12,7 @@ from builder.backends.cuda_arch import Capability
 from builder.config.cascade import Setting, value
 from builder.config.options import BuildOptions
 from builder.layout import WORK_DIR
+from builder.plan.cxx_standard import torch_standard
 from builder.plan.matrix import MatrixSkip, Target, full_matrix, matrix_variants, select, variant_archs
 from builder.plan.steps import BuildPlan, PlanInputs, Skip, plan_build
 from builder.project.dependencies import parse_dependency, pick_cutlass
@@ -232,6 +233,15 @@ def _planned(plans: list[ToolchainPlan], failed: list[VariantResult], resolved: 
         reporter.warn(f"{kernel}: skipping [kernel.{section}] (cuda-capabilities {', '.join(listed)}): none of them "
                       f"is in {asked}; it is not compiled into {', '.join(names)}, which kbuild refuses after "
                       "linking if the rest of the library calls into it")
+    older: dict = {}  # (where in build.toml, flag, what torch requires) -> the variants it was dropped from
+    for j in plans:
+        for v in j.plan.variants:
+            for keys, flag in v.older_standards:
+                required = torch_standard(j.toolchain.torch) if j.toolchain.torch else "?"
+                older.setdefault((j.plan.manifest.where(*keys), flag, required), []).append(v.name)
+    for (where, flag, required), names in older.items():
+        reporter.warn(f"{where}: {flag} is older than the {required} the building torch's headers require; "
+                      f"left out of the units that include torch in {', '.join(names)} (the rest keep it)")
     return _with_sysroots(plans, resolved), failed
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from builder.backends import BACKENDS, DEVICE_SOURCES, compiled, in_range, not_compiled
 from builder.backends.cuda_arch import Capability
 from builder.config.cascade import Setting
+from builder.plan.cxx_standard import drop_older_standards, torch_standard
 from builder.project.dependencies import parse_dependency
 from builder.project.manifest import KernelSection, Manifest
 from builder.toolchains.toolchain import TorchInfo
@@ -56,6 +57,9 @@ class VariantPlan:
     skipped_sections: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # what restricted the archs (--cuda-archs, TORCH_CUDA_ARCH_LIST), for errors that name what to pass
     cuda_archs: Setting[tuple[Capability, ...]] | None = None
+    # the project's -std flags older than torch's headers allow, dropped from the units that include
+    # torch (builder/plan/cxx_standard.py): (its keys in build.toml, for Manifest.where; the flag)
+    older_standards: tuple[tuple[tuple[str, ...], str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -216,7 +220,8 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
     partial = inputs.cuda_archs is not None and (
         bool(left_out) or caps != _device_caps(replace(inputs, cuda_archs=None), backend)[1])
     units = []
-    binding_flags = _binding_flags(inputs, backend, name, abi)
+    compiled_sections = [s for s in _sections(inputs, backend) if s not in left_out]
+    binding_flags = _binding_flags(inputs, backend, name, abi) + _binding_dependency_includes(inputs, compiled_sections)
     headers = tuple(m.root / s for s in m.torch.src if Path(s).suffix not in SOURCE_SUFFIXES)
     for src in m.torch.src:
         tool = SOURCE_SUFFIXES.get(Path(src).suffix)
@@ -225,16 +230,49 @@ def _compiled_plan(inputs: PlanInputs, backend: str, abi: tuple[int, int] | None
         elif tool is not None:
             device = [f for f in binding_flags if f not in _host_flags(inputs) and not f.startswith("-std")]
             units.append(_unit(inputs, obj_dir, src, tool, _device_flags(inputs, tool, caps, None) + device, headers))
-    for section in _sections(inputs, backend):
-        if section not in left_out:
-            units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
+    for section in compiled_sections:
+        units.extend(_section_units(inputs, section, obj_dir, section_caps.get(section.name, []), name, abi))
+    # the stable ABI's headers (torch/csrc/stable, headeronly) compile as C++17: its units keep the project's -std
+    units, older = (units, ()) if abi else _torch_standard_kept(inputs, units)
     return VariantPlan(
         variant=variant, ops_name=name, python_src=m.root / "torch-ext" / m.python_name,
         pyext=m.torch.pyext, units=tuple(units), library=obj_dir / f"{name}.so",
         link_flags=_link_flags(inputs, backend, abi), archs=tuple(str(c) for c in caps), partial_archs=partial,
         skipped_sections=tuple((s.name, tuple(map(str, s.cuda_capabilities or ()))) for s in left_out),
-        cuda_archs=BACKENDS[backend].requested_archs(inputs),
+        cuda_archs=BACKENDS[backend].requested_archs(inputs), older_standards=older,
     )
+
+
+def _torch_standard_kept(inputs: PlanInputs, units: list[CompileUnit]) -> tuple[list[CompileUnit], tuple]:
+    """The units that include torch without the project's -std flags that ask for an older C++
+    than torch's headers require; and those flags, by where build.toml sets them."""
+    m = inputs.manifest
+    required = torch_standard(inputs.building_torch)
+    sections = {s.name: s for s in m.kernels}
+    kept: list[CompileUnit] = []
+    older: dict[tuple[tuple[str, ...], str], None] = {}  # ordered, once each
+    for unit in units:
+        if "torch" not in unit.depends:
+            kept.append(unit)
+            continue
+        flags, dropped = drop_older_standards(list(unit.flags), required)
+        kept.append(replace(unit, flags=tuple(flags)) if dropped else unit)
+        for flag in dropped:
+            older.setdefault((_flags_key(sections.get(unit.section), flag, unit.tool == "cxx"), flag), None)
+    return kept, tuple(older)
+
+
+def _flags_key(section: KernelSection | None, flag: str, host: bool) -> tuple[str, ...]:
+    """Where in build.toml `flag` is set, as Manifest.where's keys: the section's flags list that
+    holds it (cxx-flags for a host unit, cuda-flags, hip-flags or sycl-flags for a device one), or
+    [torch] cxx-flags for the binding's units."""
+    if section is None:
+        return ("torch", "cxx-flags")
+    first = flag.split()[0]
+    device = ("cuda_flags", "hip_flags", "sycl_flags")
+    lists = ("cxx_flags", *device) if host else (*device, "cxx_flags")
+    found = next((k for k in lists if first in getattr(section, k)), "cxx_flags")
+    return ("kernel", section.name, found.replace("_", "-"))
 
 
 def _device_caps(inputs: PlanInputs, backend: str) -> tuple[dict[str, list[Capability]], list[Capability],
@@ -254,10 +292,6 @@ def _unit(inputs: PlanInputs, obj_dir: Path, src: str, tool: str, flags, implici
     compiler = _RULE_OWNERS[tool].compiler(inputs, tool) if tool in _RULE_OWNERS else ""
     return CompileUnit(inputs.manifest.root / src, out, tool, tuple(flags), tuple(implicit), compiler,
                        section.name if section else "", section.depends if section else ("torch",))
-
-
-def _std(torch: TorchInfo) -> str:
-    return "-std=c++20" if torch.torch >= (2, 12) else "-std=c++17"
 
 
 def _torch_includes(inputs: PlanInputs, backend: str) -> list[str]:
@@ -284,7 +318,7 @@ def _binding_flags(inputs: PlanInputs, backend: str, name: str, abi: tuple[int, 
     m = inputs.manifest
     assert m.torch is not None  # a compiled kernel's manifest has [torch] (the readers see to it)
     return [
-        *_host_flags(inputs), _std(inputs.building_torch), f"-D{backend.upper()}_KERNEL",
+        *_host_flags(inputs), torch_standard(inputs.building_torch), f"-D{backend.upper()}_KERNEL",
         f"-DTORCH_EXTENSION_NAME={name}", LIMITED_API, *_torch_api(inputs.building_torch, abi),
         f"-I{inputs.generated_include}", *[f"-I{m.root / d}" for d in m.torch.include], *_project_includes(m),
         *_torch_includes(inputs, backend), *_python_includes(inputs), *m.torch.cxx_flags,
@@ -311,7 +345,7 @@ def _section_units(inputs: PlanInputs, section: KernelSection, obj_dir: Path, ca
         if tool in _RULE_OWNERS:
             flags = _device_flags(inputs, tool, caps, section) + common
         elif tool == "cxx":
-            flags = [*_host_flags(inputs), _std(inputs.building_torch), *common, *section.cxx_flags]
+            flags = [*_host_flags(inputs), torch_standard(inputs.building_torch), *common, *section.cxx_flags]
         else:
             continue
         units.append(_unit(inputs, obj_dir, src, tool, flags, headers, section))
@@ -336,6 +370,13 @@ def _dependency_includes(inputs: PlanInputs, section: KernelSection) -> list[str
     return flags
 
 
+def _binding_dependency_includes(inputs: PlanInputs, sections: list[KernelSection]) -> list[str]:
+    """The [torch] binding's units see the headers of every dependency the variant's sections name:
+    [torch] has no depends of its own, and kernel-builder puts CUTLASS on every unit's include
+    path (flash-attn3's flash_api_stable.cpp includes cutlass/numeric_types.h)."""
+    return list(dict.fromkeys(flag for s in sections for flag in _dependency_includes(inputs, s)))
+
+
 def _python_includes(inputs: PlanInputs) -> list[str]:
     """The Python's headers; under a sysroot, with a distribution Python's multiarch ones, which the
     sysroot would hide (Sysroot.python_headers; builder/compile/graph.py puts them there)."""
@@ -353,7 +394,7 @@ def _host_flags(inputs: PlanInputs) -> tuple[str, ...]:
 def _device_flags(inputs: PlanInputs, tool: str, caps, section: KernelSection | None) -> list[str]:
     """A device unit's flags: the rule's backend makes them (builder/backends/)."""
     return _RULE_OWNERS[tool].compile_flags(inputs, tool, caps, section, _host_flags(inputs),
-                                            _std(inputs.building_torch))
+                                            torch_standard(inputs.building_torch))
 
 
 # torch's own libstdc++, by soname and ahead of the compiler driver's libraries: a g++ whose

@@ -370,7 +370,8 @@ def test_every_cuda_variant_unit_preprocesses_with_kbuilds_flags(cuda_corpus, na
 
 
 def test_cutlass_include_goes_to_the_sections_that_depend_on_it(cuda_corpus):
-    """punica-sgmv: [kernel.sgmv] depends on cutlass_3_8, its other sections do not."""
+    """punica-sgmv: [kernel.sgmv] depends on cutlass_3_8, its other sections do not; the binding of
+    the variants that link sgmv sees it too ([torch] has no depends of its own)."""
     kernel = cuda_corpus / "punica-sgmv"
     options = plan_options(kernel, "8.0")
     with pytest.warns(BuildNotice, match="edition 4 manifest"):  # as a library, a notice is a warning
@@ -392,5 +393,7 @@ def test_cutlass_include_goes_to_the_sections_that_depend_on_it(cuda_corpus):
             assert unit.tool == "nvcc" and "cutlass_3_8" in unit.depends
             for folder in folders:
                 assert f"-I{folder}" in unit.flags, (unit.source, unit.flags)
+        elif unit.section == "":  # the binding
+            assert [f for f in unit.flags if str(store) in f] == [f"-I{folder}" for folder in folders], unit.flags
         else:
             assert not [f for f in unit.flags if str(store) in f], (unit.section, unit.source, unit.flags)

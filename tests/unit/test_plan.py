@@ -245,6 +245,75 @@ def test_cxx_standard_follows_torch(kernel, torch, std):
             assert [f for f in u.flags if f.startswith("-std=")] == [std], (variant.name, u.source)
 
 
+OLD_STANDARD = """\
+[general]
+name = "sage"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cuda"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+cxx-flags = ["-std=c++17"]
+
+[kernel.attn]
+backend = "cuda"
+depends = ["torch"]
+src = ["attn/attn.cu", "attn/host.cpp"]
+cuda-flags = ["-O3", "-std", "c++17", "--use_fast_math"]
+cxx-flags = ["-std=gnu++1z"]
+
+[kernel.newer]
+backend = "cuda"
+depends = ["torch"]
+src = ["newer/newer.cu"]
+cuda-flags = ["-std=c++23"]
+
+[kernel.plain]
+backend = "cuda"
+depends = []
+src = ["plain/plain.cu"]
+cuda-flags = ["-std=c++17"]
+"""
+
+
+def test_a_projects_older_std_is_left_out_where_torch_is_included(tmp_path):
+    """Compilers take the last -std: a kernel-builder project's -std=c++17, written for torch 2.11,
+    would compile torch 2.12+'s headers as C++17, which they refuse. It is dropped from the units that
+    include torch (the binding's and torch-depending sections'), kept elsewhere, and the plan says
+    where build.toml sets it, for the planner's one warning."""
+    m = write_kernel(tmp_path / "sage", OLD_STANDARD)
+    cuda = by_name(plan_build(inputs(m)))[CU130_214]
+
+    def standards(source):
+        flags = list(unit(cuda, source).flags)
+        return [f for i, f in enumerate(flags) if f.startswith("-std") or (i and flags[i - 1] == "-std")]
+
+    for source in ("torch_binding.cpp", "attn/attn.cu", "attn/host.cpp"):
+        assert standards(source) == ["-std=c++20"], source
+    assert "--use_fast_math" in unit(cuda, "attn/attn.cu").flags  # the rest of the section's flags stay
+    assert standards("newer/newer.cu") == ["-std=c++20", "-std=c++23"]  # newer than torch asks: the project's
+    assert standards("plain/plain.cu") == ["-std=c++20", "-std=c++17"]  # no torch included: the project's
+    assert cuda.older_standards == ((("torch", "cxx-flags"), "-std=c++17"),
+                                    (("kernel", "attn", "cuda-flags"), "-std c++17"),
+                                    (("kernel", "attn", "cxx-flags"), "-std=gnu++1z"))
+    assert m.where("kernel", "attn", "cuda-flags").endswith("build.toml:16: [kernel.attn] cuda-flags")
+    # torch 2.11's headers are C++17: nothing is older than that, every flag stays
+    old = by_name(plan_build(inputs(m, torch_info("2.11.0"))))["torch211-cxx11-cu130-x86_64-linux"]
+    assert old.older_standards == () and "c++17" in unit(old, "attn/attn.cu").flags
+
+
+def test_a_stable_abi_variant_keeps_the_projects_std(tmp_path):
+    """The stable ABI's headers compile as C++17: its units keep what the project asks for."""
+    m = write_kernel(tmp_path / "sage", OLD_STANDARD.replace('cxx-flags = ["-std=c++17"]\n',
+                                                             'cxx-flags = ["-std=c++17"]\nstable-abi = "2.10"\n', 1))
+    (variant,) = plan_build(inputs(m)).variants
+    assert variant.name == "torch-stable-abi210-cu130-x86_64-linux" and variant.older_standards == ()
+    flags = list(unit(variant, "attn/attn.cu").flags)
+    assert flags[flags.index("-std"):][:3] == ["-std", "c++17", "--use_fast_math"]
+
+
 def test_binding_is_compiled_once_per_backend_with_its_define(kernel):
     m = kernel()
     variants = by_name(plan_build(inputs(m)))
@@ -506,3 +575,12 @@ def test_section_cuda_minver_leaves_the_section_out_of_older_cuda_variants(kerne
     cuda = CudaInfo(home="/tc/cu13", nvcc="/tc/cu13/bin/nvcc", version=(13, 2), archs=frozenset(NVCC_130_ARCHS))
     new = by_name(plan_build(inputs(m, cuda=cuda)))["torch214-cxx11-cu132-x86_64-linux"]
     assert any(u.source.name == "relu.cu" for u in new.units)
+
+
+def test_std_flags_read_in_each_spelling():
+    from builder.plan.cxx_standard import drop_older_standards, year
+
+    assert (year("c++17"), year("gnu++1z"), year("c++2a"), year("c++26"), year("c++2x")) == (2017, 2017, 2020, 2026, None)
+    flags = ["-O3", "--std=c++14", "-std", "c++17", "-std=c++2x", "-std=gnu++20", "-std"]  # the last has no value
+    assert drop_older_standards(flags, "-std=c++20") == (["-O3", "-std=c++2x", "-std=gnu++20", "-std"],
+                                                         ["--std=c++14", "-std c++17"])
