@@ -3,6 +3,7 @@
 (CI runs them first); `nox -s canary` tries the newest torch, kernels and transformers the index has,
 before each release."""
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -143,6 +144,7 @@ def wheel(session: nox.Session) -> None:
     session.install("build")
     session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT))
     (wheel_file,) = dist.glob("kbuild-*.whl")
+    _use_this_torch(session, tmp / "torch-links")
     session.install(f"torch=={TORCH}", f"{wheel_file}[test]")
     work = tmp / "work"
     shutil.rmtree(work, ignore_errors=True)
@@ -166,6 +168,27 @@ def wheel(session: nox.Session) -> None:
         session.run(str(venv / "bin" / "python"), "-c",
                     "import sys, kbuild, builder.project.manifest; print(sys.version)", external=True)
         session.run(str(venv / "bin" / "kbuild"), "check", str(work / "activation"), external=True)
+
+
+def _use_this_torch(session: nox.Session, links: Path) -> None:
+    """The session's venv sees the torch of the Python nox runs in (.venv's, with its CUDA libraries)
+    through a folder of links to it and a .pth file, where pip counts it as installed: CI's disk,
+    shared with other jobs, need not hold a second 5.4 GB copy. kbuild's wheel and its other
+    requirements still install as users get them. Without torch TORCH there, the venv installs its own."""
+    try:
+        ours = importlib.metadata.version("torch").split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        ours = None
+    if ours != TORCH:
+        session.log(f"nox runs without torch {TORCH} (it has {ours}): the venv installs its own")
+        return
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # hf_envs.torch_overlay: the links, checked
+    import hf_envs  # noqa: PLC0415 - found only once the line above puts tests/helpers on the path
+
+    (site,) = Path(session.virtualenv.location).glob("lib/python*/site-packages")
+    shutil.rmtree(links, ignore_errors=True)
+    hf_envs.torch_overlay(site, links, "nox's wheel venv")
+    (site / "kbuild-torch-links.pth").write_text(f"{links}\n")
 
 
 def _python310() -> str | None:

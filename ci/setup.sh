@@ -117,7 +117,8 @@ if [ $extra = test ]; then
   command -v chromium >/dev/null || debs+=(chromium)              # the hub pages' browser test
   command -v faketime >/dev/null || debs+=(faketime)              # a later clock hour for reproducible builds
   command -v ssh-keygen >/dev/null || debs+=(openssh-client)      # kbuild's SSH signatures
-  step "Debian packages (redis-server bubblewrap chromium faketime openssh-client)"
+  command -v hardlink >/dev/null || debs+=(util-linux)            # step 5's environments share identical files
+  step "Debian packages (redis-server bubblewrap chromium faketime openssh-client util-linux)"
   if [ ${#debs[@]} = 0 ]; then
     have "present"
   elif work "apt-get install ${debs[*]}"; then
@@ -148,11 +149,12 @@ EOF
     before=$(stamps)
     step_start=$SECONDS
     echo "checking (each made only when missing or its pins changed, ~2 min then) ..."
-    # torch 2.13's CPU build with the four kernels-* environments 2.5 GB, torch-2.15 (its own torch) 5.4 GB
+    # torch 2.13's CPU build with the four kernels-* environments 1.9 GB, torch-2.15 (its own torch) 3.9 GB,
+    # files shared with .venv and each other as hard links (df, before and after: tests/helpers/hf_envs.py)
     if [ ! -f .venv/hf-envs/_torch/kbuild-pins.txt ]; then
-      room 9 "step 5 (torch 2.13's CPU build, four environments and torch 2.15's own, 7.9 GB)"
-    elif [ ! -f .venv/hf-envs/torch-2.15/kbuild-pins.txt ]; then
-      room 6 "step 5 (torch 2.15's own environment, 5.4 GB)"
+      room 7 "step 5 (torch 2.13's CPU build, four environments and torch 2.15's own, 5.8 GB)"
+    elif ! grep -qs "without triton" .venv/hf-envs/torch-2.15/kbuild-pins.txt; then
+      room 5 "step 5 (torch 2.15's own environment, 3.9 GB)"
     fi
     .venv/bin/python tests/helpers/hf_envs.py >>"$log" 2>&1 || { tail -20 "$log"; fail "tests/helpers/hf_envs.py failed"; }
     if [ "$(stamps)" != "$before" ]; then did+=(5); echo "      made or remade in $((SECONDS - step_start)) s";

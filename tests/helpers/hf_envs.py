@@ -12,6 +12,13 @@ pip there sees torch installed and adds only its dependencies): 0.75 GB once ins
 which matters on a CI disk that other jobs share.
 `torch-2.15` (OWN_TORCH) is the exception: torch 2.15.0's own install, for test_newest_torch.py.
 
+CI's disk is shared with other jobs, so what they take is kept down: pip keeps no cache of what it
+downloads; an environment with a torch of its own is installed a requirement at a time (pip holds a
+call's downloads until it ends: one call for torch 2.15 needed its 2.6 GB of wheels beside the 5.4 GB
+they unpack to) and without triton (LEFT_OUT); and after each install, files identical to ones in
+.venv or another environment become hard links to them (util-linux's `hardlink`): the same
+nvidia-* libraries, sympy, numpy, transformers' unchanged files, ~1.9 GB in all.
+
     python tests/helpers/hf_envs.py [NAME ...]     # make or update them (all by default)
 """
 
@@ -61,6 +68,12 @@ OWN_TORCH: dict[str, tuple[str, ...]] = {
     "torch-2.15": ("torch==2.15.0", "kernels==0.19.1", "numpy"),
 }
 NAMES = (*PAIRS, *OWN_TORCH)  # what `python tests/helpers/hf_envs.py` makes
+# torch's requirements an OWN_TORCH environment goes without: triton is torch's compiler of GPU kernels
+# (1 GB installed), which torch imports only to compile for a GPU; test_newest_torch.py builds and loads
+# CPU variants, with no GPU to compile for.
+LEFT_OUT = frozenset({"triton"})
+# .venv's packages, which an environment's identical files are linked to
+MAIN_SITE = next((ROOT / ".venv" / "lib").glob("python*/site-packages"), None)
 
 
 class EnvError(RuntimeError):
@@ -94,6 +107,15 @@ def cuda_torch_overlay(name: str, dest: Path) -> Path:
     Hugging Face's loader reads the torch it imports (torch.__version__, torch.version.cuda,
     torch.compiled_with_cxx11_abi()), never torch's install metadata, so this is what a CUDA torch
     installed into the environment would show it, without a second several-GB copy per release."""
+    (site,) = (HOME / name / "lib").glob("python*/site-packages")
+    return torch_overlay(site, dest, name)
+
+
+def torch_overlay(theirs_site: Path, dest: Path, name: str) -> Path:
+    """`dest`, made a folder of links to what `pip install` of .venv's torch would add to or replace
+    in the environment whose site-packages is `theirs_site` (`name` in errors): cuda_torch_overlay's,
+    for any venv of this Python. `nox -s wheel` puts one on its venv's path (a .pth file), so the
+    wheel is checked with .venv's torch instead of a 5.4 GB copy of it."""
     import importlib.metadata as md
     import os
 
@@ -101,7 +123,6 @@ def cuda_torch_overlay(name: str, dest: Path) -> Path:
     from packaging.utils import canonicalize_name
 
     ours_site = Path(md.distribution("torch").locate_file("")).resolve()
-    (theirs_site,) = (HOME / name / "lib").glob("python*/site-packages")
     tag = f"python{sys.version_info.major}.{sys.version_info.minor}"
     if theirs_site.parent.name != tag:  # torch's compiled modules are for this Python
         raise EnvError(f"{name} runs {theirs_site.parent.name}, .venv's torch is built for {tag}")
@@ -154,7 +175,8 @@ def python(name: str) -> Path:
 def _pins(name: str) -> str:
     """What an environment's kbuild-pins.txt holds once it is made: its requirements and where its
     torch comes from (an environment made with a torch of its own is remade)."""
-    source = "torch of its own" if name in OWN_TORCH else f"{TORCH} from {SHARED_TORCH.name}"
+    source = (f"torch of its own without {' '.join(sorted(LEFT_OUT))}" if name in OWN_TORCH
+              else f"{TORCH} from {SHARED_TORCH.name}")
     return "\n".join((*requirements(name), source)) + "\n"
 
 
@@ -165,12 +187,57 @@ def up_to_date(name: str) -> bool:
 
 
 def _pip(python_exe, args: list[str], what: str, env: dict[str, str] | None = None) -> None:
-    pip = subprocess.run([str(python_exe), "-m", "pip", "install", "-q", *args], capture_output=True, text=True,
-                         env=env)
+    pip = subprocess.run([str(python_exe), "-m", "pip", "install", "-q", "--no-cache-dir", *args],
+                         capture_output=True, text=True, env=env)
     if pip.returncode != 0:
         tail = (pip.stdout + pip.stderr).strip().splitlines()[-15:]
         raise EnvError(f"pip install {' '.join(a for a in args if not a.startswith('-'))} into {what} failed:\n"
                        + "\n".join(tail))
+
+
+def share_identical_files() -> None:
+    """Files of the environments that are byte for byte those of another environment or of .venv become
+    hard links to one copy (same mode, any time stamp; 16 KiB and over, where the space is). pip never
+    writes into an installed file (it removes and writes anew), so an install or removal in one of them
+    leaves the others as they were."""
+    hardlink = shutil.which("hardlink")
+    if hardlink is None:
+        print("tests/helpers/hf_envs.py: util-linux's `hardlink` is missing (apt-get install util-linux): "
+              "the environments keep full copies of the files they share", file=sys.stderr)
+        return
+    trees = [str(HOME)] + ([str(MAIN_SITE)] if MAIN_SITE else [])
+    done = subprocess.run([hardlink, "--quiet", "--ignore-time", "--minimum-size", "16K", *trees],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise EnvError(f"hardlink over {' '.join(trees)} failed: {(done.stderr or done.stdout).strip()}")
+
+
+def _install_own_torch(name: str, env: dict[str, str]) -> None:
+    """An OWN_TORCH environment's requirements, torch first without its dependencies, then each of
+    torch's requirements but LEFT_OUT's (an extra at a time), then the rest, one pip call each: what
+    pip downloads is held only for the call, and each call's files are linked to identical ones
+    before the next."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    py, what = python(name), str(HOME / name)
+    torch_pin, *rest = requirements(name)
+    _pip(py, ["--no-deps", torch_pin], what, env)
+    share_identical_files()
+    (site,) = (HOME / name / "lib").glob("python*/site-packages")
+    (torch,) = md.distributions(name="torch", path=[str(site)])
+    for line in torch.requires or ():
+        req = Requirement(line)
+        # markers judged here: the environment is a venv of this interpreter
+        if canonicalize_name(req.name) in LEFT_OUT or (req.marker and not req.marker.evaluate({"extra": ""})):
+            continue
+        # an extra at a time: cuda-toolkit[cublas,cudart,...] is ten CUDA libraries' wheels
+        for extra in sorted(req.extras) or [None]:
+            _pip(py, [f"{req.name}{f'[{extra}]' if extra else ''}{req.specifier}"], what, env)
+            share_identical_files()
+    _pip(py, rest, what, env)
 
 
 def cpu_torch_wheel(release: str = TORCH_RELEASE) -> Path:
@@ -231,7 +298,11 @@ def ensure(name: str) -> Path:
             # after site-packages on sys.path: what the environment installs itself, and an overlay on
             # PYTHONPATH (cuda_torch_overlay), both come first
             (site / _PTH).write_text(f"{shared}\n")
-        _pip(python(name), list(requirements(name)), str(venv), env)
+        if env is None:
+            _pip(python(name), list(requirements(name)), str(venv))
+        else:
+            _install_own_torch(name, env)
+        share_identical_files()
         (venv / "kbuild-pins.txt").write_text(_pins(name))  # last: a killed install is remade next time
     return python(name)
 
