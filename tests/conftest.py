@@ -61,11 +61,13 @@ def torch213_python(tmp_path_factory):
         wheels = hf_envs.cpu_torch_wheel("2.13.0").parent
         with pytest.MonkeyPatch.context() as patch:  # its local version (+cpu) sorts above PyPI's 2.13.0
             patch.setenv("PIP_FIND_LINKS", " ".join(filter(None, (str(wheels), os.environ.get("PIP_FIND_LINKS")))))
-            python = ToolchainStore(tmp_path_factory.mktemp("toolchains")).torch_python("2.13.0")
+            store = tmp_path_factory.mktemp("toolchains")
+            python = ToolchainStore(store).torch_python("2.13.0")
     except (KbuildError, hf_envs.EnvError) as e:
         pytest.skip(f"torch 2.13.0's CPU build is not installable here: {e}")
-    pip = subprocess.run([python, "-m", "pip", "install", "-q", "pytest", "numpy"],
+    pip = subprocess.run([python, "-m", "pip", "install", "-q", "--no-cache-dir", "pytest", "numpy"],
                          capture_output=True, text=True, timeout=1800)
     if pip.returncode != 0:
         pytest.skip(f"pytest/numpy are not installable here: {pip.stdout[-300:]}{pip.stderr[-300:]}")
+    hf_envs.share_identical_files(store)  # torch 2.13's files are .venv/hf-envs/_torch's: ~0.9 GB once, not twice
     return Path(python)

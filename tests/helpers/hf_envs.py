@@ -195,17 +195,17 @@ def _pip(python_exe, args: list[str], what: str, env: dict[str, str] | None = No
                        + "\n".join(tail))
 
 
-def share_identical_files() -> None:
-    """Files of the environments that are byte for byte those of another environment or of .venv become
-    hard links to one copy (same mode, any time stamp; 16 KiB and over, where the space is). pip never
-    writes into an installed file (it removes and writes anew), so an install or removal in one of them
-    leaves the others as they were."""
+def share_identical_files(*more: Path) -> None:
+    """Files of the environments (and of the folders `more`) that are byte for byte those of another
+    one or of .venv become hard links to one copy (same mode, any time stamp; 16 KiB and over, where
+    the space is). pip never writes into an installed file (it removes and writes anew), so an install
+    or removal in one of them leaves the others as they were."""
     hardlink = shutil.which("hardlink")
     if hardlink is None:
         print("tests/helpers/hf_envs.py: util-linux's `hardlink` is missing (apt-get install util-linux): "
               "the environments keep full copies of the files they share", file=sys.stderr)
         return
-    trees = [str(HOME)] + ([str(MAIN_SITE)] if MAIN_SITE else [])
+    trees = [str(HOME)] + ([str(MAIN_SITE)] if MAIN_SITE else []) + [str(m) for m in more]
     done = subprocess.run([hardlink, "--quiet", "--ignore-time", "--minimum-size", "16K", *trees],
                           capture_output=True, text=True)
     if done.returncode != 0:
