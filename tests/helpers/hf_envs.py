@@ -17,7 +17,7 @@ downloads; an environment with a torch of its own is installed a requirement at 
 call's downloads until it ends: one call for torch 2.15 needed its 2.6 GB of wheels beside the 5.4 GB
 they unpack to) and without triton (LEFT_OUT); and after each install, files identical to ones in
 .venv or another environment become hard links to them (util-linux's `hardlink`): the same
-nvidia-* libraries, sympy, numpy, transformers' unchanged files, ~1.9 GB in all.
+nvidia-* libraries, sympy, numpy, transformers' unchanged files: 1.8 GB measured.
 
     python tests/helpers/hf_envs.py [NAME ...]     # make or update them (all by default)
 """
