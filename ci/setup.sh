@@ -117,8 +117,7 @@ if [ $extra = test ]; then
   command -v chromium >/dev/null || debs+=(chromium)              # the hub pages' browser test
   command -v faketime >/dev/null || debs+=(faketime)              # a later clock hour for reproducible builds
   command -v ssh-keygen >/dev/null || debs+=(openssh-client)      # kbuild's SSH signatures
-  command -v hardlink >/dev/null || debs+=(util-linux)            # step 5's environments share identical files
-  step "Debian packages (redis-server bubblewrap chromium faketime openssh-client util-linux)"
+  step "Debian packages (redis-server bubblewrap chromium faketime openssh-client)"
   if [ ${#debs[@]} = 0 ]; then
     have "present"
   elif work "apt-get install ${debs[*]}"; then
@@ -150,9 +149,9 @@ EOF
     step_start=$SECONDS
     echo "checking (each made only when missing or its pins changed, ~2 min then) ..."
     # measured with df, files shared with .venv and each other as hard links (tests/helpers/hf_envs.py):
-    # all of it 4.7 GB on a fresh .venv; torch-2.15 (its own torch) alone 3.9 GB at its peak
+    # all of it 5.8 GB (6.0 at its peak); torch-2.15 (its own torch) alone 3.9 GB at its peak
     if [ ! -f .venv/hf-envs/_torch/kbuild-pins.txt ]; then
-      room 6 "step 5 (torch 2.13's CPU build, four environments and torch 2.15's own, 4.7 GB)"
+      room 7 "step 5 (torch 2.13's CPU build, four environments and torch 2.15's own, 5.8 GB)"
     elif ! grep -qs "without triton" .venv/hf-envs/torch-2.15/kbuild-pins.txt; then
       room 5 "step 5 (torch 2.15's own environment, 3.9 GB)"
     fi

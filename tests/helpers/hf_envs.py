@@ -15,17 +15,19 @@ which matters on a CI disk that other jobs share.
 CI's disk is shared with other jobs, so what they take is kept down: pip keeps no cache of what it
 downloads; an environment with a torch of its own is installed a requirement at a time (pip holds a
 call's downloads until it ends: one call for torch 2.15 needed its 2.6 GB of wheels beside the 5.4 GB
-they unpack to) and without triton (LEFT_OUT); and after each install, files identical to ones in
-.venv or another environment become hard links to them (util-linux's `hardlink`): the same
-nvidia-* libraries, sympy, numpy, transformers' unchanged files: 1.8 GB measured.
+they unpack to) and without triton (LEFT_OUT); and after each install, the environment's files
+identical to ones of .venv or of another environment become hard links to them
+(link_identical_files): the same nvidia-* libraries, sympy, numpy, transformers' unchanged files.
 
     python tests/helpers/hf_envs.py [NAME ...]     # make or update them (all by default)
 """
 
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -195,21 +197,48 @@ def _pip(python_exe, args: list[str], what: str, env: dict[str, str] | None = No
                        + "\n".join(tail))
 
 
-def share_identical_files(*more: Path) -> None:
-    """Files of the environments (and of the folders `more`) that are byte for byte those of another
-    one or of .venv become hard links to one copy (same mode, any time stamp; 16 KiB and over, where
-    the space is). pip never writes into an installed file (it removes and writes anew), so an install
-    or removal in one of them leaves the others as they were."""
-    hardlink = shutil.which("hardlink")
-    if hardlink is None:
-        print("tests/helpers/hf_envs.py: util-linux's `hardlink` is missing (apt-get install util-linux): "
-              "the environments keep full copies of the files they share", file=sys.stderr)
-        return
-    trees = [str(HOME)] + ([str(MAIN_SITE)] if MAIN_SITE else []) + [str(m) for m in more]
-    done = subprocess.run([hardlink, "--quiet", "--ignore-time", "--minimum-size", "16K", *trees],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise EnvError(f"hardlink over {' '.join(trees)} failed: {(done.stderr or done.stdout).strip()}")
+def link_identical_files(target: Path, references: list[Path]) -> int:
+    """Files of `target` of 16 KiB and over (where the space is) that are byte for byte a file of
+    `references` or an earlier one of `target`, with the same mode, become hard links to it; the bytes
+    that saves. Nothing outside `target` changes: a linked file takes the other's time stamp, and
+    .venv's torch headers keep theirs, which ninja compares to tell a build up to date. pip never
+    writes into an installed file (it removes and writes anew), so an install or removal in one
+    environment leaves the others as they were."""
+    by_size: dict[int, list[tuple[str, os.stat_result]]] = {}
+
+    def files(root: Path):
+        for folder, _, names in os.walk(root):
+            for name in names:
+                path = os.path.join(folder, name)
+                st = os.lstat(path)
+                if stat.S_ISREG(st.st_mode) and st.st_size >= 16 * 1024:
+                    yield path, st
+
+    for root in references:
+        for path, st in files(root):
+            by_size.setdefault(st.st_size, []).append((path, st))
+    saved = 0
+    for path, st in files(target):
+        same = by_size.setdefault(st.st_size, [])
+        # the same file name first: a library or header of another release of the same package
+        for ref, ref_st in sorted(same, key=lambda c: os.path.basename(c[0]) != os.path.basename(path)):
+            if (ref_st.st_dev, ref_st.st_ino) == (st.st_dev, st.st_ino):
+                break  # already one
+            if (ref_st.st_dev == st.st_dev and stat.S_IMODE(ref_st.st_mode) == stat.S_IMODE(st.st_mode)
+                    and filecmp.cmp(ref, path, shallow=False)):
+                os.link(ref, path + ".kbuild-link")
+                os.replace(path + ".kbuild-link", path)
+                saved += st.st_size
+                break
+        else:
+            same.append((path, st))
+    return saved
+
+
+def _references(name: str) -> list[Path]:
+    """What environment `name`'s files are linked to: .venv's packages and the other environments."""
+    return ([MAIN_SITE] if MAIN_SITE else []) + [p for p in sorted(HOME.iterdir())
+                                                 if p.is_dir() and p.name != name]
 
 
 def _install_own_torch(name: str, env: dict[str, str]) -> None:
@@ -225,7 +254,7 @@ def _install_own_torch(name: str, env: dict[str, str]) -> None:
     py, what = python(name), str(HOME / name)
     torch_pin, *rest = requirements(name)
     _pip(py, ["--no-deps", torch_pin], what, env)
-    share_identical_files()
+    link_identical_files(HOME / name, _references(name))
     (site,) = (HOME / name / "lib").glob("python*/site-packages")
     (torch,) = md.distributions(name="torch", path=[str(site)])
     for line in torch.requires or ():
@@ -236,7 +265,7 @@ def _install_own_torch(name: str, env: dict[str, str]) -> None:
         # an extra at a time: cuda-toolkit[cublas,cudart,...] is ten CUDA libraries' wheels
         for extra in sorted(req.extras) or [None]:
             _pip(py, [f"{req.name}{f'[{extra}]' if extra else ''}{req.specifier}"], what, env)
-            share_identical_files()
+            link_identical_files(HOME / name, _references(name))
     _pip(py, rest, what, env)
 
 
@@ -271,6 +300,7 @@ def _shared_torch() -> Path:
             shutil.rmtree(SHARED_TORCH, ignore_errors=True)
             _pip(sys.executable, ["--no-deps", "--target", str(SHARED_TORCH), str(cpu_torch_wheel())],
                  str(SHARED_TORCH))
+            link_identical_files(SHARED_TORCH, _references(SHARED_TORCH.name))
             stamp.write_text(TORCH + "+cpu\n")  # last: a killed install is redone next time
     return SHARED_TORCH
 
@@ -302,7 +332,7 @@ def ensure(name: str) -> Path:
             _pip(python(name), list(requirements(name)), str(venv))
         else:
             _install_own_torch(name, env)
-        share_identical_files()
+        link_identical_files(venv, _references(name))
         (venv / "kbuild-pins.txt").write_text(_pins(name))  # last: a killed install is remade next time
     return python(name)
 
